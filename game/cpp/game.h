@@ -1,0 +1,99 @@
+// A game in progress: the board plus everything the rules need to end it (repetition,
+// the no-progress count, a ply cap), make/undo, Zobrist hashing, and the learning interface
+// in which a turn is a sequence of actions (one per single jump) from the mover's point of view.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+#include "movegen.h"
+
+namespace cz {
+
+// 40 moves by each side without a capture or a man moving draws (ACF rule), counted in plies.
+constexpr int kMaxPliesWithoutProgress = 80;
+// Threefold repetition of the same position with the same side to move draws.
+constexpr int kRepetitionsForDraw = 3;
+// Network history: the current position and this many earlier ones (packed states per sample).
+constexpr int kHistory = 3;
+// Planes: 4 piece planes per history slot, no-progress, mid-jump piece, constant ones.
+constexpr int kPlanesPerSlot = 4;
+constexpr int kNumPlanes = kPlanesPerSlot * kHistory + 3;
+// A packed state is four uint32 words: black, white, kings, meta (see pack_state()).
+constexpr int kPackedWords = 4;
+
+enum class Result : uint8_t { Ongoing = 0, BlackWin = 1, WhiteWin = 2, Draw = 3 };
+enum class EndReason : uint8_t { None = 0, NoMoves = 1, Repetition = 2, NoProgress = 3, PlyCap = 4 };
+
+struct State {
+  Board board;
+  uint64_t hash = 0;
+  uint16_t no_progress = 0;  // plies since the last capture or man move
+  uint16_t ply = 0;          // turns played (a multi-jump is one turn)
+  int8_t jumping = -1;       // square of the piece in the middle of a multi-jump, else -1
+};
+
+uint64_t zobrist_hash(const Board& b);
+
+// meta word: bit 0 side to move, bits 1-6 jumping square + 1, bits 8-15 no-progress plies,
+// bit 16 set when the slot holds a position (history slots before the game's start are empty).
+uint32_t pack_meta(const State& s);
+void pack_state(const State& s, uint32_t* out);
+State unpack_state(const uint32_t* in);
+
+class Game {
+ public:
+  explicit Game(int size = 8, int max_plies = 0);
+  static Game from_board(int size, const Board& board, int max_plies = 0, int no_progress = 0,
+                         int ply = 0);
+
+  int size() const { return size_; }
+  int num_squares() const { return size_ * size_ / 2; }
+  int num_actions() const { return num_squares() * kDirections; }
+  int max_plies() const { return max_plies_; }
+  const State& state() const { return st_; }
+  const Board& board() const { return st_.board; }
+  const std::vector<State>& history() const { return stack_; }
+  bool mid_jump() const { return st_.jumping >= 0; }
+
+  // Whole moves (only between turns, never in the middle of a multi-jump).
+  void legal_moves(MoveList& out) const;
+  void make(const Move& m);
+  // Takes back the last make() or step().
+  void undo();
+
+  Result result() const;
+  EndReason end_reason() const;
+  int repetitions() const;  // times the current position has occurred (1 = first time)
+
+  // Learning interface.
+  int legal_actions(int* out) const;  // fills up to num_actions() entries, returns the count
+  void legal_action_mask(uint8_t* mask) const;
+  bool is_legal_action(int action) const;
+  void step(int action);  // unchecked: call is_legal_action() first on untrusted input
+  std::vector<int> actions_of(const Move& m) const;
+  Move move_of(const std::vector<int>& actions) const;  // throws std::invalid_argument
+
+  // The current position and the kHistory-1 before it, newest first: kHistory*kPackedWords words.
+  void pack_history(uint32_t* out) const;
+
+ private:
+  int size_;
+  int max_plies_;
+  State st_;
+  std::vector<State> stack_;
+};
+
+// Mover-relative action index <-> (absolute square, absolute direction).
+int action_of(int size, Color side, int square, int direction);
+void decode_action(int size, Color side, int action, int& square, int& direction);
+
+uint64_t perft(int size, const Board& b, int depth);
+
+// Batched encoder: n samples of kHistory packed states each -> float planes (n, kNumPlanes, S, S).
+void encode_packed(int size, const uint32_t* packed, int n, float* out);
+// Legal-action masks of n packed current states -> (n, num_actions) bytes.
+void legal_mask_packed(int size, const uint32_t* packed, int n, int stride_words, uint8_t* out);
+
+}  // namespace cz
