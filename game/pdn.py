@@ -125,7 +125,7 @@ def iter_pdn(text: str, *, size: int = 8, replay: bool = True) -> Iterator[PdnGa
             if game is None:
                 index += 1
                 game = PdnGame(size=size)
-            game.tags[m.group("tag_name")] = m.group("tag_value").replace('\\"', '"')
+            game.tags[m.group("tag_name")] = _unescape(m.group("tag_value"))
             continue
         if game is None:
             index += 1
@@ -179,11 +179,13 @@ def write_game(game: PdnGame) -> str:
     white_first = game.start_white()
     for i, move in enumerate(game.moves):
         ply = i + (1 if white_first else 0)
+        # A move number stays on the line of the move it numbers.
         if ply % 2 == 0:
-            tokens.append(f"{ply // 2 + 1}.")
+            tokens.append(f"{ply // 2 + 1}. {move}")
         elif i == 0:
-            tokens.append(f"{ply // 2 + 1}...")
-        tokens.append(move)
+            tokens.append(f"{ply // 2 + 1}... {move}")
+        else:
+            tokens.append(move)
     tokens.append(game.result)
     lines.extend(_wrap(tokens))
     return "\n".join(lines) + "\n"
@@ -202,6 +204,10 @@ def game_from_position(
         game.tags["SetUp"] = "1"
         game.tags["FEN"] = start.fen()
     return game
+
+
+def _unescape(value: str) -> str:
+    return re.sub(r"\\(.)", r"\1", value)
 
 
 def _escape(value: str) -> str:

@@ -102,7 +102,9 @@ class Position:
         except ValueError:
             raise ValueError(f"malformed move {text!r}") from None
         n = num_squares(self.size)
-        if len(squares) < 2 or any(not 1 <= s <= n for s in squares):
+        if len(squares) < 2:
+            raise ValueError(f"malformed move {text!r}: a move names at least two squares")
+        if any(not 1 <= s <= n for s in squares):
             raise ValueError(f"malformed move {text!r}: squares must be 1-{n}")
         candidates = [m for m in self.legal_moves() if _matches(m.squares, squares)]
         if separator == "-" and len(squares) == 2:

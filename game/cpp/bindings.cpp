@@ -117,8 +117,16 @@ NB_MODULE(_core, m) {
       .def_prop_ro("mid_jump", &Game::mid_jump)
       .def_prop_ro("depth", [](const Game& g) { return g.history().size(); },
                    "number of make()/step() calls that undo() can take back")
-      .def("legal_moves", &moves_list)
-      .def("make", &Game::make)
+      .def("legal_moves",
+           [](const Game& g) {
+             if (g.mid_jump()) throw nb::value_error("legal_moves() in the middle of a multi-jump");
+             return moves_list(g);
+           })
+      .def("make",
+           [](Game& g, const Move& m) {
+             if (g.mid_jump()) throw nb::value_error("make() in the middle of a multi-jump");
+             g.make(m);
+           })
       .def("undo",
            [](Game& g) {
              if (g.history().empty()) throw nb::value_error("nothing to undo");

@@ -208,11 +208,12 @@ void apply_move(Board& b, const Move& m) {
   const Bitboard from = bit(m.from), to = bit(m.to);
   const bool king = b.kings & from;
   const bool crowned = !king && (to & Geometry<S>::promotion_row(b.side));
-  b.pieces[us] ^= from | to;
+  // XOR with from ^ to (not from | to): a king's capture loop may end on its own square.
+  b.pieces[us] ^= from ^ to;
   b.pieces[them] &= ~m.captured;
   b.kings &= ~m.captured;
   if (king)
-    b.kings ^= from | to;
+    b.kings ^= from ^ to;
   else if (crowned)
     b.kings |= to;
   b.side = ~b.side;
