@@ -24,7 +24,6 @@ import argparse
 import csv
 import importlib
 import logging
-import math
 import os
 import random
 import sys
@@ -36,6 +35,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from evaluation.elo import EloEstimate, match_elo
 from evaluation.players import Player, make_player
 from game.pdn import PdnGame, write_pdn
 from game.position import Position
@@ -160,45 +160,6 @@ class PairRecord:
 
 
 @dataclass(frozen=True)
-class EloSummary:
-    """What the report needs from evaluation.elo.match_elo's estimate (also its fallback)."""
-
-    elo: float
-    elo_lower: float
-    elo_upper: float
-    confidence: float
-
-
-def match_elo_summary(wins: int, draws: int, losses: int) -> EloSummary:
-    """Elo of A over B with its 95% interval (evaluation.elo.match_elo: trinomial interval)."""
-    try:
-        from evaluation.elo import match_elo
-    except ImportError:  # evaluation.elo not merged yet: the same formula, inline
-        return _fallback_match_elo(wins, draws, losses)
-    estimate = match_elo(wins, draws, losses)
-    return EloSummary(estimate.elo, estimate.elo_lower, estimate.elo_upper, estimate.confidence)
-
-
-def _fallback_match_elo(wins: int, draws: int, losses: int) -> EloSummary:
-    z95 = 1.959963984540054  # two-sided 95% normal quantile
-    n = wins + draws + losses
-    if n == 0:
-        raise ValueError("no games to rate")
-    s = (wins + 0.5 * draws) / n
-    var = (wins * (1 - s) ** 2 + draws * (0.5 - s) ** 2 + losses * s**2) / n
-    half = z95 * math.sqrt(var / n)
-
-    def elo(x: float) -> float:
-        if x <= 0.0:
-            return -math.inf
-        if x >= 1.0:
-            return math.inf
-        return -400.0 * math.log10(1.0 / x - 1.0)
-
-    return EloSummary(elo(s), elo(s - half), elo(s + half), 0.95)
-
-
-@dataclass(frozen=True)
 class MatchResult:
     player_a: str
     player_b: str
@@ -243,8 +204,9 @@ class MatchResult:
             counts[PAIR_POINTS.index(pair.a_points)] += 1
         return tuple(counts)  # type: ignore[return-value]
 
-    def elo(self) -> EloSummary:
-        return match_elo_summary(self.wins, self.draws, self.losses)
+    def elo(self) -> EloEstimate:
+        """A's Elo over B with the trinomial 95% interval (evaluation.elo.match_elo)."""
+        return match_elo(self.wins, self.draws, self.losses)
 
     def pdn_games(self) -> list[PdnGame]:
         return [

@@ -4,6 +4,8 @@ shallower one over a seeded match (a statistical test with a fixed seed, not a t
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from evaluation.match import (
@@ -13,7 +15,6 @@ from evaluation.match import (
     PairRecord,
     load_openings,
     main,
-    match_elo_summary,
     play_game,
     play_match,
     run_match,
@@ -145,9 +146,14 @@ def test_command_line(tmp_path, capsys) -> None:
     assert "unknown player spec 'alphabeta:9'" in capsys.readouterr().err
 
 
-def test_match_elo_is_symmetric() -> None:
-    even = match_elo_summary(10, 0, 10)
-    assert even.elo == 0.0 and even.elo_lower < 0 < even.elo_upper
-    ahead = match_elo_summary(15, 2, 3)
-    behind = match_elo_summary(3, 2, 15)
-    assert ahead.elo == pytest.approx(-behind.elo) and ahead.elo > 150
+def test_match_elo_comes_from_the_games() -> None:
+    def game(black: str, white: str, result: str) -> GameRecord:
+        return GameRecord(black, white, "start", (), result, "no legal move")
+
+    wins = PairRecord(0, "start", game("A", "B", "1-0"), game("B", "A", "0-1"))
+    even = PairRecord(1, "start", game("A", "B", "1-0"), game("B", "A", "1-0"))
+    result = MatchResult("A", "B", (wins, wins, wins, even))
+    assert (result.wins, result.draws, result.losses) == (7, 0, 1)
+    elo = result.elo()
+    assert elo.elo == pytest.approx(400 * math.log10(7))  # score 7/8: odds 7 to 1
+    assert elo.elo_lower < elo.elo < elo.elo_upper
