@@ -41,6 +41,9 @@ constexpr int kOrderKiller = 1 << 27;  // above any history score (kHistoryLimit
 
 constexpr Bitboard square_mask(int sq) { return sq < 0 ? 0 : bit(sq); }
 
+// Rows and columns between the centre block and the board's edge.
+constexpr int kCentreMargin = 2;
+
 // Feature masks of the evaluation for one board size.
 template <int S>
 struct EvalTables {
@@ -53,11 +56,11 @@ struct EvalTables {
   EvalTables() {
     back_rank[index(Color::Black)] = G::row(0);
     back_rank[index(Color::White)] = G::row(S - 1);
-    // The central block: the two middle rows, without the edge columns (8 squares on 8x8,
-    // 2 on 6x6).
+    // The central block: rows and columns 2..S-3, the classic 8 squares (10, 11, 14, 15, 18,
+    // 19, 22, 23) on 8x8, 2 squares (8, 11) on 6x6.
     centre = 0;
-    for (int r = S / 2 - 1; r <= S / 2; ++r)
-      for (int c = 1; c < S - 1; ++c) centre |= square_mask(G::square_at(r, c));
+    for (int r = kCentreMargin; r < S - kCentreMargin; ++r)
+      for (int c = kCentreMargin; c < S - kCentreMargin; ++c) centre |= square_mask(G::square_at(r, c));
     for (int sq = 0; sq < G::kSquares; ++sq) {
       const int r = G::row_of(sq), c = G::col_of(sq);
       advance[index(Color::Black)][sq] = r;
@@ -350,7 +353,8 @@ class Searcher {
   int order_key(const Board& b, const Move& m, bool tt_move, int ply) const {
     if (tt_move) return kOrderTTMove;
     if (m.is_capture())
-      return kOrderCapture + kOrderPerCaptured * m.jumps + kOrderPerKingCaptured * popcount(m.captured & b.kings);
+      return kOrderCapture + kOrderPerCaptured * m.jumps +
+             kOrderPerKingCaptured * popcount(m.captured & b.kings);
     if (crowns<S>(b, m)) return kOrderCrowning;
     for (int k = 0; k < kKillersPerPly; ++k)
       if (s_.killers[ply][k] == m) return kOrderKiller - k;

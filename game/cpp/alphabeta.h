@@ -37,7 +37,7 @@ struct EvalWeights {
   int king = 130;         // a king: worth more than a man (moves backwards), ~1.3 in the literature
   int advancement = 2;    // per row a man has advanced from its own back rank
   int back_rank = 8;      // per man still on its own back rank (guards the king row)
-  int centre = 4;         // per piece on one of the central squares
+  int centre = 4;         // per piece on a central square (the 8 classic ones; 2 on 6x6)
   int mobility = 2;       // per available non-capturing step
   int runaway = 40;       // per man with no opposing piece in the cone ahead of it
   int king_centre = 3;    // per king on a central square (on top of `centre`), kings belong there

@@ -240,7 +240,8 @@ NB_MODULE(_core, m) {
               new (w) EvalWeights{man, king, advancement, back_rank, centre, mobility, runaway, king_centre};
             },
             "man"_a = defaults.man, "king"_a = defaults.king, "advancement"_a = defaults.advancement,
-            "back_rank"_a = defaults.back_rank, "centre"_a = defaults.centre, "mobility"_a = defaults.mobility,
+            "back_rank"_a = defaults.back_rank, "centre"_a = defaults.centre,
+            "mobility"_a = defaults.mobility,
             "runaway"_a = defaults.runaway, "king_centre"_a = defaults.king_centre)
         .def_rw("man", &EvalWeights::man)
         .def_rw("king", &EvalWeights::king)
@@ -252,7 +253,8 @@ NB_MODULE(_core, m) {
         .def_rw("king_centre", &EvalWeights::king_centre)
         .def("__repr__", [](const EvalWeights& w) {
           return "EvalWeights(man=" + std::to_string(w.man) + ", king=" + std::to_string(w.king) +
-                 ", advancement=" + std::to_string(w.advancement) + ", back_rank=" + std::to_string(w.back_rank) +
+                 ", advancement=" + std::to_string(w.advancement) +
+                 ", back_rank=" + std::to_string(w.back_rank) +
                  ", centre=" + std::to_string(w.centre) + ", mobility=" + std::to_string(w.mobility) +
                  ", runaway=" + std::to_string(w.runaway) + ", king_centre=" + std::to_string(w.king_centre) +
                  ")";
