@@ -17,6 +17,9 @@ using Clock = std::chrono::steady_clock;
 // Reading the clock costs ~20 ns; every 1024 nodes (well under a millisecond of search) keeps
 // the overshoot of a time limit negligible without showing up in the node rate.
 constexpr uint64_t kNodesPerClockCheck = 1024;
+// An iteration costs about as much again as all earlier ones together (the tree grows by a
+// factor of ~2-3 per ply here), so one is started only if less than half the budget is spent.
+constexpr int kNextIterationCost = 2;
 // Two killer moves per ply (the classic choice: more rarely helps).
 constexpr int kKillersPerPly = 2;
 // History scores are halved when one passes this, so old cutoffs fade and nothing overflows.
@@ -220,7 +223,9 @@ class Searcher {
       if (std::abs(score) >= kMateThreshold && kMateScore - std::abs(score) <= depth) break;
       if (limits_.time_ms > 0) {
         if (root_moves.size == 1) break;  // nothing to choose
-        if (Clock::now() >= deadline_) break;
+        // The next iteration would most likely not finish: don't start it.
+        const auto now = Clock::now();
+        if (now >= deadline_ || (now - start) * kNextIterationCost > deadline_ - start) break;
       }
     }
     result.nodes = nodes_;
