@@ -264,10 +264,10 @@ def test_six_by_six_board() -> None:
     result = search(pos, depth=6)
     assert result.move in pos.legal_moves()
     assert result.depth == 6 and abs(result.score) < MATE_THRESHOLD
-    # 6x6 shot: Black's 8-11 gives a man for two (11x... then 7x...x...) or similar tactics are
-    # small; here just check a won 6x6 ending is seen as won.
+    # Three kings against a man on 6x6: the man is hunted down in exactly 5 plies.
     ending = Position.from_fen("B:W18:BK1,K2,K3", size=6)
-    assert search(ending, depth=10).score >= MATE_THRESHOLD
+    assert not mover_wins_within(ending.game, 4) and mover_wins_within(ending.game, 5)
+    assert search(ending, depth=10).score == MATE_SCORE - 5
 
 
 def test_weights_change_the_evaluation() -> None:
