@@ -52,6 +52,7 @@ MIDDLE_GAMES = {  # three-move openings continued by minimax:4 self-play for thi
     "mid 2": ("10-15 21-17 9-13", 24),
     "mid 3": ("11-16 24-19 8-11", 30),
 }
+MIN_CHOICES = 4  # a benchmark position where the search has something to choose
 MAX_OPENSPIEL_DEPTH = 40  # its search never gets near this in a second
 
 
@@ -67,12 +68,18 @@ class Measure:
 
 
 def middle_game(opening: str, plies: int) -> tuple[Position, list]:
-    """The position after ``opening`` and ``plies`` moves of minimax:4 self-play, with its moves."""
+    """The position after ``opening`` and at least ``plies`` moves of minimax:4 self-play (more
+    until the mover has a real choice: no capture pending, several moves), with its moves."""
     pos = Position()
     moves = [pos.play(move) for move in opening.split()]
-    for _ in range(plies):
+    while len(moves) < len(opening.split()) + plies or not _quiet_choice(pos):
         moves.append(pos.play(search(pos, depth=4).move))
     return pos, moves
+
+
+def _quiet_choice(pos: Position) -> bool:
+    legal = pos.legal_moves()
+    return len(legal) >= MIN_CHOICES and not legal[0].is_capture
 
 
 def ours(pos: Position, seconds: float, weights: dict | None) -> Measure:
