@@ -1,0 +1,243 @@
+"""Players: anything that picks a move in a position, behind one small protocol.
+
+A player is named by a *spec* string, so that matches, the gate and the ladder can all be
+driven from the command line and from config:
+
+``minimax:D``
+    the alpha-beta baseline (``game._core.alphabeta_search``) searching D plies (1..64).
+``minimax:tMS``
+    the same, with MS milliseconds per move instead of a depth (not reproducible: it depends
+    on the machine's speed).
+``random`` / ``random:SEED``
+    a uniformly random legal move (the anchor of the Elo ladder, rated 0).
+a checkpoint path (or any other spec)
+    handed to the factories registered with :func:`register_player_factory`; the network and
+    MCTS players register theirs there (see that function). With none that accepts it,
+    :func:`make_player` raises ValueError naming the spec.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from game import _core
+from game.position import Move, Position
+
+logger = logging.getLogger(__name__)
+
+EvalWeights = _core.EvalWeights
+SearchResult = _core.SearchResult
+MATE_SCORE: int = _core.MATE_SCORE  # a win found n plies ahead scores MATE_SCORE - n
+MATE_THRESHOLD: int = _core.MATE_THRESHOLD  # |score| >= this: a forced win or loss was found
+
+DEFAULT_TT_MB = 16  # transposition table per searching thread; depth 8 needs a few MB at most
+MAX_DEPTH = 64  # the core's deepest iteration (kMaxSearchDepth)
+WEIGHT_NAMES = (
+    "man",
+    "king",
+    "advancement",
+    "back_rank",
+    "centre",
+    "mobility",
+    "runaway",
+    "king_centre",
+)
+
+_MINIMAX_SPEC = re.compile(r"minimax:(?:(?P<depth>\d+)|t(?P<time_ms>\d+))")
+_RANDOM_SPEC = re.compile(r"random(?::(?P<seed>\d+))?")
+SPEC_FORMS = "'minimax:D' (depth), 'minimax:tMS' (milliseconds per move), 'random[:SEED]'"
+
+
+@runtime_checkable
+class Player(Protocol):
+    """What a match needs from a player. ``choose`` must not change ``position``."""
+
+    name: str
+
+    def choose(self, position: Position) -> Move:
+        """A legal move for the side to move (ValueError when the game is over)."""
+        ...
+
+    def reset(self) -> None:
+        """Forget per-game state (called before every game)."""
+        ...
+
+
+def eval_weights(values: Mapping[str, Any] | EvalWeights | None = None) -> EvalWeights:
+    """EvalWeights from a mapping (e.g. ``cfg.evaluation.baseline.weights``); missing keys keep
+    the core's defaults, unknown keys or non-integers raise ValueError naming them."""
+    if values is None:
+        return EvalWeights()
+    if isinstance(values, EvalWeights):
+        return values
+    unknown = sorted(set(values) - set(WEIGHT_NAMES))
+    if unknown:
+        raise ValueError(f"unknown evaluation weight(s) {unknown}; known: {list(WEIGHT_NAMES)}")
+    clean: dict[str, int] = {}
+    for key, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+            raise ValueError(f"evaluation weight {key!r} must be an integer, got {value!r}")
+        clean[key] = int(value)
+    return EvalWeights(**clean)
+
+
+def weights_dict(weights: EvalWeights) -> dict[str, int]:
+    return {name: getattr(weights, name) for name in WEIGHT_NAMES}
+
+
+class MinimaxPlayer:
+    """The alpha-beta baseline at a fixed depth or a fixed time per move.
+
+    At a fixed depth it is deterministic: the same position always gives the same move.
+    ``last`` holds the SearchResult of the latest move (score, depth, nodes, principal variation).
+    """
+
+    def __init__(
+        self,
+        depth: int = 0,
+        time_ms: int = 0,
+        weights: Mapping[str, Any] | EvalWeights | None = None,
+        *,
+        tt_mb: int = DEFAULT_TT_MB,
+    ) -> None:
+        if depth < 0 or time_ms < 0 or (depth == 0) == (time_ms == 0):
+            raise ValueError(
+                f"MinimaxPlayer needs exactly one of depth or time_ms > 0, got depth={depth}, "
+                f"time_ms={time_ms}"
+            )
+        if depth > MAX_DEPTH:
+            raise ValueError(f"MinimaxPlayer depth must be at most {MAX_DEPTH}, got {depth}")
+        self.depth = depth
+        self.time_ms = time_ms
+        self.weights = eval_weights(weights)
+        self.tt_mb = tt_mb
+        self.name = f"minimax:{depth}" if depth else f"minimax:t{time_ms}"
+        self.last: SearchResult | None = None
+
+    def choose(self, position: Position) -> Move:
+        result = search(
+            position, depth=self.depth, time_ms=self.time_ms, weights=self.weights, tt_mb=self.tt_mb
+        )
+        if result.move is None:
+            raise ValueError(f"{self.name}: the game is over in {position.fen()}")
+        self.last = result
+        return result.move
+
+    def reset(self) -> None:
+        self.last = None
+
+    def __repr__(self) -> str:
+        return f"MinimaxPlayer({self.name!r}, {self.weights!r})"
+
+
+class RandomPlayer:
+    """A uniformly random legal move; ``reset`` restarts its generator from ``seed``."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+        self.name = "random"
+        self._rng = random.Random(seed)
+
+    def choose(self, position: Position) -> Move:
+        moves = position.legal_moves()
+        if not moves or position.is_over():
+            raise ValueError(f"random: the game is over in {position.fen()}")
+        return self._rng.choice(moves)
+
+    def reset(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    def __repr__(self) -> str:
+        return f"RandomPlayer(seed={self.seed})"
+
+
+def search(
+    position: Position | _core.Game,
+    *,
+    depth: int = 0,
+    time_ms: int = 0,
+    weights: Mapping[str, Any] | EvalWeights | None = None,
+    tt_mb: int = DEFAULT_TT_MB,
+) -> SearchResult:
+    """One alpha-beta search (the GIL is released while it runs)."""
+    game = position.game if isinstance(position, Position) else position
+    return _core.alphabeta_search(game, depth, time_ms, eval_weights(weights), tt_mb)
+
+
+# A factory gets the spec and the keyword options of make_player; it returns a Player, or None
+# when the spec is not one of its own (so several factories can be registered side by side).
+PlayerFactory = Callable[..., "Player | None"]
+_FACTORIES: list[PlayerFactory] = []
+
+
+def register_player_factory(factory: PlayerFactory) -> PlayerFactory:
+    """Hook for players defined elsewhere (checkpoints with their MCTS settings, ...).
+
+    ``factory(spec, **options) -> Player | None`` is asked, in registration order, about every
+    spec that is not ``minimax:...`` or ``random...``; the first Player returned wins. Usable as
+    a decorator. Registration is per process: a module defining a factory registers it on import,
+    so match workers import it before building players (see evaluation.match).
+    """
+    if factory not in _FACTORIES:
+        _FACTORIES.append(factory)
+    return factory
+
+
+def make_player(
+    spec: str,
+    *,
+    weights: Mapping[str, Any] | EvalWeights | None = None,
+    seed: int = 0,
+    tt_mb: int = DEFAULT_TT_MB,
+    **options: Any,
+) -> Player:
+    """The player a spec names (module docstring); ValueError naming the spec if unknown.
+
+    ``weights`` and ``tt_mb`` configure minimax players, ``seed`` a random player without its own
+    seed; any other ``options`` go to the registered factories.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"player spec must be a non-empty string, got {spec!r}; use {SPEC_FORMS}")
+    text = spec.strip()
+    if m := _MINIMAX_SPEC.fullmatch(text):
+        depth = int(m["depth"] or 0)
+        time_ms = int(m["time_ms"] or 0)
+        if depth == 0 and time_ms == 0:
+            raise ValueError(f"player spec {spec!r}: depth and time must be positive")
+        try:
+            return MinimaxPlayer(depth, time_ms, weights, tt_mb=tt_mb)
+        except ValueError as e:
+            raise ValueError(f"player spec {spec!r}: {e}") from None
+    if m := _RANDOM_SPEC.fullmatch(text):
+        return RandomPlayer(int(m["seed"]) if m["seed"] is not None else seed)
+    for factory in _FACTORIES:
+        player = factory(text, weights=weights, seed=seed, tt_mb=tt_mb, **options)
+        if player is not None:
+            return player
+    if text.startswith(("minimax", "random")):
+        raise ValueError(f"malformed player spec {spec!r}; use {SPEC_FORMS}")
+    raise ValueError(
+        f"unknown player spec {spec!r}: not {SPEC_FORMS}, and no registered player factory "
+        f"(checkpoint players register one, see evaluation.players.register_player_factory) "
+        f"accepts it"
+    )
+
+
+__all__ = [
+    "MATE_SCORE",
+    "MATE_THRESHOLD",
+    "EvalWeights",
+    "MinimaxPlayer",
+    "Player",
+    "RandomPlayer",
+    "SearchResult",
+    "eval_weights",
+    "make_player",
+    "register_player_factory",
+    "search",
+    "weights_dict",
+]

@@ -1,0 +1,431 @@
+#include "alphabeta.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace cz {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Reading the clock costs ~20 ns; every 1024 nodes (well under a millisecond of search) keeps
+// the overshoot of a time limit negligible without showing up in the node rate.
+constexpr uint64_t kNodesPerClockCheck = 1024;
+// An iteration costs about as much again as all earlier ones together (the tree grows by a
+// factor of ~2-3 per ply here), so one is started only if less than half the budget is spent.
+constexpr int kNextIterationCost = 2;
+// Two killer moves per ply (the classic choice: more rarely helps).
+constexpr int kKillersPerPly = 2;
+// History scores are halved when one passes this, so old cutoffs fade and nothing overflows.
+constexpr int kHistoryLimit = 1 << 24;
+// Larger than any score, so that -kInfinity..kInfinity is a full window.
+constexpr int kInfinity = kMateScore + 1;
+constexpr uint8_t kNoMove = 0xFF;
+// Two slots per bucket: one kept for the deepest result, one always replaced (the newest).
+constexpr size_t kBucketSlots = 2;
+constexpr size_t kBytesPerMegabyte = size_t(1) << 20;
+
+enum Bound : uint8_t { kBoundNone = 0, kBoundExact = 1, kBoundLower = 2, kBoundUpper = 3 };
+
+// Move-ordering keys, highest first: the table's move, then (captures being compulsory, a node
+// has either only captures or none) bigger captures, crowning steps, killers, history.
+constexpr int kOrderTTMove = 1 << 30;
+constexpr int kOrderCapture = 1 << 29;
+constexpr int kOrderPerCaptured = 1 << 10;  // more pieces taken first, then kings taken
+constexpr int kOrderPerKingCaptured = 1 << 8;
+constexpr int kOrderCrowning = 1 << 28;
+constexpr int kOrderKiller = 1 << 27;  // above any history score (kHistoryLimit)
+
+constexpr Bitboard square_mask(int sq) { return sq < 0 ? 0 : bit(sq); }
+
+// Rows and columns between the centre block and the board's edge.
+constexpr int kCentreMargin = 2;
+
+// Feature masks of the evaluation for one board size.
+template <int S>
+struct EvalTables {
+  using G = Geometry<S>;
+  int advance[2][G::kSquares];      // rows a man of each colour has advanced from its back rank
+  Bitboard cone[2][G::kSquares];    // squares ahead of a man that an interceptor could stand on
+  Bitboard back_rank[2];
+  Bitboard centre;
+
+  EvalTables() {
+    back_rank[index(Color::Black)] = G::row(0);
+    back_rank[index(Color::White)] = G::row(S - 1);
+    // The central block: rows and columns 2..S-3, the classic 8 squares (10, 11, 14, 15, 18,
+    // 19, 22, 23) on 8x8, 2 squares (8, 11) on 6x6.
+    centre = 0;
+    for (int r = kCentreMargin; r < S - kCentreMargin; ++r)
+      for (int c = kCentreMargin; c < S - kCentreMargin; ++c) centre |= square_mask(G::square_at(r, c));
+    for (int sq = 0; sq < G::kSquares; ++sq) {
+      const int r = G::row_of(sq), c = G::col_of(sq);
+      advance[index(Color::Black)][sq] = r;
+      advance[index(Color::White)][sq] = S - 1 - r;
+      for (int colour = 0; colour < 2; ++colour) {
+        Bitboard b = 0;
+        const int step = colour == index(Color::Black) ? 1 : -1;
+        for (int dist = 1;; ++dist) {
+          const int rr = r + step * dist;
+          if (rr < 0 || rr >= S) break;
+          for (int cc = c - dist; cc <= c + dist; ++cc) b |= square_mask(G::square_at(rr, cc));
+        }
+        cone[colour][sq] = b;
+      }
+    }
+  }
+};
+
+template <int S>
+const EvalTables<S>& eval_tables() {
+  static const EvalTables<S> tables;
+  return tables;
+}
+
+template <int S>
+int steps_available(const Board& b, Color c, Bitboard empty) {
+  using G = Geometry<S>;
+  const Bitboard own = b.pieces[index(c)], kings = own & b.kings;
+  return popcount(G::template shift<DownLeft>(is_forward(c, DownLeft) ? own : kings) & empty) +
+         popcount(G::template shift<DownRight>(is_forward(c, DownRight) ? own : kings) & empty) +
+         popcount(G::template shift<UpLeft>(is_forward(c, UpLeft) ? own : kings) & empty) +
+         popcount(G::template shift<UpRight>(is_forward(c, UpRight) ? own : kings) & empty);
+}
+
+template <int S>
+int evaluate_board(const Board& b, const EvalWeights& w) {
+  using G = Geometry<S>;
+  const EvalTables<S>& t = eval_tables<S>();
+  const Bitboard empty = G::kAll & ~b.occupied();
+  int side_score[2];
+  for (int c = 0; c < 2; ++c) {
+    const Bitboard own = b.pieces[c], kings = own & b.kings, enemy = b.pieces[c ^ 1];
+    Bitboard men = own & ~b.kings;
+    int s = popcount(men) * w.man + popcount(kings) * w.king;
+    s += w.back_rank * popcount(men & t.back_rank[c]);
+    s += w.centre * popcount(own & t.centre) + w.king_centre * popcount(kings & t.centre);
+    s += w.mobility * steps_available<S>(b, Color(c), empty);
+    while (men) {
+      const int sq = pop_lsb(men);
+      s += w.advancement * t.advance[c][sq];
+      if (!(t.cone[c][sq] & enemy)) s += w.runaway;
+    }
+    side_score[c] = s;
+  }
+  const int us = index(b.side);
+  return side_score[us] - side_score[us ^ 1];
+}
+
+// Zobrist keys are XOR-linear in (colour, king, square) features, so the change a move makes is
+// the hash of a "difference board" holding just the features it adds or removes (with White to
+// move, which toggles the side key). Equal to zobrist_hash(child) ^ zobrist_hash(parent).
+template <int S>
+uint64_t move_hash_delta(const Board& b, const Move& m) {
+  const int us = index(b.side), them = us ^ 1;
+  const Bitboard from = bit(m.from), to = bit(m.to);
+  const bool king = b.kings & from;
+  Board d;
+  d.side = Color::White;
+  d.pieces[us] = from ^ to;  // zero when a king's capture loop ends where it started
+  d.pieces[them] = m.captured;
+  d.kings = (b.kings & m.captured) | (king ? (from ^ to) : 0) | (crowns<S>(b, m) ? to : 0);
+  return zobrist_hash(d);
+}
+
+// apply_move() with a fix for a king's capture loop that ends on its starting square: there
+// apply_move() XORs the square out twice over (from | to == from) and the king vanishes.
+// TODO(lead): fix apply_move() itself (XOR with from ^ to); then this becomes apply_move().
+template <int S>
+void apply_search_move(Board& b, const Move& m) {
+  const Color us = b.side;
+  apply_move<S>(b, m);
+  if (m.from == m.to) {
+    b.pieces[index(us)] |= bit(m.from);
+    b.kings |= bit(m.from);
+  }
+}
+
+int score_to_tt(int score, int ply) {
+  if (score >= kMateThreshold) return score + ply;
+  if (score <= -kMateThreshold) return score - ply;
+  return score;
+}
+
+int score_from_tt(int score, int ply) {
+  if (score >= kMateThreshold) return score - ply;
+  if (score <= -kMateThreshold) return score + ply;
+  return score;
+}
+
+}  // namespace
+
+struct SearchScratch {
+  std::array<MoveList, kMaxSearchPly + 1> lists;
+  std::array<std::array<Move, kMaxSearchPly + 1>, kMaxSearchPly + 1> pv;  // triangular PV table
+  std::array<int, kMaxSearchPly + 1> pv_len;
+  std::array<std::array<Move, kKillersPerPly>, kMaxSearchPly + 1> killers;
+  int history[2][32][32];  // [side][from][to] cutoff credit of quiet moves
+  std::vector<uint64_t> keys;  // hashes of the game's positions, then of the search path
+
+  void reset() {
+    for (auto& k : killers) k.fill(Move{});
+    std::memset(history, 0, sizeof(history));
+    keys.clear();
+  }
+};
+
+namespace {
+
+template <int S>
+class Searcher {
+ public:
+  Searcher(std::vector<TTEntry>& tt, uint8_t generation, SearchScratch& scratch, const EvalWeights& w,
+           const Game& game, const SearchLimits& limits)
+      : tt_(tt), generation_(generation), s_(scratch), w_(w), game_(game), limits_(limits) {}
+
+  SearchResult run() {
+    const auto start = Clock::now();
+    SearchResult result;
+    s_.reset();
+    // Positions of the game at turn boundaries (multi-jump intermediates skipped), then the root.
+    for (const State& st : game_.history())
+      if (st.jumping < 0) s_.keys.push_back(st.hash);
+    s_.keys.push_back(game_.state().hash);
+    root_index_ = int(s_.keys.size()) - 1;
+    s_.keys.resize(s_.keys.size() + kMaxSearchPly + 1);
+    root_ply_ = game_.state().ply;
+    if (limits_.time_ms > 0) deadline_ = start + std::chrono::milliseconds(limits_.time_ms);
+
+    MoveList root_moves;
+    generate_moves<S>(game_.board(), root_moves);
+    if (game_.result() != Result::Ongoing || root_moves.size == 0) {
+      result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      return result;
+    }
+    const int max_depth = limits_.depth > 0 ? std::min(limits_.depth, kMaxSearchDepth) : kMaxSearchDepth;
+    for (int depth = 1; depth <= max_depth; ++depth) {
+      can_stop_ = depth > 1 && limits_.time_ms > 0;  // always finish depth 1: we need a move
+      const int score = search(game_.board(), game_.state().hash, game_.state().no_progress, depth,
+                               -kInfinity, kInfinity, 0);
+      if (stop_) break;
+      result.has_move = true;
+      result.score = score;
+      result.depth = depth;
+      result.pv.assign(s_.pv[0].begin(), s_.pv[0].begin() + s_.pv_len[0]);
+      result.best = result.pv.empty() ? root_moves[0] : result.pv[0];
+      // A forced result within the searched horizon cannot get shorter with more depth.
+      if (std::abs(score) >= kMateThreshold && kMateScore - std::abs(score) <= depth) break;
+      if (limits_.time_ms > 0) {
+        if (root_moves.size == 1) break;  // nothing to choose
+        // The next iteration would most likely not finish: don't start it.
+        const auto now = Clock::now();
+        if (now >= deadline_ || (now - start) * kNextIterationCost > deadline_ - start) break;
+      }
+    }
+    result.nodes = nodes_;
+    result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return result;
+  }
+
+ private:
+  TTEntry* probe(uint64_t key) {
+    TTEntry* bucket = &tt_[(key % (tt_.size() / kBucketSlots)) * kBucketSlots];
+    for (size_t i = 0; i < kBucketSlots; ++i)
+      if (bucket[i].generation == generation_ && bucket[i].bound != kBoundNone && bucket[i].key == key)
+        return &bucket[i];
+    return nullptr;
+  }
+
+  void store(uint64_t key, int score, int depth, Bound bound, int move, int ply) {
+    TTEntry* bucket = &tt_[(key % (tt_.size() / kBucketSlots)) * kBucketSlots];
+    // Slot 0 keeps the deepest result of this search (replace by depth), slot 1 the newest.
+    TTEntry* slot = &bucket[1];
+    const bool slot0_stale = bucket[0].generation != generation_ || bucket[0].bound == kBoundNone;
+    if (slot0_stale || bucket[0].key == key || depth >= bucket[0].depth) slot = &bucket[0];
+    if (slot == &bucket[0] && !slot0_stale && bucket[0].key != key) bucket[1] = bucket[0];
+    slot->key = key;
+    slot->score = int16_t(score_to_tt(score, ply));
+    slot->depth = uint8_t(depth);
+    slot->bound = bound;
+    slot->generation = generation_;
+    slot->move = move < 0 ? kNoMove : uint8_t(move);
+  }
+
+  void check_clock() {
+    if (can_stop_ && Clock::now() >= deadline_) stop_ = true;
+  }
+
+  bool repeated(int ply, int no_progress) const {
+    // Only positions since the last capture or man move can recur; the same side is to move
+    // every second ply. One earlier occurrence is scored as a draw: whoever could repeat it once
+    // can repeat it again.
+    const int at = root_index_ + ply;
+    const uint64_t key = s_.keys[at];
+    for (int i = at - 2; i >= 0 && i >= at - no_progress; i -= 2)
+      if (s_.keys[i] == key) return true;
+    return false;
+  }
+
+  int search(const Board& b, uint64_t hash, int no_progress, int depth, int alpha, int beta, int ply) {
+    s_.pv_len[ply] = ply;
+    if ((++nodes_ & (kNodesPerClockCheck - 1)) == 0) check_clock();
+    if (stop_) return 0;
+
+    MoveList& moves = s_.lists[ply];
+    generate_moves<S>(b, moves);
+    if (moves.size == 0) return -(kMateScore - ply);  // no legal move: the side to move has lost
+    if (ply > 0) {
+      if (no_progress >= kMaxPliesWithoutProgress || repeated(ply, no_progress)) return 0;
+      if (game_.max_plies() > 0 && root_ply_ + ply >= game_.max_plies()) return 0;
+    }
+    const bool capture = moves[0].is_capture();
+    // Quiescence: below the horizon keep going only while the mover must capture.
+    if ((depth <= 0 && !capture) || ply >= kMaxSearchPly) return evaluate_board<S>(b, w_);
+    depth = std::max(depth, 0);
+    const bool pv_node = beta - alpha > 1;
+    const int alpha_in = alpha;
+
+    int tt_move = -1;
+    if (const TTEntry* e = probe(hash)) {
+      if (e->move < moves.size) tt_move = e->move;
+      if (!pv_node && e->depth >= depth) {
+        const int score = score_from_tt(e->score, ply);
+        if (e->bound == kBoundExact || (e->bound == kBoundLower && score >= beta) ||
+            (e->bound == kBoundUpper && score <= alpha))
+          return score;
+      }
+    }
+
+    std::array<int, kMaxMoves> order;
+    for (int i = 0; i < moves.size; ++i) order[i] = order_key(b, moves[i], i == tt_move, ply);
+    std::array<uint8_t, kMaxMoves> idx;
+    for (int i = 0; i < moves.size; ++i) idx[i] = uint8_t(i);
+
+    // A forced reply costs no choice: search it one ply deeper (not in quiescence).
+    const int child_depth = (depth > 0 && moves.size == 1) ? depth : depth - 1;
+    int best = -kInfinity, best_move = -1;
+    for (int k = 0; k < moves.size; ++k) {
+      // Selection sort step: bring the best remaining key to position k.
+      int pick = k;
+      for (int j = k + 1; j < moves.size; ++j)
+        if (order[idx[j]] > order[idx[pick]]) pick = j;
+      std::swap(idx[k], idx[pick]);
+      const int i = idx[k];
+      const Move& m = moves[i];
+
+      Board child = b;
+      apply_search_move<S>(child, m);
+      const uint64_t child_hash = hash ^ move_hash_delta<S>(b, m);
+      const bool progress = m.is_capture() || !(b.kings & bit(m.from));
+      const int child_progress = progress ? 0 : no_progress + 1;
+      s_.keys[root_index_ + ply + 1] = child_hash;
+
+      int score;
+      if (k == 0) {
+        score = -search(child, child_hash, child_progress, child_depth, -beta, -alpha, ply + 1);
+      } else {
+        score = -search(child, child_hash, child_progress, child_depth, -alpha - 1, -alpha, ply + 1);
+        if (score > alpha && score < beta && !stop_)
+          score = -search(child, child_hash, child_progress, child_depth, -beta, -alpha, ply + 1);
+      }
+      if (stop_) return 0;
+      if (score > best) {
+        best = score;
+        best_move = i;
+        if (score > alpha) {
+          alpha = score;
+          s_.pv[ply][ply] = m;
+          for (int p = ply + 1; p < s_.pv_len[ply + 1]; ++p) s_.pv[ply][p] = s_.pv[ply + 1][p];
+          s_.pv_len[ply] = std::max(s_.pv_len[ply + 1], ply + 1);
+          if (alpha >= beta) {
+            if (!capture) reward_quiet(b, m, depth, ply);
+            break;
+          }
+        }
+      }
+    }
+    const Bound bound = best >= beta ? kBoundLower : (best > alpha_in ? kBoundExact : kBoundUpper);
+    store(hash, best, depth, bound, best_move, ply);
+    return best;
+  }
+
+  int order_key(const Board& b, const Move& m, bool tt_move, int ply) const {
+    if (tt_move) return kOrderTTMove;
+    if (m.is_capture())
+      return kOrderCapture + kOrderPerCaptured * m.jumps +
+             kOrderPerKingCaptured * popcount(m.captured & b.kings);
+    if (crowns<S>(b, m)) return kOrderCrowning;
+    for (int k = 0; k < kKillersPerPly; ++k)
+      if (s_.killers[ply][k] == m) return kOrderKiller - k;
+    return s_.history[index(b.side)][m.from][m.to];
+  }
+
+  void reward_quiet(const Board& b, const Move& m, int depth, int ply) {
+    auto& killers = s_.killers[ply];
+    if (!(killers[0] == m)) {
+      for (int k = kKillersPerPly - 1; k > 0; --k) killers[k] = killers[k - 1];
+      killers[0] = m;
+    }
+    int& h = s_.history[index(b.side)][m.from][m.to];
+    h += depth * depth;
+    if (h > kHistoryLimit)
+      for (auto& side : s_.history)
+        for (auto& from : side)
+          for (int& v : from) v /= 2;
+  }
+
+  std::vector<TTEntry>& tt_;
+  const uint8_t generation_;
+  SearchScratch& s_;
+  const EvalWeights& w_;
+  const Game& game_;
+  const SearchLimits limits_;
+  int root_index_ = 0;
+  int root_ply_ = 0;
+  uint64_t nodes_ = 0;
+  bool stop_ = false;
+  bool can_stop_ = false;
+  Clock::time_point deadline_{};
+};
+
+}  // namespace
+
+AlphaBeta::AlphaBeta(size_t tt_megabytes) : scratch_(std::make_unique<SearchScratch>()) {
+  if (tt_megabytes == 0) throw std::invalid_argument("the transposition table needs at least 1 MB");
+  size_t entries = tt_megabytes * kBytesPerMegabyte / sizeof(TTEntry);
+  entries -= entries % kBucketSlots;
+  tt_.assign(entries, TTEntry{});
+}
+
+AlphaBeta::~AlphaBeta() = default;
+
+SearchResult AlphaBeta::search(const Game& game, const SearchLimits& limits, const EvalWeights& weights) {
+  if (game.mid_jump()) throw std::invalid_argument("alpha-beta search in the middle of a multi-jump");
+  if (limits.depth < 0 || limits.time_ms < 0)
+    throw std::invalid_argument("search depth and time must be >= 0, got depth " +
+                                std::to_string(limits.depth) + ", time_ms " + std::to_string(limits.time_ms));
+  if (limits.depth == 0 && limits.time_ms == 0)
+    throw std::invalid_argument("alpha-beta search needs a depth or a time limit (both were 0)");
+  // A new generation makes every older entry read as empty; wrap-around clears the table so a
+  // 256-searches-old entry can never pass for a current one.
+  if (++generation_ == 0) {
+    std::fill(tt_.begin(), tt_.end(), TTEntry{});
+    generation_ = 1;
+  }
+  if (game.size() == 8) return Searcher<8>(tt_, generation_, *scratch_, weights, game, limits).run();
+  return Searcher<6>(tt_, generation_, *scratch_, weights, game, limits).run();
+}
+
+int evaluate(int size, const Board& board, const EvalWeights& weights) {
+  if (size == 8) return evaluate_board<8>(board, weights);
+  if (size == 6) return evaluate_board<6>(board, weights);
+  throw std::invalid_argument("board size must be 6 or 8, got " + std::to_string(size));
+}
+
+}  // namespace cz

@@ -1,0 +1,99 @@
+// The alpha-beta baseline: iterative deepening negamax with principal variation search, a
+// transposition table, capture quiescence and a hand-written evaluation.
+//
+// It is the fixed opponent ladder of the evaluation (depths 1..8) and a sanity check for the
+// network players, so it aims to be correct, deterministic at a fixed depth and reasonably fast,
+// not to be a world-class checkers engine (no endgame databases, no opening book).
+//
+// Scores are in centi-men (a man is worth 100) from the point of view of the side to move.
+// A won position scores kMateScore minus the plies to the win, a lost one the negation, so a
+// quicker win scores higher. Draws by the rules (repetition along the search path or the game's
+// history, the forty-move rule, the game's ply cap) score 0.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "game.h"
+
+namespace cz {
+
+// Score of a side to move with no legal move at the root (it has lost); wins found n plies from
+// the root score kMateScore - n. Fits an int16 transposition-table slot with room to spare.
+constexpr int kMateScore = 30000;
+// Any score at least this far from zero is a forced win or loss (no evaluation comes near it:
+// 24 kings at the default weights is under 5000).
+constexpr int kMateThreshold = kMateScore - 1000;
+// Deepest iteration and deepest ply (iteration depth plus capture and forced-move extensions).
+constexpr int kMaxSearchDepth = 64;
+constexpr int kMaxSearchPly = 128;
+
+// Evaluation weights, all in centi-men per unit of the feature, counted for each side and
+// subtracted (own minus opponent's). Python sets them from conf/evaluation/baseline.yaml.
+struct EvalWeights {
+  int man = 100;          // a man (the unit)
+  int king = 130;         // a king: worth more than a man (moves backwards), ~1.3 in the literature
+  int advancement = 2;    // per row a man has advanced from its own back rank
+  int back_rank = 8;      // per man still on its own back rank (guards the king row)
+  int centre = 4;         // per piece on a central square (the 8 classic ones; 2 on 6x6)
+  int mobility = 2;       // per available non-capturing step
+  int runaway = 40;       // per man with no opposing piece in the cone ahead of it
+  int king_centre = 3;    // per king on a central square (on top of `centre`), kings belong there
+};
+
+struct SearchLimits {
+  int depth = 0;    // deepest iteration; 0: no depth limit (a time limit is then required)
+  int time_ms = 0;  // wall-clock budget per move in milliseconds; 0: none
+};
+
+struct SearchResult {
+  bool has_move = false;  // false when the game is already over
+  Move best{};
+  int score = 0;      // centi-men from the mover's view; +-(kMateScore - plies) for a forced result
+  int depth = 0;      // deepest completed iteration
+  uint64_t nodes = 0;
+  std::vector<Move> pv;
+  double seconds = 0.0;
+};
+
+// One transposition-table slot. The move is stored as its index in the (deterministic) list
+// generate_moves() produces for the position, so a slot fits in 16 bytes.
+struct TTEntry {
+  uint64_t key = 0;
+  int16_t score = 0;
+  uint8_t depth = 0;
+  uint8_t bound = 0;       // 0 empty, else Bound
+  uint8_t generation = 0;  // search that wrote it; other generations read as empty
+  uint8_t move = 0xFF;     // index of the best move, 0xFF for none
+  uint8_t pad[2] = {0, 0};
+};
+static_assert(sizeof(TTEntry) == 16, "keep transposition-table slots at 16 bytes");
+
+// A searcher owns its transposition table (fixed size, allocated once) and scratch tables, so a
+// player that searches move after move allocates nothing per move. Each search() starts from a
+// logically empty table (entries of earlier searches are ignored), which makes a fixed-depth
+// search a pure function of the game and the weights.
+struct SearchScratch;
+
+class AlphaBeta {
+ public:
+  explicit AlphaBeta(size_t tt_megabytes = 16);
+  ~AlphaBeta();
+  AlphaBeta(const AlphaBeta&) = delete;
+  AlphaBeta& operator=(const AlphaBeta&) = delete;
+  // Throws std::invalid_argument on a game in the middle of a multi-jump or with no limit.
+  SearchResult search(const Game& game, const SearchLimits& limits, const EvalWeights& weights);
+  size_t tt_entries() const { return tt_.size(); }
+
+ private:
+  std::vector<TTEntry> tt_;
+  std::unique_ptr<SearchScratch> scratch_;  // per-ply move lists, PV, killers, history
+  uint8_t generation_ = 0;
+};
+
+// Static evaluation of a board from the side to move's view, in centi-men (no search).
+int evaluate(int size, const Board& board, const EvalWeights& weights);
+
+}  // namespace cz
