@@ -138,19 +138,6 @@ uint64_t move_hash_delta(const Board& b, const Move& m) {
   return zobrist_hash(d);
 }
 
-// apply_move() with a fix for a king's capture loop that ends on its starting square: there
-// apply_move() XORs the square out twice over (from | to == from) and the king vanishes.
-// TODO(lead): fix apply_move() itself (XOR with from ^ to); then this becomes apply_move().
-template <int S>
-void apply_search_move(Board& b, const Move& m) {
-  const Color us = b.side;
-  apply_move<S>(b, m);
-  if (m.from == m.to) {
-    b.pieces[index(us)] |= bit(m.from);
-    b.kings |= bit(m.from);
-  }
-}
-
 int score_to_tt(int score, int ply) {
   if (score >= kMateThreshold) return score + ply;
   if (score <= -kMateThreshold) return score - ply;
@@ -320,7 +307,7 @@ class Searcher {
       const Move& m = moves[i];
 
       Board child = b;
-      apply_search_move<S>(child, m);
+      apply_move<S>(child, m);
       const uint64_t child_hash = hash ^ move_hash_delta<S>(b, m);
       const bool progress = m.is_capture() || !(b.kings & bit(m.from));
       const int child_progress = progress ? 0 : no_progress + 1;
