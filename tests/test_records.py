@@ -1,0 +1,166 @@
+"""Game records: byte round trip, rejection of damaged bytes, and the training samples."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from actors.records import (
+    GameRecord,
+    Result,
+    Termination,
+    histories,
+    sparse_visits,
+    training_samples,
+)
+from game import _core
+
+
+def random_record(seed: int = 0, size: int = 6, max_plies: int = 60) -> tuple[GameRecord, list]:
+    """A record of a random game (one decision per action) and the core states seen on the way."""
+    rng = np.random.default_rng(seed)
+    game = _core.Game(size, max_plies)
+    positions, offsets, actions, counts, wdl, packed = [], [0], [], [], [], []
+    while game.result() == 0:
+        legal = game.legal_actions()
+        visits = np.zeros(size * size * 2, np.int64)
+        visits[legal] = rng.integers(1, 50, len(legal))
+        a, c = sparse_visits(visits)
+        positions.append(game.pack_history()[0])
+        packed.append(game.pack_history())
+        actions.extend(a)
+        counts.extend(c)
+        offsets.append(len(actions))
+        wdl.append(rng.dirichlet([1, 1, 1]))
+        game.step(int(rng.choice(legal)))
+    record = GameRecord(
+        board_size=size,
+        positions=np.array(positions, np.uint32),
+        visit_offsets=np.array(offsets, np.uint32),
+        visit_actions=np.array(actions, np.uint8),
+        visit_counts=np.array(counts, np.uint16),
+        root_wdl=np.array(wdl, np.float16),
+        result=Result(game.result()),
+        termination=Termination(game.end_reason()),
+        opening_id=17,
+        network_version=123456789012,
+        actor_id=3,
+        resign_enabled=False,
+        resign_trigger=min(5, len(positions) - 1),
+    )
+    return record, packed
+
+
+def assert_same(a: GameRecord, b: GameRecord) -> None:
+    for name in ("positions", "visit_offsets", "visit_actions", "visit_counts", "root_wdl"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype, name
+        np.testing.assert_array_equal(x, y, err_msg=name)
+    for name in (
+        "board_size",
+        "result",
+        "termination",
+        "opening_id",
+        "network_version",
+        "actor_id",
+        "resign_enabled",
+        "resign_trigger",
+    ):
+        assert getattr(a, name) == getattr(b, name), name
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_round_trip(seed):
+    record, _ = random_record(seed)
+    data = record.to_bytes()
+    back = GameRecord.from_bytes(data)
+    assert_same(record, back)
+    assert back.to_bytes() == data
+
+
+def test_empty_record_round_trips():
+    empty = GameRecord(
+        board_size=8,
+        positions=np.zeros((0, 4), np.uint32),
+        visit_offsets=np.zeros(1, np.uint32),
+        visit_actions=np.zeros(0, np.uint8),
+        visit_counts=np.zeros(0, np.uint16),
+        root_wdl=np.zeros((0, 3), np.float16),
+        result=Result.DRAW,
+        termination=Termination.PLY_CAP,
+        resign_enabled=True,
+    )
+    assert_same(empty, GameRecord.from_bytes(empty.to_bytes()))
+
+
+def test_truncated_bytes_raise():
+    data = random_record(0)[0].to_bytes()
+    for n in [0, 3, 10, 45, len(data) // 2, len(data) - 5, len(data) - 1]:
+        with pytest.raises(ValueError, match="truncated"):
+            GameRecord.from_bytes(data[:n])
+    with pytest.raises(ValueError, match="truncated"):
+        GameRecord.from_bytes(data + b"\0")
+
+
+def test_corrupted_bytes_raise():
+    data = bytearray(random_record(0)[0].to_bytes())
+    for where in [50, len(data) // 2, len(data) - 6]:
+        bad = bytearray(data)
+        bad[where] ^= 0x10
+        with pytest.raises(ValueError, match="CRC"):
+            GameRecord.from_bytes(bytes(bad))
+    with pytest.raises(ValueError, match="not a game record"):
+        GameRecord.from_bytes(b"PK\x03\x04" + bytes(data[4:]))
+    newer = bytearray(data)
+    newer[4] = 99
+    with pytest.raises(ValueError, match="schema_version 99"):
+        GameRecord.from_bytes(bytes(newer))
+
+
+def test_inconsistent_fields_raise():
+    record, _ = random_record(0)
+    with pytest.raises(ValueError, match="positions must be"):
+        GameRecord(**{**record.__dict__, "positions": record.positions.astype(np.int64)})
+    bad_offsets = record.visit_offsets.copy()
+    bad_offsets[-1] += 1
+    with pytest.raises(ValueError, match="visit_offsets end"):
+        GameRecord(**{**record.__dict__, "visit_offsets": bad_offsets})
+    with pytest.raises(ValueError, match="resign_trigger"):
+        GameRecord(**{**record.__dict__, "resign_trigger": record.num_decisions})
+
+
+def test_histories_match_the_core():
+    record, packed = random_record(1)
+    got = histories(record.positions, np.arange(record.num_decisions))
+    np.testing.assert_array_equal(got, np.array(packed, np.uint32))
+
+
+def test_training_targets():
+    record, packed = random_record(2)
+    idx = np.arange(record.num_decisions)
+    hist, pi, wdl = training_samples(record, idx)
+    np.testing.assert_array_equal(hist, np.array(packed, np.uint32))
+    np.testing.assert_allclose(pi.sum(axis=1), 1.0, rtol=1e-6)
+    for t in (0, record.num_decisions // 2):
+        actions, counts = record.visits(t)
+        np.testing.assert_allclose(pi[t, actions], counts / counts.sum(), rtol=1e-6)
+        assert np.count_nonzero(pi[t]) == len(actions)
+    white = (record.positions[:, 3] & 1).astype(bool)
+    decisive = GameRecord(**{**record.__dict__, "result": Result.WHITE_WIN})
+    _, _, wdl = training_samples(decisive, idx)
+    np.testing.assert_array_equal(wdl[white], np.tile([1, 0, 0], (white.sum(), 1)))
+    np.testing.assert_array_equal(wdl[~white], np.tile([0, 0, 1], ((~white).sum(), 1)))
+    drawn = GameRecord(**{**record.__dict__, "result": Result.DRAW})
+    _, _, wdl = training_samples(drawn, idx[:3])
+    np.testing.assert_array_equal(wdl, np.tile([0, 1, 0], (3, 1)))
+    with pytest.raises(ValueError, match="decision indices"):
+        training_samples(record, [record.num_decisions])
+
+
+def test_sparse_visits_scale_large_counts():
+    visits = np.zeros(128, np.int64)
+    visits[[3, 7, 100]] = [200_000, 100_000, 1]
+    actions, counts = sparse_visits(visits)
+    np.testing.assert_array_equal(actions, [3, 7, 100])
+    assert counts.dtype == np.uint16
+    np.testing.assert_array_equal(counts, [65535, 32767, 1])
