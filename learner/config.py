@@ -1,0 +1,61 @@
+"""Where the Hydra configs live, and value checks that run before anything starts.
+
+Hydra already rejects unknown keys (the composed config is in struct mode); `validate` rejects
+values that are the right type but wrong (a board of 7, zero simulations, a negative window), so
+a bad command line fails in the first second with a message naming the key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+SOURCE_CONF = Path(__file__).resolve().parents[1] / "conf"
+PACKAGE_CONF = "pkg://learner.conf"  # where a non-editable install puts conf/ (CMakeLists.txt)
+
+
+def config_path() -> str:
+    """The checkout's conf/ when running from source, else the copy inside the package."""
+    return str(SOURCE_CONF) if (SOURCE_CONF / "config.yaml").is_file() else PACKAGE_CONF
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _check(cfg: DictConfig, key: str, ok: Any, why: str) -> None:
+    node = cfg
+    for part in key.split("."):
+        if node is None or part not in node:
+            return  # the group is absent in this composition; nothing to check
+        node = node[part]
+    if not ok(node):
+        raise ConfigError(f"bad config value {key}={node!r}: {why}")
+
+
+def validate(cfg: DictConfig) -> None:
+    positive = lambda v: isinstance(v, int | float) and v > 0  # noqa: E731
+    non_negative = lambda v: isinstance(v, int | float) and v >= 0  # noqa: E731
+    _check(cfg, "game.size", lambda v: v in (6, 8), "the board side must be 6 or 8")
+    _check(cfg, "game.max_plies", non_negative, "a ply cap is >= 0 (0: none)")
+    _check(cfg, "model.board_size", lambda v: v == cfg.game.size, "must equal game.size")
+    _check(cfg, "model.blocks", non_negative, "residual blocks are >= 0")
+    _check(cfg, "model.channels", positive, "channels are > 0")
+    _check(cfg, "learner.batch_size", positive, "the batch size is > 0")
+    _check(cfg, "learner.max_steps", non_negative, "0 means no limit")
+    _check(cfg, "learner.time_limit_min", non_negative, "0 means no limit")
+    _check(cfg, "learner.publish_every_steps", positive, "publish at least every so many steps")
+    _check(cfg, "learner.checkpoint_every_steps", positive, "checkpoint every so many steps")
+    _check(cfg, "learner.keep_checkpoints", positive, "keep at least one checkpoint")
+    _check(cfg, "learner.device", lambda v: isinstance(v, str) and v.split(":")[0] in
+           ("auto", "cpu", "cuda", "mps"), "auto, cpu, cuda[:N] or mps")
+    _check(cfg, "replay.window_positions", positive, "the replay window holds > 0 positions")
+    _check(cfg, "replay.sample_ratio", positive, "samples per new position must be > 0")
+    _check(cfg, "replay.min_positions", non_negative, "positions before training, >= 0")
+    _check(cfg, "mcts.simulations", positive, "at least one simulation per move")
+    _check(cfg, "selfplay.actors", lambda v: v is None or (isinstance(v, int) and v >= 0),
+           "null (one per free core) or a count >= 0")
+    _check(cfg, "logging.wandb.mode", lambda v: v in ("online", "offline", "disabled"),
+           "online, offline or disabled")

@@ -1,0 +1,133 @@
+"""Metrics: one logger for the terminal, a CSV file, PNG plots and Weights & Biases.
+
+Keys are namespaced (``selfplay/positions_per_s``, ``learner/loss_policy``, ``eval/elo``). The
+CSV is in long form (``time_s, step, key, value``) so new keys never rewrite old rows and a
+resumed run appends to the same file. Plots are redrawn from the CSV, so they always show the
+whole run, resumes included.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import os
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+CSV_NAME = "metrics.csv"
+# Plots drawn into the run directory: file name -> the metric keys it shows.
+PLOTS = {
+    "loss.png": ("learner/loss_policy", "learner/loss_value", "learner/loss_total"),
+    "elo.png": ("eval/elo",),
+    "throughput.png": ("selfplay/positions_per_s", "learner/samples_per_s"),
+    "replay.png": ("replay/window_positions", "replay/positions_added"),
+}
+
+
+class MetricsLogger:
+    def __init__(self, run_dir: Path, *, wandb_cfg: Mapping[str, Any] | None, run_name: str,
+                 config: Mapping[str, Any] | None = None) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._csv_path = self.run_dir / CSV_NAME
+        new = not self._csv_path.exists()
+        self._csv_file = self._csv_path.open("a", newline="")
+        self._csv = csv.writer(self._csv_file)
+        if new:
+            self._csv.writerow(["time_s", "step", "key", "value"])
+        self._t0 = time.time()
+        self._wandb = _init_wandb(wandb_cfg, self.run_dir, run_name, config)
+
+    def log(self, metrics: Mapping[str, float], step: int) -> None:
+        now = round(time.time(), 3)
+        for key, value in metrics.items():
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                continue
+            self._csv.writerow([now, step, key, float(value)])
+        self._csv_file.flush()
+        if self._wandb is not None:
+            self._wandb.log(dict(metrics), step=step)
+
+    def plot(self) -> list[Path]:
+        """Redraws the PNG plots from the CSV; returns the files written."""
+        return plot_metrics(self._csv_path, self.run_dir)
+
+    def close(self) -> None:
+        try:
+            self.plot()
+        finally:
+            self._csv_file.close()
+            if self._wandb is not None:
+                self._wandb.finish()
+                self._wandb = None
+
+
+def _init_wandb(cfg: Mapping[str, Any] | None, run_dir: Path, name: str,
+                config: Mapping[str, Any] | None) -> Any:
+    mode = (cfg or {}).get("mode", "disabled")
+    if mode == "disabled":
+        return None
+    try:
+        import wandb
+    except ImportError:
+        logger.warning("wandb is not installed; metrics go to CSV and PNG only")
+        return None
+    os.environ.setdefault("WANDB_SILENT", "true")
+    try:
+        return wandb.init(project=cfg.get("project"), entity=cfg.get("entity"), mode=mode,
+                          dir=str(run_dir), name=name, id=name, resume="allow",
+                          config=dict(config or {}))
+    except Exception as exc:  # W&B must never stop a training run
+        logger.warning("W&B init failed (%s); metrics go to CSV and PNG only", exc)
+        return None
+
+
+def read_metrics(csv_path: Path) -> dict[str, list[tuple[int, float, float]]]:
+    """key -> [(step, time_s, value)] from a metrics CSV."""
+    series: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
+    if not Path(csv_path).exists():
+        return series
+    with open(csv_path, newline="") as f:
+        for row in csv.DictReader(f):
+            try:
+                series[row["key"]].append((int(row["step"]), float(row["time_s"]), float(row["value"])))
+            except (KeyError, ValueError):
+                continue  # a row cut short by a kill
+    return series
+
+
+def plot_metrics(csv_path: Path, out_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = read_metrics(csv_path)
+    written = []
+    for name, keys in PLOTS.items():
+        present = [k for k in keys if series.get(k)]
+        if not present:
+            continue
+        fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+        x_is_step = name in ("loss.png", "elo.png")
+        for key in present:
+            points = series[key]
+            t0 = points[0][1]
+            xs = [p[0] for p in points] if x_is_step else [(p[1] - t0) / 60 for p in points]
+            ax.plot(xs, [p[2] for p in points], label=key, marker="o" if name == "elo.png" else None)
+        ax.set_xlabel("training step" if x_is_step else "minutes")
+        ax.set_title(name.removesuffix(".png"))
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        path = Path(out_dir) / name
+        fig.savefig(path)
+        plt.close(fig)
+        written.append(path)
+    return written

@@ -1,0 +1,85 @@
+"""Weights publication: versioned network weights that actors pick up between moves.
+
+The channel is the run's Redis, beside the replay store, so it reaches every node of a cluster
+and survives the restart of any process. Weights are the checkpoint bytes of
+`learner.checkpoint.encode_checkpoint` (safetensors + JSON header, never pickled). Keys:
+
+- ``<ns>:weights:<version>``  the bytes of each published version (the newest few are kept)
+- ``<ns>:weights:latest``     the newest version number the learner published
+- ``<ns>:weights:best``       the version the gate promoted (what actors play with when gating)
+
+Actors poll one small integer per move; the bytes travel only when the version they follow
+changes (STYLE.md: weights travel by version, not to every actor every game).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import redis
+
+logger = logging.getLogger(__name__)
+
+KEEP_VERSIONS = 8  # published versions kept in Redis (the evaluator may still be testing older ones)
+
+
+@dataclass(frozen=True)
+class Published:
+    version: int
+    data: bytes
+
+
+class WeightsChannel:
+    """Publish (learner, evaluator) and follow (actors) versioned weights in Redis."""
+
+    def __init__(self, client: redis.Redis, *, namespace: str = "cz", follow: str = "latest") -> None:
+        if follow not in ("latest", "best"):
+            raise ValueError(f"weights channel follows 'latest' or 'best', not {follow!r}")
+        self._r = client
+        self._ns = namespace
+        self._follow = follow
+        self._seen = -1
+
+    def _key(self, name: str | int) -> str:
+        return f"{self._ns}:weights:{name}"
+
+    def publish(self, data: bytes, version: int) -> None:
+        """Stores ``data`` as ``version`` and makes it the latest (versions must increase)."""
+        latest = self.version("latest")
+        if version <= latest:
+            raise ValueError(f"weights version {version} is not above the latest {latest}")
+        pipe = self._r.pipeline(transaction=True)
+        pipe.set(self._key(version), data)
+        pipe.set(self._key("latest"), version)
+        pipe.delete(self._key(version - KEEP_VERSIONS))
+        pipe.execute()
+        logger.debug("published weights version %d (%d bytes)", version, len(data))
+
+    def promote(self, version: int) -> None:
+        """Makes a published version the one actors play with under gating."""
+        if not self._r.exists(self._key(version)):
+            raise ValueError(f"cannot promote weights version {version}: not in the store")
+        self._r.set(self._key("best"), version)
+        # Keep the promoted bytes even when they age out of the newest-KEEP_VERSIONS window.
+        self._r.copy(self._key(version), self._key("best_data"), replace=True)
+
+    def version(self, which: str = "latest") -> int:
+        value = self._r.get(self._key(which))
+        return int(value) if value is not None else -1
+
+    def get(self, version: int) -> bytes | None:
+        return self._r.get(self._key(version))
+
+    def poll(self) -> Published | None:
+        """The followed weights if their version changed since the last poll, else None."""
+        version = self.version(self._follow)
+        if version < 0 or version == self._seen:
+            return None
+        data = self._r.get(self._key(version))
+        if data is None and self._follow == "best":
+            data = self._r.get(self._key("best_data"))
+        if data is None:  # evicted between the two reads; the next poll sees a newer one
+            return None
+        self._seen = version
+        return Published(version, data)

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# One-command set-up for a fresh machine: system packages, a virtual environment, the project.
+#   bash scripts/setup.sh          (then: source .venv/bin/activate)
+# Installs redis-server (the replay store's embedded default) with apt when it is missing,
+# the CPU build of PyTorch 2.13 (pinned so pip never pulls a multi-GB CUDA build), and the
+# project with its C++ core compiled by scikit-build-core, plus test and benchmark extras.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "== installing redis-server (apt)"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  if command -v apt-get >/dev/null 2>&1; then
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+  else
+    echo "error: redis-server is missing and apt-get is not available; install Redis >= 6" >&2
+    echo "       (macOS: brew install redis) or set CHECKERZERO_REDIS_SERVER to its path." >&2
+    exit 1
+  fi
+fi
+# The Debian package may start a system service on 6379; the project never uses it.
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "== creating $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+echo "== installing PyTorch (CPU) and the project"
+"$VENV/bin/pip" install -q --upgrade pip
+"$VENV/bin/pip" install -q "torch==2.13.0" || "$VENV/bin/pip" install -q "torch>=2.4,<2.14"
+"$VENV/bin/pip" install -q -e '.[dev]'
+"$VENV/bin/python" -c "import game, learner, actors, evaluation; print('checkerzero ready:', game.Position().fen())"

@@ -1,0 +1,85 @@
+"""The configs themselves: every group composes, instantiates, and bad input fails early."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from learner.config import SOURCE_CONF, ConfigError, validate
+from learner.network import CheckersNet
+from learner.trainer import model_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def composed(*overrides: str):
+    with initialize_config_dir(config_dir=str(SOURCE_CONF), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+@pytest.mark.parametrize("preset", ["laptop", "smoke", "cluster", "gpu"])
+def test_every_preset_composes_and_validates(preset):
+    cfg = composed(f"preset={preset}", "run_dir=/tmp/x")
+    validate(cfg)
+    assert cfg.game.size == 8
+    OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
+
+
+def test_groups_instantiate_into_working_objects():
+    cfg = composed("preset=smoke", "run_dir=/tmp/x")
+    net = CheckersNet(model_config(cfg.model, cfg.game.size))
+    opt = instantiate(cfg.learner.optimizer)(net.parameters())
+    sched = instantiate(cfg.learner.scheduler)(opt)
+    assert isinstance(opt, torch.optim.SGD) and opt.param_groups[0]["lr"] == cfg.learner.optimizer.lr
+    assert isinstance(sched, torch.optim.lr_scheduler.MultiStepLR)
+    logits, wdl = net(torch.zeros(2, cfg.model.in_planes, 8, 8))
+    assert logits.shape == (2, 128) and wdl.shape == (2, 3)
+
+
+def test_small_board_group_switches_the_board():
+    cfg = composed("game=small", "model.board_size=6", "run_dir=/tmp/x")
+    validate(cfg)
+    net = CheckersNet(model_config(cfg.model, cfg.game.size))
+    assert net(torch.zeros(1, cfg.model.in_planes, 6, 6))[0].shape == (1, 72)
+
+
+def test_unknown_key_is_rejected_by_hydra():
+    with pytest.raises(ConfigCompositionException, match="mcts.simulationz"):
+        composed("mcts.simulationz=3")
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("game.size=7", "game.size"),
+        ("learner.batch_size=0", "learner.batch_size"),
+        ("replay.window_positions=-5", "replay.window_positions"),
+        ("logging.wandb.mode=sometimes", "logging.wandb.mode"),
+        ("model.board_size=6", "model.board_size"),
+    ],
+)
+def test_bad_values_are_rejected_naming_the_key(override, key):
+    cfg = composed(override, "run_dir=/tmp/x")
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        validate(cfg)
+
+
+def test_command_line_fails_before_starting_anything(tmp_path):
+    """A wrong key or value exits non-zero with a message, creating no run directory."""
+    run_dir = tmp_path / "run"
+    for override, needle in [("mcts.simulationz=3", "simulationz"), ("game.size=7", "game.size")]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "learner", override, f"run_dir={run_dir}"],
+            capture_output=True, text=True, cwd=ROOT, timeout=120,
+        )
+        assert proc.returncode != 0
+        assert needle in proc.stderr
+        assert not (run_dir / "checkpoints").exists()
