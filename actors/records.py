@@ -15,6 +15,7 @@ Byte layout of `GameRecord.to_bytes()` (schema version 1, every number little-en
                         opening_id i32, network_version i64, actor_id i32,
                         T = decisions u32, E = visit entries u32, resign_trigger i32, 4 pad bytes
     42      16*T      positions       uint32 (T, 4)
+            T         played          uint8 (T,): action played at each decision, 255: resigned
             4*(T+1)   visit_offsets   uint32 (T+1,): decision t owns entries [off[t], off[t+1])
             E         visit_actions   uint8 (E,): mover-relative action of each entry
             2*E       visit_counts    uint16 (E,): root visits of that action
@@ -49,6 +50,8 @@ PACKED_WORDS = _core.PACKED_WORDS
 HISTORY = _core.HISTORY
 # meta word of a packed state: bit 0 set when White is to move.
 _META_WHITE_TO_MOVE = 1
+# `played` value of a decision at which the side to move resigned (always the last one).
+RESIGNED = 255
 
 
 class Result(IntEnum):
@@ -77,6 +80,7 @@ def num_actions(size: int) -> int:
 class GameRecord:
     board_size: int
     positions: np.ndarray  # uint32 (T, 4): the state before each decision
+    played: np.ndarray  # uint8 (T,): the action played there (RESIGNED: the mover resigned)
     visit_offsets: np.ndarray  # uint32 (T+1,)
     visit_actions: np.ndarray  # uint8 (E,)
     visit_counts: np.ndarray  # uint16 (E,)
@@ -91,6 +95,11 @@ class GameRecord:
 
     def __post_init__(self) -> None:
         _validate(self)
+
+    @property
+    def size(self) -> int:
+        """Board side (alias of board_size)."""
+        return self.board_size
 
     @property
     def num_decisions(self) -> int:
@@ -118,6 +127,7 @@ class GameRecord:
                 self.resign_trigger,
             ),
             self.positions.astype("<u4", copy=False).tobytes(),
+            self.played.astype("u1", copy=False).tobytes(),
             self.visit_offsets.astype("<u4", copy=False).tobytes(),
             self.visit_actions.astype("u1", copy=False).tobytes(),
             self.visit_counts.astype("<u2", copy=False).tobytes(),
@@ -144,7 +154,7 @@ class GameRecord:
         (size, result, termination, flags, opening, version_net, actor, t, e, trigger) = (
             _HEADER.unpack_from(data, _PREFIX.size)
         )
-        expected = fixed + 16 * t + 4 * (t + 1) + e + 2 * e + 6 * t
+        expected = fixed + 16 * t + t + 4 * (t + 1) + e + 2 * e + 6 * t
         if len(data) != expected:
             raise ValueError(
                 f"game record length {len(data)} bytes does not match its header "
@@ -162,6 +172,7 @@ class GameRecord:
             return arr.astype(native)  # a writeable copy in native byte order
 
         positions = take("<u4", 4 * t, np.uint32).reshape(t, 4)
+        played = take("u1", t, np.uint8)
         offsets = take("<u4", t + 1, np.uint32)
         actions = take("u1", e, np.uint8)
         counts = take("<u2", e, np.uint16)
@@ -170,6 +181,7 @@ class GameRecord:
             return cls(
                 board_size=size,
                 positions=positions,
+                played=played,
                 visit_offsets=offsets,
                 visit_actions=actions,
                 visit_counts=counts,
@@ -191,6 +203,7 @@ def _validate(r: GameRecord) -> None:
         raise ValueError(f"board_size must be 6 or 8, got {r.board_size}")
     checks = [
         ("positions", r.positions, np.uint32, 2),
+        ("played", r.played, np.uint8, 1),
         ("visit_offsets", r.visit_offsets, np.uint32, 1),
         ("visit_actions", r.visit_actions, np.uint8, 1),
         ("visit_counts", r.visit_counts, np.uint16, 1),
@@ -205,6 +218,10 @@ def _validate(r: GameRecord) -> None:
             f"positions must be (T, 4) and root_wdl (T, 3), got "
             f"{r.positions.shape} and {r.root_wdl.shape}"
         )
+    if len(r.played) != t:
+        raise ValueError(f"played must have one action per decision ({t}), got {len(r.played)}")
+    if t > 1 and np.any(r.played[:-1] == RESIGNED):
+        raise ValueError("only the last decision can be a resignation")
     if len(r.visit_offsets) != t + 1 or r.visit_offsets[0] != 0:
         raise ValueError("visit_offsets must have T+1 entries starting at 0")
     if np.any(np.diff(r.visit_offsets.astype(np.int64)) < 1):

@@ -43,6 +43,17 @@ class Evaluator(Protocol):
         ...
 
 
+class UniformEvaluator:
+    """Equal priors over the legal actions and a certain draw: measures the tree alone."""
+
+    def evaluate(self, planes: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        m = mask.astype(np.float32)
+        priors = m / np.maximum(m.sum(axis=1, keepdims=True), 1.0)
+        wdl = np.zeros((len(mask), 3), np.float32)
+        wdl[:, 1] = 1.0
+        return priors, wdl
+
+
 @dataclass(frozen=True)
 class SearchStats:
     """What one drive of the search cost."""

@@ -20,7 +20,7 @@ def random_record(seed: int = 0, size: int = 6, max_plies: int = 60) -> tuple[Ga
     """A record of a random game (one decision per action) and the core states seen on the way."""
     rng = np.random.default_rng(seed)
     game = _core.Game(size, max_plies)
-    positions, offsets, actions, counts, wdl, packed = [], [0], [], [], [], []
+    positions, played, offsets, actions, counts, wdl, packed = [], [], [0], [], [], [], []
     while game.result() == 0:
         legal = game.legal_actions()
         visits = np.zeros(size * size * 2, np.int64)
@@ -32,10 +32,12 @@ def random_record(seed: int = 0, size: int = 6, max_plies: int = 60) -> tuple[Ga
         counts.extend(c)
         offsets.append(len(actions))
         wdl.append(rng.dirichlet([1, 1, 1]))
-        game.step(int(rng.choice(legal)))
+        played.append(int(rng.choice(legal)))
+        game.step(played[-1])
     record = GameRecord(
         board_size=size,
         positions=np.array(positions, np.uint32),
+        played=np.array(played, np.uint8),
         visit_offsets=np.array(offsets, np.uint32),
         visit_actions=np.array(actions, np.uint8),
         visit_counts=np.array(counts, np.uint16),
@@ -52,7 +54,14 @@ def random_record(seed: int = 0, size: int = 6, max_plies: int = 60) -> tuple[Ga
 
 
 def assert_same(a: GameRecord, b: GameRecord) -> None:
-    for name in ("positions", "visit_offsets", "visit_actions", "visit_counts", "root_wdl"):
+    for name in (
+        "positions",
+        "played",
+        "visit_offsets",
+        "visit_actions",
+        "visit_counts",
+        "root_wdl",
+    ):
         x, y = getattr(a, name), getattr(b, name)
         assert x.dtype == y.dtype, name
         np.testing.assert_array_equal(x, y, err_msg=name)
@@ -82,6 +91,7 @@ def test_empty_record_round_trips():
     empty = GameRecord(
         board_size=8,
         positions=np.zeros((0, 4), np.uint32),
+        played=np.zeros(0, np.uint8),
         visit_offsets=np.zeros(1, np.uint32),
         visit_actions=np.zeros(0, np.uint8),
         visit_counts=np.zeros(0, np.uint16),
@@ -125,6 +135,10 @@ def test_inconsistent_fields_raise():
     bad_offsets[-1] += 1
     with pytest.raises(ValueError, match="visit_offsets end"):
         GameRecord(**{**record.__dict__, "visit_offsets": bad_offsets})
+    resigned_early = record.played.copy()
+    resigned_early[0] = 255
+    with pytest.raises(ValueError, match="only the last decision"):
+        GameRecord(**{**record.__dict__, "played": resigned_early})
     with pytest.raises(ValueError, match="resign_trigger"):
         GameRecord(**{**record.__dict__, "resign_trigger": record.num_decisions})
 
@@ -164,3 +178,91 @@ def test_sparse_visits_scale_large_counts():
     np.testing.assert_array_equal(actions, [3, 7, 100])
     assert counts.dtype == np.uint16
     np.testing.assert_array_equal(counts, [65535, 32767, 1])
+
+
+# ------------------------------------------------------------------------------------------
+# Records produced by self-play
+# ------------------------------------------------------------------------------------------
+
+
+def small_config(**selfplay) -> dict:
+    from actors.self_play import load_config
+
+    cfg = load_config(6)
+    cfg["mcts"].update(simulations=16, leaves_per_game=4)
+    cfg["selfplay"].update(
+        {"games_in_parallel": 2, "openings": "start", "resign": False, **selfplay}
+    )
+    return cfg
+
+
+class LosingEvaluator:
+    """Uniform priors; the side to move always loses."""
+
+    def evaluate(self, planes, mask):
+        m = mask.astype(np.float32)
+        wdl = np.tile(np.array([0, 0, 1], np.float32), (len(mask), 1))
+        return m / m.sum(axis=1, keepdims=True), wdl
+
+
+def test_self_play_records_replay_exactly():
+    from actors.search import UniformEvaluator
+    from actors.self_play import play_games, record_moves, record_to_pdn
+    from game.pdn import read_pdn, write_pdn
+
+    records = play_games(UniformEvaluator(), small_config(), n_games=5, seed=3)
+    assert len(records) == 5  # two slots, refilled
+    for r in records:
+        game = _core.Game(6, 120)
+        for t, action in enumerate(r.played):
+            np.testing.assert_array_equal(r.positions[t], game.pack_history()[0])
+            np.testing.assert_array_equal(histories(r.positions, [t])[0], game.pack_history())
+            actions, _ = r.visits(t)
+            assert int(action) in actions.tolist()
+            game.step(int(action))
+        assert r.result == Result(game.result())
+        assert r.termination == Termination(game.end_reason())
+        assert_same(r, GameRecord.from_bytes(r.to_bytes()))
+    pdn = write_pdn(record_to_pdn(r, k) for k, r in enumerate(records))
+    back = read_pdn(pdn, size=6)  # replays and checks every move
+    assert [g.moves for g in back] == [record_moves(r) for r in records]
+    assert [g.result for g in back] == [
+        {1: "1-0", 2: "0-1", 3: "1/2-1/2"}[r.result] for r in records
+    ]
+
+
+def test_self_play_is_reproducible():
+    from actors.search import UniformEvaluator
+    from actors.self_play import play_games
+
+    cfg = small_config(temperature_plies=100)
+    cfg["mcts"]["dirichlet_epsilon"] = 0.25
+    first = [r.to_bytes() for r in play_games(UniformEvaluator(), cfg, 3, seed=11)]
+    assert [r.to_bytes() for r in play_games(UniformEvaluator(), cfg, 3, seed=11)] == first
+    assert [r.to_bytes() for r in play_games(UniformEvaluator(), cfg, 3, seed=12)] != first
+
+
+def test_resignation_and_its_false_positive_measure():
+    from actors.records import RESIGNED
+    from actors.self_play import play_games, resign_false_positive_rate
+
+    # Simulations 0: the root value is the evaluator's own, a certain loss for the mover.
+    cfg = small_config(resign=True, resign_disabled_share=0.0, resign_consecutive=3)
+    cfg["mcts"]["simulations"] = 0
+    for r in play_games(LosingEvaluator(), cfg, n_games=2, seed=0):
+        assert r.termination == Termination.RESIGNATION and r.resign_enabled
+        assert r.played[-1] == RESIGNED and r.resign_trigger == r.num_decisions - 1
+        white = bool(r.positions[-1, 3] & 1)
+        assert r.result == (Result.BLACK_WIN if white else Result.WHITE_WIN)
+        assert GameRecord.from_bytes(r.to_bytes()).played[-1] == RESIGNED
+    cfg["selfplay"]["resign_disabled_share"] = 1.0
+    played_on = play_games(LosingEvaluator(), cfg, n_games=3, seed=0)
+    assert all(r.termination != Termination.RESIGNATION and not r.resign_enabled for r in played_on)
+    assert all(r.resign_trigger >= 0 for r in played_on)
+    rate, n = resign_false_positive_rate(played_on)
+    assert n == 3
+    expected = 0
+    for r in played_on:
+        white = bool(r.positions[r.resign_trigger, 3] & 1)
+        expected += r.result != (Result.BLACK_WIN if white else Result.WHITE_WIN)
+    assert rate == expected / 3

@@ -312,7 +312,9 @@ NB_MODULE(_core, m) {
           },
           "priors"_a.noconvert(), "wdl"_a.noconvert(),
           "One evaluation per gathered leaf: priors float32 (L,A), wdl float32 (L,3) (mover's view).")
-      .def("done", &BatchedMcts::done, "game_index"_a)
+      .def("stop", &BatchedMcts::stop, "game_index"_a,
+           "Stop searching this game (resigned, or no next game for the slot) until reset().")
+      .def("done", &BatchedMcts::done, "game_index"_a, "The game is over (or stopped).")
       .def("search_done", &BatchedMcts::search_done, "game_index"_a)
       .def(
           "ready",

@@ -78,6 +78,12 @@ void BatchedMcts::reset(int i, const Game& g) {
   clear_tree(t);
 }
 
+void BatchedMcts::stop(int i) {
+  Tree& t = tree(i);
+  if (t.inflight) throw std::logic_error("stop() with leaves in flight: call expand() first");
+  t.over = true;
+}
+
 bool BatchedMcts::needs_search(const Tree& t) const {
   if (t.over) return false;
   if (t.root_legal == 1 && config_.skip_forced_root) return false;

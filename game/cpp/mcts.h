@@ -90,6 +90,8 @@ class BatchedMcts {
   // Replaces game i (its position and history) and clears its tree.
   void reset(int game, const Game& g);
   const Game& game(int i) const { return tree(i).game; }
+  // Stops searching game i (a resignation, or a slot with no next game) until the next reset().
+  void stop(int i);
 
   // Gathers up to max_per_game leaves per tree (<= 0: config) and at most total_cap in all
   // (<= 0: capacity). Returns the number of leaves L; their inputs are in planes(), masks().
