@@ -346,3 +346,30 @@ def test_bad_calls_raise():
         mcts.advance(0, 0)
     with pytest.raises(IndexError):
         mcts.root_visits(5)
+
+
+# ------------------------------------------------------------------------------------------
+# Config
+# ------------------------------------------------------------------------------------------
+
+
+def test_every_mcts_config_key_reaches_the_search():
+    from actors.search import SEARCH_KEYS, make_config
+    from actors.self_play import load_config
+
+    cfg = load_config(8)["mcts"]
+    assert set(cfg) == set(SEARCH_KEYS)  # no knob in conf/mcts that nothing reads
+    made = make_config(cfg)
+    for key, value in cfg.items():
+        assert getattr(made, key) == pytest.approx(value), key
+
+
+def test_bad_mcts_config_raises_naming_the_key():
+    from actors.search import make_config
+
+    with pytest.raises(ValueError, match=r"mcts\.c_puct"):
+        make_config({"c_puct": "high"})
+    with pytest.raises(ValueError, match="leaves_per_game"):
+        make_config({"leaves_per_game": 0})
+    with pytest.raises(ValueError, match="dirichlet_epsilon"):
+        new_search(1, 8, {"dirichlet_epsilon": 1.5})

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -266,3 +269,25 @@ def test_resignation_and_its_false_positive_measure():
         white = bool(r.positions[r.resign_trigger, 3] & 1)
         expected += r.result != (Result.BLACK_WIN if white else Result.WHITE_WIN)
     assert rate == expected / 3
+
+
+GOLDEN = Path(__file__).parent / "golden" / "selfplay_6x6_seed5.pdn"
+
+
+def test_fixed_seed_self_play_matches_golden_file():
+    """A change in search or self-play behaviour shows as a diff of this PDN.
+
+    Regenerate deliberately with CZ_UPDATE_GOLDEN=1 after checking the change is intended.
+    (The RNG streams come from the C++ standard library: another library may differ.)
+    """
+    from actors.search import UniformEvaluator
+    from actors.self_play import play_games, record_to_pdn
+    from game.pdn import write_pdn
+
+    cfg = small_config(temperature_plies=8)
+    cfg["mcts"]["dirichlet_epsilon"] = 0.25
+    records = play_games(UniformEvaluator(), cfg, n_games=2, seed=5)
+    text = write_pdn(record_to_pdn(r, k) for k, r in enumerate(records))
+    if os.environ.get("CZ_UPDATE_GOLDEN"):
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text()

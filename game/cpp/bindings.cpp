@@ -277,17 +277,20 @@ NB_MODULE(_core, m) {
               n = s.gather(max_per_game, total_cap);
             }
             // Views of the object's own buffers (no copy): valid until the next gather().
+            // Writable, so torch.from_numpy takes them without a warning; writing only changes
+            // this batch's input (the search keeps its own copy of the legal actions).
             nb::object owner = nb::find(&s);
             const size_t S = size_t(s.size()), L = size_t(n);
-            auto planes = nb::ndarray<nb::numpy, const float, nb::ndim<4>>(
-                s.planes(), {L, size_t(cz::kNumPlanes), S, S}, owner);
-            auto masks = nb::ndarray<nb::numpy, const bool, nb::ndim<2>>(
-                reinterpret_cast<const bool*>(s.masks()), {L, size_t(s.num_actions())}, owner);
+            auto planes = nb::ndarray<nb::numpy, float, nb::ndim<4>>(
+                const_cast<float*>(s.planes()), {L, size_t(cz::kNumPlanes), S, S}, owner);
+            auto masks = nb::ndarray<nb::numpy, bool, nb::ndim<2>>(
+                reinterpret_cast<bool*>(const_cast<uint8_t*>(s.masks())), {L, size_t(s.num_actions())},
+                owner);
             return nb::make_tuple(planes, masks);
           },
           "max_per_game"_a = 0, "total_cap"_a = 0,
           "Leaves of every tree that needs them: (planes float32 (L,15,S,S), masks bool (L,A)),\n"
-          "read-only views of internal buffers that the next gather() overwrites.")
+          "views of internal buffers that the next gather() overwrites (copy to keep them).")
       .def(
           "gathered_packed",
           [](BatchedMcts& s) {
