@@ -1,0 +1,554 @@
+"""The replay store: a window of the newest self-play games in Redis, sampled uniformly by position.
+
+Actors call `ReplayStore.add_game(record, n_positions)` once per finished game; the learner
+samples batches through a `Prefetcher` and paces itself with `SampleRatio`. Values are the raw
+record bytes the caller gives (their layout belongs to the record codec); nothing is pickled.
+
+Redis layout (`ns` = namespace; the braces are a hash tag, so a Redis Cluster would keep every
+key of one store in one slot, which the Lua scripts need):
+
+    {ns}:game:<id>       the record bytes of game <id>
+    {ns}:staging:<uuid>  a record on its way in (written and renamed in one MULTI)
+    {ns}:lengths         list of the window's game lengths (positions), oldest first
+    {ns}:meta            hash: first_id, last_id (the window is the ids first_id..last_id,
+                         contiguous), window_positions (sum of {ns}:lengths), games_added,
+                         positions_added (ever)
+
+Game ids are consecutive integers from 1, assigned by the add script, so the window is an id
+range and a list of lengths is enough to map a position to its game. Adding and evicting happen in
+one MULTI (the record's SET, then a Lua script that names it, appends its length, updates the
+counters and evicts), hence atomically, and reach the append-only file together. If the reply to
+an add is lost and the client's retry sends it again, the game is stored twice (at least once).
+Every counter lives in Redis, so a restarted learner or actor sees the same store.
+
+Sampling keeps a local copy of the window's lengths and fetches only what changed since the last
+call (one round trip), picks positions uniformly with the cumulative lengths, then fetches the
+distinct games with MGET. A draw whose game was evicted between those two steps is drawn again
+by a script that chooses and reads inside Redis (slower, it walks the window's lengths, but
+nothing can be evicted in between), so a busy writer cannot starve the reader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import queue
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+import redis
+from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
+from redis.retry import Retry
+
+logger = logging.getLogger(__name__)
+
+Batch = TypeVar("Batch")
+Sample = tuple[int, bytes, int]  # (game id, record bytes, position index within the game)
+
+SOCKET_TIMEOUT_S = 30.0  # a batch of 64 KB records is MBs; far above a healthy reply time
+MAX_BACKOFF_S = 30.0  # cap of the exponential backoff between connection attempts
+MGET_CHUNK = 256  # keys per MGET inside one pipeline: bounds one reply (256 x 64 KB = 16 MB)
+STAGING_TTL_MS = 600_000  # a staged record outlives its transaction only if that failed: then
+# it expires after 10 minutes instead of leaking (the add script makes the game key persistent)
+EMPTY_POLL_S = 0.25  # the prefetcher's wait while the window is empty or malformed-only
+MALFORMED_LOG_EVERY = 1000  # log the first malformed record, then one in this many
+
+
+class ReplayUnavailable(ConnectionError):
+    """Redis could not be reached (after the retries); the message names the URL."""
+
+
+class ReplayEmpty(LookupError):
+    """The window holds no game yet."""
+
+
+def redact_url(url: str) -> str:
+    """`url` without any password in it (redis://user:secret@host -> redis://user:***@host)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{parts.username or ''}:***@{host}"
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def _describe(client: redis.Redis) -> str:
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        return f"unix://{kwargs['path']}"
+    return f"redis://{kwargs.get('host')}:{kwargs.get('port')}/{kwargs.get('db', 0)}"
+
+
+def connect(
+    url: str,
+    password: str | None = None,
+    *,
+    retries: int,
+    backoff_s: float,
+    socket_timeout_s: float = SOCKET_TIMEOUT_S,
+) -> redis.Redis:
+    """A client for `url` that answered PING, after at most `retries` retries.
+
+    Waits `backoff_s`, 2*`backoff_s`, 4*`backoff_s`, ... (capped at MAX_BACKOFF_S) between
+    attempts, then raises ReplayUnavailable naming the URL (never the password). A wrong password
+    is not retried. The client itself retries each later command the same way.
+    """
+    if retries < 0:
+        raise ValueError(f"retries must be >= 0, got {retries}")
+    if backoff_s < 0:
+        raise ValueError(f"backoff_s must be >= 0, got {backoff_s}")
+    shown = redact_url(url)
+    options: dict[str, Any] = {
+        "password": password,
+        "socket_timeout": socket_timeout_s,
+        "socket_connect_timeout": socket_timeout_s,
+        "health_check_interval": 30,  # seconds idle before a connection is PINGed on reuse
+    }
+    try:
+        client = redis.Redis.from_url(
+            url,
+            retry=Retry(ExponentialWithJitterBackoff(cap=MAX_BACKOFF_S, base=backoff_s), retries),
+            retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+            **options,
+        )
+    except ValueError as e:
+        raise ValueError(f"bad replay URL {shown!r}: {e}") from None
+    last_error: Exception | None = None
+    for attempt in range(retries + 1):
+        if attempt:
+            delay = min(MAX_BACKOFF_S, backoff_s * 2 ** (attempt - 1))
+            logger.warning(
+                "replay store %s unreachable (%s); retry %d/%d in %.2f s",
+                shown,
+                last_error,
+                attempt,
+                retries,
+                delay,
+            )
+            time.sleep(delay)
+        # A probe without retries of its own, so that the attempts here are the only ones.
+        probe = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), **options)
+        try:
+            probe.ping()
+            return client
+        except redis.AuthenticationError as e:
+            client.close()
+            problem = "refused the password" if password or "@" in url else "needs a password"
+            raise ReplayUnavailable(f"replay store {shown} {problem}: {e}") from None
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+            last_error = e
+        finally:
+            probe.close()
+    client.close()
+    raise ReplayUnavailable(
+        f"replay store {shown} unreachable after {retries + 1} attempts: {last_error}"
+    )
+
+
+# Runs in one MULTI after `SET staged record PX ttl`: the record itself never passes through Lua
+# (a 64 KB script argument costs Redis ~150 us more per call than this RENAME, measured here).
+_ADD_GAME = """
+local staged, meta, lengths = KEYS[1], KEYS[2], KEYS[3]
+local prefix = ARGV[1]
+local n, window = tonumber(ARGV[2]), tonumber(ARGV[3])
+local id = redis.call('HINCRBY', meta, 'last_id', 1)
+redis.call('RENAME', staged, prefix .. id)
+redis.call('PERSIST', prefix .. id)
+redis.call('RPUSH', lengths, n)
+redis.call('HINCRBY', meta, 'games_added', 1)
+redis.call('HINCRBY', meta, 'positions_added', n)
+local total = redis.call('HINCRBY', meta, 'window_positions', n)
+local first = tonumber(redis.call('HGET', meta, 'first_id') or '1')
+while total > window and first < id do
+  local evicted = tonumber(redis.call('LPOP', lengths))
+  redis.call('UNLINK', prefix .. first)
+  total = redis.call('HINCRBY', meta, 'window_positions', -evicted)
+  first = first + 1
+end
+redis.call('HSET', meta, 'first_id', first)
+return id
+"""
+
+# Returns {first_id, last_id, from, lengths of ids from..last_id}; `from` is the caller's
+# ARGV[1] unless that is outside first_id..last_id+1 (then first_id: the caller reloads).
+_WINDOW = """
+local meta, lengths = KEYS[1], KEYS[2]
+local from = tonumber(ARGV[1])
+local v = redis.call('HMGET', meta, 'first_id', 'last_id')
+local first, last = tonumber(v[1] or '1'), tonumber(v[2] or '0')
+if from < first or from > last + 1 then from = first end
+return {first, last, from, redis.call('LRANGE', lengths, from - first, -1)}
+"""
+
+# ARGV: game key prefix, then one uniform in [0, 1) per draw. Returns {game id, position index,
+# record} per draw, or {} for an empty window. Lua numbers are doubles: exact below 2^53.
+_SAMPLE = """
+local meta, lengths = KEYS[1], KEYS[2]
+local prefix = ARGV[1]
+local v = redis.call('HMGET', meta, 'first_id', 'window_positions')
+local first, total = tonumber(v[1] or '1'), tonumber(v[2] or '0')
+if total == 0 then return {} end
+local lens = redis.call('LRANGE', lengths, 0, -1)
+local cum, acc = {}, 0
+for i = 1, #lens do acc = acc + tonumber(lens[i]); cum[i] = acc end
+local out = {}
+for j = 2, #ARGV do
+  local pos = math.min(math.floor(tonumber(ARGV[j]) * total), total - 1)
+  local lo, hi = 1, #cum
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if cum[mid] > pos then hi = mid else lo = mid + 1 end
+  end
+  local start = 0
+  if lo > 1 then start = cum[lo - 1] end
+  local id = first + lo - 1
+  out[#out + 1] = id
+  out[#out + 1] = pos - start
+  out[#out + 1] = redis.call('GET', prefix .. id)
+end
+return out
+"""
+
+
+@dataclass(frozen=True)
+class ReplayStats:
+    window_positions: int  # positions in the window now
+    window_games: int  # games in the window now
+    games_added: int  # games ever added to this namespace
+    positions_added: int  # positions ever added to this namespace
+
+
+class ReplayStore:
+    """A bounded window of game records in Redis. Thread-safe; one per process is enough."""
+
+    def __init__(self, client: redis.Redis, *, namespace: str = "cz", window_positions: int):
+        if window_positions < 1:
+            raise ValueError(f"window_positions must be >= 1, got {window_positions}")
+        if not namespace or any(ch in namespace for ch in "{}: \n"):
+            raise ValueError(
+                f"namespace must be non-empty without braces, colons or spaces: {namespace!r}"
+            )
+        self._client = client
+        self.namespace = namespace
+        self.window_positions = window_positions
+        self._meta = f"{{{namespace}}}:meta"
+        self._lengths = f"{{{namespace}}}:lengths"
+        self._game_prefix = f"{{{namespace}}}:game:"
+        self._staging_prefix = f"{{{namespace}}}:staging:"
+        self._window_script = client.register_script(_WINDOW)
+        self._sample_script = client.register_script(_SAMPLE)
+        self._lock = threading.Lock()  # guards the local copy of the window below
+        self._cache_first = 1  # game id of _cache_lengths[0]
+        self._cache_lengths = np.zeros(0, dtype=np.int64)
+
+    def game_key(self, game_id: int) -> str:
+        return f"{self._game_prefix}{game_id}"
+
+    def add_game(self, record: bytes, n_positions: int) -> int:
+        """Append one game; evict the oldest whole games beyond the window. Returns its id."""
+        if not isinstance(record, bytes | bytearray | memoryview):
+            raise TypeError(f"record must be bytes, got {type(record).__name__}")
+        if len(record) == 0:
+            raise ValueError("record is empty")
+        if n_positions < 1:
+            raise ValueError(f"n_positions must be >= 1, got {n_positions}")
+        staged = f"{self._staging_prefix}{uuid.uuid4().hex}"
+        with self._unavailable_as_error("add a game"):
+            pipe = self._client.pipeline(transaction=True)  # MULTI ... EXEC: all or nothing
+            pipe.set(staged, bytes(record), px=STAGING_TTL_MS)
+            # EVAL, not EVALSHA: a script missing after a Redis restart would fail inside the
+            # transaction after the SET had run; Redis caches the compiled body either way.
+            pipe.eval(
+                _ADD_GAME,
+                3,
+                staged,
+                self._meta,
+                self._lengths,
+                self._game_prefix,
+                int(n_positions),
+                self.window_positions,
+            )
+            _, game_id = pipe.execute()
+        return int(game_id)
+
+    def get(self, game_id: int) -> bytes | None:
+        """The record of `game_id`, or None when it is not (or no longer) in the window."""
+        with self._unavailable_as_error("read a game"):
+            value = self._client.get(self.game_key(game_id))
+        return None if value is None else bytes(value)
+
+    def stats(self) -> ReplayStats:
+        with self._unavailable_as_error("read the counters"):
+            v = self._client.hmget(
+                self._meta,
+                ["first_id", "last_id", "window_positions", "games_added", "positions_added"],
+            )
+        first, last, window, games, positions = (int(x) if x is not None else None for x in v)
+        first = 1 if first is None else first
+        last = 0 if last is None else last
+        return ReplayStats(
+            window_positions=window or 0,
+            window_games=last - first + 1,
+            games_added=games or 0,
+            positions_added=positions or 0,
+        )
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> list[Sample]:
+        """`batch_size` positions drawn uniformly (with replacement) from the window."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        with self._unavailable_as_error("sample"):
+            first_id, cumulative = self._refresh_window()
+            if len(cumulative) == 0:
+                raise ReplayEmpty(f"replay store {self.namespace!r} holds no game yet")
+            draws = rng.integers(0, int(cumulative[-1]), size=batch_size)
+            slots = np.searchsorted(cumulative, draws, side="right")
+            indices = draws - np.concatenate(([0], cumulative))[slots]
+            game_ids = (first_id + slots).tolist()
+            records = self._fetch(sorted(set(game_ids)))
+            result: list[Sample] = []
+            evicted = 0
+            for game_id, index in zip(game_ids, indices.tolist(), strict=True):
+                record = records.get(game_id)
+                if record is None:
+                    evicted += 1  # left the window since the snapshot: drawn again below
+                else:
+                    result.append((game_id, record, index))
+            if evicted:
+                logger.debug(
+                    "%d of %d draws hit evicted games; redrawn in Redis", evicted, batch_size
+                )
+                result += self._sample_atomically(evicted, rng)
+        return result
+
+    def _sample_atomically(self, n: int, rng: np.random.Generator) -> list[Sample]:
+        """`n` uniform draws chosen and read inside Redis, so no game can vanish in between.
+
+        The slower path (the script walks the whole window's lengths), used only for the draws
+        whose games were evicted between the snapshot and the read of the fast path.
+        """
+        uniforms = [repr(float(u)) for u in rng.random(n)]
+        flat = self._sample_script(
+            keys=[self._meta, self._lengths], args=[self._game_prefix, *uniforms]
+        )
+        if not flat:
+            raise ReplayEmpty(f"replay store {self.namespace!r} holds no game yet")
+        samples = []
+        for k in range(0, len(flat), 3):
+            game_id, index, record = int(flat[k]), int(flat[k + 1]), flat[k + 2]
+            if record is None:
+                raise RuntimeError(
+                    f"replay store {self.namespace!r} is inconsistent: game {game_id} is in the "
+                    "window but its record is missing (were its keys deleted by hand?)"
+                )
+            samples.append((game_id, bytes(record), index))
+        return samples
+
+    def _refresh_window(self) -> tuple[int, np.ndarray]:
+        """First game id of the window and the cumulative lengths of its games (one round trip)."""
+        with self._lock:
+            cache_next = self._cache_first + len(self._cache_lengths)
+            first, last, start, new = self._window_script(
+                keys=[self._meta, self._lengths], args=[cache_next]
+            )
+            first, last, start = int(first), int(last), int(start)
+            new_lengths = np.array([int(x) for x in new], dtype=np.int64)
+            if start == cache_next and len(new_lengths) == last - cache_next + 1:
+                keep = self._cache_lengths[max(0, first - self._cache_first) :]
+                self._cache_lengths = np.concatenate((keep, new_lengths))
+            else:  # the store was emptied or rewritten under us: take the window as it is
+                self._cache_lengths = new_lengths
+            self._cache_first = first
+            if len(self._cache_lengths) != max(0, last - first + 1):
+                raise RuntimeError(
+                    f"replay store {self.namespace!r} is inconsistent: ids {first}..{last} but "
+                    f"{len(self._cache_lengths)} lengths"
+                )
+            return first, np.cumsum(self._cache_lengths)
+
+    def _fetch(self, game_ids: Sequence[int]) -> dict[int, bytes]:
+        """Records of the given games (absent ones left out), in one pipelined round trip."""
+        pipe = self._client.pipeline(transaction=False)
+        for lo in range(0, len(game_ids), MGET_CHUNK):
+            pipe.mget([self.game_key(g) for g in game_ids[lo : lo + MGET_CHUNK]])
+        values = [v for chunk in pipe.execute() for v in chunk]
+        return {g: bytes(v) for g, v in zip(game_ids, values, strict=True) if v is not None}
+
+    @contextlib.contextmanager
+    def _unavailable_as_error(self, what: str) -> Iterator[None]:
+        """Turns a connection failure (after the client's own retries) into ReplayUnavailable."""
+        try:
+            yield
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            raise ReplayUnavailable(
+                f"replay store {_describe(self._client)}: cannot {what}: {e}"
+            ) from e
+
+
+class Prefetcher(Generic[Batch]):
+    """Samples and decodes batches on a background thread into a bounded queue.
+
+    `decode_fn(list[(record bytes, position index)]) -> batch` turns samples into a training
+    batch; when it raises ValueError the batch's items are decoded one by one to find the bad
+    records, which are dropped, counted in `malformed` and replaced by fresh draws, so every batch
+    has `batch_size` items. Any other error (or Redis becoming unreachable) stops the thread and
+    is raised by the next `get()`.
+    """
+
+    def __init__(
+        self,
+        store: ReplayStore,
+        decode_fn: Callable[[list[tuple[bytes, int]]], Batch],
+        batch_size: int,
+        *,
+        depth: int,
+        seed: int,
+    ):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if depth < 1:
+            raise ValueError(f"prefetch depth must be >= 1, got {depth}")
+        self._store = store
+        self._decode = decode_fn
+        self._batch_size = batch_size
+        self._rng = np.random.default_rng(seed)
+        self._queue: queue.Queue[Batch] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._malformed = 0
+        self._counter_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="replay-prefetch", daemon=True)
+        self._thread.start()
+
+    @property
+    def malformed(self) -> int:
+        """Samples skipped so far because their record did not decode."""
+        with self._counter_lock:
+            return self._malformed
+
+    def get(self, timeout: float | None = None) -> Batch:
+        """The next batch; raises queue.Empty after `timeout` s, or the worker's error."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                return self._queue.get(timeout=EMPTY_POLL_S)
+            except queue.Empty:
+                if self._error is not None:
+                    raise self._error from None
+                if self._stop.is_set():
+                    raise RuntimeError("the prefetcher is closed") from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+    def close(self) -> None:
+        """Stop the thread and drop the queued batches."""
+        self._stop.set()
+        while self._thread.is_alive():
+            try:
+                while True:
+                    self._queue.get_nowait()  # unblock a put() in progress
+            except queue.Empty:
+                pass
+            self._thread.join(timeout=EMPTY_POLL_S)
+
+    def __enter__(self) -> Prefetcher[Batch]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                batch = self._next_batch()
+                if batch is None:
+                    continue
+                while not self._stop.is_set():
+                    try:
+                        self._queue.put(batch, timeout=EMPTY_POLL_S)
+                        break
+                    except queue.Full:
+                        pass
+        except BaseException as e:  # handed to the training thread by get()
+            logger.exception("replay prefetcher stopped")
+            self._error = e
+
+    def _next_batch(self) -> Batch | None:
+        """One decoded batch, or None if the store has nothing usable yet (after a short wait)."""
+        items: list[Sample] = []
+        while not self._stop.is_set():
+            try:
+                items += self._store.sample(self._batch_size - len(items), self._rng)
+            except ReplayEmpty:
+                self._stop.wait(EMPTY_POLL_S)
+                return None
+            try:
+                return self._decode([(record, index) for _, record, index in items])
+            except ValueError:
+                items = self._drop_malformed(items)
+                if not items:
+                    self._stop.wait(EMPTY_POLL_S)  # everything drawn was bad: do not spin
+        return None
+
+    def _drop_malformed(self, items: list[Sample]) -> list[Sample]:
+        """The items that decode on their own; the others are counted and logged."""
+        good = []
+        for game_id, record, index in items:
+            try:
+                self._decode([(record, index)])
+            except ValueError as e:
+                with self._counter_lock:
+                    self._malformed += 1
+                    count = self._malformed
+                if count == 1 or count % MALFORMED_LOG_EVERY == 0:
+                    logger.warning(
+                        "skipped malformed replay record (game %d, position %d): %s "
+                        "[%d skipped so far]",
+                        game_id,
+                        index,
+                        e,
+                        count,
+                    )
+            else:
+                good.append((game_id, record, index))
+        return good
+
+
+class SampleRatio:
+    """Paces training against self-play: at most `ratio` samples per position ever added.
+
+    With `positions_added` from `ReplayStore.stats()` and the learner's own count of samples
+    trained on (kept in its checkpoint), `allowed()` is how many samples it may draw now;
+    `should_wait()` says to wait for self-play rather than train another batch. Until the store
+    has `min_positions` positions no sample is allowed (a first batch from a handful of games
+    would be trained on over and over).
+    """
+
+    def __init__(self, ratio: float, *, min_positions: int = 0):
+        if not (ratio > 0 and math.isfinite(ratio)):
+            raise ValueError(f"sample ratio must be a positive finite number, got {ratio}")
+        if min_positions < 0:
+            raise ValueError(f"min_positions must be >= 0, got {min_positions}")
+        self.ratio = ratio
+        self.min_positions = min_positions
+
+    def allowed(self, positions_added: int, samples_drawn: int) -> int:
+        """Samples the learner may still draw given the data so far (never negative)."""
+        if positions_added < max(self.min_positions, 1):
+            return 0
+        return max(0, math.floor(self.ratio * positions_added) - samples_drawn)
+
+    def should_wait(self, positions_added: int, samples_drawn: int, batch_size: int) -> bool:
+        """True when one more batch of `batch_size` would exceed the ratio."""
+        return self.allowed(positions_added, samples_drawn) < batch_size
