@@ -102,10 +102,19 @@ bool BatchedMcts::search_done(int i) const {
   return (t.nodes[0].flags & kExpanded) && !needs_search(t);
 }
 
-uint32_t BatchedMcts::select_child(const Tree& t, uint32_t node) const {
-  const Node& p = t.nodes[node];
+void BatchedMcts::refresh(Node& n) const {
   const float vl = config_.virtual_loss;
-  const float n_parent = float(p.visits) + vl * float(p.pending);
+  const float n_eff = float(n.visits) + vl * float(n.pending);
+  const float sum = (n.flags & kFlip) ? -n.q_sum : n.q_sum;  // parent mover's view
+  n.q_eff = n_eff > 0.0f ? (sum - vl * float(n.pending)) / n_eff : 0.0f;
+  n.u_scale = n.prior / (1.0f + n_eff);
+}
+
+uint32_t BatchedMcts::select_child(const Tree& t, uint32_t node) const {
+  // PUCT: Q + c * P * sqrt(N_parent) / (1 + N_child), with virtual visits counted as losses and
+  // unvisited children at the parent's Q minus the FPU reduction.
+  const Node& p = t.nodes[node];
+  const float n_parent = float(p.visits) + config_.virtual_loss * float(p.pending);
   float c = config_.c_puct;
   if (config_.c_puct_base > 0) c += std::log((1.0f + n_parent + config_.c_puct_base) / config_.c_puct_base);
   const float explore = c * std::sqrt(std::max(n_parent, 1.0f));
@@ -116,13 +125,8 @@ uint32_t BatchedMcts::select_child(const Tree& t, uint32_t node) const {
   float best_score = -std::numeric_limits<float>::infinity();
   for (uint32_t k = 0; k < p.num_children; ++k) {
     const Node& ch = child[k];
-    const float n_eff = float(ch.visits) + vl * float(ch.pending);
-    float q = fpu;
-    if (n_eff > 0.0f) {
-      const float sum = (ch.flags & kFlip) ? -ch.q_sum : ch.q_sum;  // parent mover's view
-      q = (sum - vl * float(ch.pending)) / n_eff;
-    }
-    const float score = q + explore * ch.prior / (1.0f + n_eff);
+    const float q = (ch.visits | ch.pending) ? ch.q_eff : fpu;
+    const float score = q + explore * ch.u_scale;
     if (score > best_score) {
       best_score = score;
       best = k;
@@ -145,6 +149,7 @@ void BatchedMcts::expand_node(Tree& t, uint32_t node, const uint8_t* actions, in
     c.action = actions[k];
     const float p = priors ? priors[actions[k]] : 0.0f;
     c.prior = total > 0.0f ? (p > 0.0f ? p / total : 0.0f) : 1.0f / float(n);
+    c.u_scale = c.prior;  // no visits yet
   }
   Node& nd = t.nodes[node];
   nd.first_child = first;
@@ -159,6 +164,7 @@ void BatchedMcts::backup(Tree& t, const uint32_t* path, int len, float q, float 
     n.q_sum += q;
     n.d_sum += d;
     if (release) n.pending -= 1;
+    refresh(n);
     if (n.flags & kFlip) q = -q;  // the parent's side to move differs
   }
 }
@@ -177,6 +183,7 @@ void BatchedMcts::add_noise(Tree& t) {
   for (int k = 0; k < n; ++k) {
     Node& c = t.nodes[root.first_child + k];
     c.prior = (1.0f - eps) * c.prior + eps * weights_[k] / total;
+    refresh(c);
   }
 }
 
@@ -229,7 +236,10 @@ BatchedMcts::Descent BatchedMcts::descend(int gi) {
         leaf_actions_.insert(leaf_actions_.end(), small, small + k);
         g.pack_history(packed_.data() + size_t(L) * kHistory * kPackedWords);
         t.nodes[node].flags |= kInFlight;
-        for (uint32_t p : path_) t.nodes[p].pending += 1;
+        for (uint32_t p : path_) {
+          t.nodes[p].pending += 1;
+          refresh(t.nodes[p]);
+        }
         t.inflight += 1;
         leaves_.push_back(leaf);
         outcome = Descent::Leaf;
@@ -242,7 +252,10 @@ BatchedMcts::Descent BatchedMcts::descend(int gi) {
     g.step(t.nodes[c].action);
     ++depth;
     Node& ch = t.nodes[c];
-    if (!(ch.flags & kEntered)) ch.flags |= kEntered | (g.board().side != before ? kFlip : 0);
+    if (!(ch.flags & kEntered)) {
+      ch.flags |= kEntered | (g.board().side != before ? kFlip : 0);
+      refresh(ch);
+    }
     path_.push_back(c);
     node = c;
   }

@@ -60,6 +60,10 @@ struct Node {
   float q_sum = 0.0f;  // sum of (win - loss) from the view of the side to move here
   float d_sum = 0.0f;  // sum of draw probabilities
   float prior = 0.0f;  // policy prior of the edge into this node
+  // Selection terms cached by refresh() whenever visits, pending, q_sum or prior change (only
+  // along one path per simulation), so choosing among the children needs no division:
+  float q_eff = 0.0f;    // mean (win - loss) from the parent mover's view, virtual losses included
+  float u_scale = 0.0f;  // prior / (1 + visits + virtual visits)
   uint16_t pending = 0;  // leaves in flight below this node (virtual loss)
   uint8_t action = 0;    // mover-relative action of the edge into this node
   uint8_t num_children = 0;
@@ -148,6 +152,7 @@ class BatchedMcts {
   uint32_t select_child(const Tree& t, uint32_t node) const;
   void expand_node(Tree& t, uint32_t node, const uint8_t* actions, int n, const float* priors);
   void backup(Tree& t, const uint32_t* path, int len, float q, float d, bool release);
+  void refresh(Node& n) const;
   void add_noise(Tree& t);
   bool needs_search(const Tree& t) const;
 
