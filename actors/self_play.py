@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,7 +100,7 @@ class SelfPlaySettings:
 @dataclass(frozen=True)
 class SelfPlayStats:
     games: int
-    positions: int  # decisions recorded (every action, forced ones included)
+    positions: int  # decisions made (every action, forced ones included; unfinished games too)
     evaluations: int  # leaves sent to the network
     batches: int  # forward passes
     seconds: float
@@ -173,14 +173,23 @@ def play_games(
     *,
     network_version: int = 0,
     actor_id: int = 0,
+    stop: Callable[[], bool] | None = None,
 ) -> list[GameRecord]:
     """Plays `n_games` games (config groups game, mcts, selfplay) and returns their records.
 
     `openings` None takes them from the config (`selfplay.openings`: deck or start). The same
-    seed, evaluator and config give the same games.
+    seed, evaluator and config give the same games. `stop`, checked once per forward pass,
+    ends early when it returns True: the finished games are returned, games in progress dropped.
     """
     return run_self_play(
-        evaluator, cfg, n_games, openings, seed, network_version=network_version, actor_id=actor_id
+        evaluator,
+        cfg,
+        n_games,
+        openings,
+        seed,
+        network_version=network_version,
+        actor_id=actor_id,
+        stop=stop,
     )[0]
 
 
@@ -193,6 +202,7 @@ def run_self_play(
     *,
     network_version: int = 0,
     actor_id: int = 0,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[list[GameRecord], SelfPlayStats]:
     """`play_games` plus where the time went."""
     s = SelfPlaySettings.from_config(cfg)
@@ -225,6 +235,7 @@ def run_self_play(
         start(i)
 
     def decide(i: int) -> None:
+        nonlocal decisions
         slot = slots[i]
         assert slot is not None
         packed = mcts.root_packed(i)
@@ -244,16 +255,17 @@ def run_self_play(
         hot = mcts.ply(i) < s.temperature_plies
         action = mcts.choose(i, s.temperature if hot else s.final_temperature)
         slot.add(packed, action, visits, wdl, best=action)
+        decisions += 1
         mcts.advance(i, action)
         if mcts.done(i):
             finish(i, Result(mcts.result(i)), Termination(mcts.end_reason(i)))
 
     for i in range(n_slots):
         start(i)
-    evaluations = batches = 0
+    evaluations = batches = decisions = 0
     network_s = tree_s = 0.0
     t_start = time.perf_counter()
-    while any(slot is not None for slot in slots):
+    while any(slot is not None for slot in slots) and not (stop is not None and stop()):
         for i in mcts.ready():
             decide(i)
         t0 = time.perf_counter()
@@ -276,7 +288,7 @@ def run_self_play(
         batches += 1
     stats = SelfPlayStats(
         games=len(records),
-        positions=sum(r.num_decisions for r in records),
+        positions=decisions,
         evaluations=evaluations,
         batches=batches,
         seconds=time.perf_counter() - t_start,

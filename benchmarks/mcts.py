@@ -14,7 +14,7 @@ Self-play mode (``--selfplay``): positions/s of `actors.self_play` with the defa
 CPU (actors.inference), and the share of the time in the network, the tree and Python glue.
 
     python benchmarks/mcts.py [--games 64] [--simulations 400] [--seconds 3]
-    python benchmarks/mcts.py --selfplay [--games 2]
+    python benchmarks/mcts.py --selfplay [--games 64] [--seconds 30]
 """
 
 from __future__ import annotations
@@ -202,12 +202,15 @@ def selfplay_mode(args: argparse.Namespace) -> None:
     if args.simulations_set:
         cfg["mcts"]["simulations"] = args.simulations
     evaluator, name = network_evaluator(args.blocks, args.channels)
-    _, st = run_self_play(evaluator, cfg, args.games, None, seed=0)
+    deadline = time.perf_counter() + args.seconds
+    _, st = run_self_play(
+        evaluator, cfg, args.games, None, seed=0, stop=lambda: time.perf_counter() > deadline
+    )
     tree_glue = (st.tree_s + st.glue_s) / st.seconds
     verdict = "met" if tree_glue < TARGET_TREE_GLUE_SHARE else "NOT met"
     print(
         f"self-play with {name}, {args.games} games in parallel, "
-        f"{cfg['mcts']['simulations']} simulations, {st.games} games in {st.seconds:.0f} s:"
+        f"{cfg['mcts']['simulations']} simulations, {st.seconds:.0f} s ({st.games} games ended):"
     )
     print(
         f"  {st.positions / st.seconds:,.1f} positions/s, {st.evaluations / st.seconds:,.0f} "
@@ -227,7 +230,9 @@ def main() -> None:
     parser.add_argument("--simulations", type=int, default=400)
     parser.add_argument("--leaves", type=int, default=8, help="leaves per game per batch")
     parser.add_argument("--peer-simulations", type=int, default=400)
-    parser.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
+    parser.add_argument(
+        "--seconds", type=float, default=3.0, help="time per measurement (self-play: 30 is good)"
+    )
     parser.add_argument("--all-cores", action="store_true", help="do not pin to one core")
     parser.add_argument("--blocks", type=int, default=6, help="stand-in network blocks")
     parser.add_argument("--channels", type=int, default=64, help="stand-in network channels")

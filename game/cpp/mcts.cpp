@@ -16,6 +16,8 @@ namespace {
 constexpr int kMaxLegalActions = 32 * kDirections;
 // A tree rarely goes deeper than this; the descent path vector grows past it if needed.
 constexpr int kTypicalDepth = 256;
+// Node::pending is 16 bits and counts the leaves of one tree in flight at once.
+constexpr int kMaxLeavesPerGame = 65535;
 
 }  // namespace
 
@@ -23,7 +25,8 @@ BatchedMcts::BatchedMcts(int num_games, int size, const MctsConfig& config)
     : size_(size), num_actions_(size * size / 2 * kDirections), config_(config), rng_(config.seed) {
   if (num_games <= 0) throw std::invalid_argument("num_games must be positive");
   if (size != 6 && size != 8) throw std::invalid_argument("board size must be 6 or 8");
-  if (config.leaves_per_game <= 0) throw std::invalid_argument("leaves_per_game must be positive");
+  if (config.leaves_per_game <= 0 || config.leaves_per_game > kMaxLeavesPerGame)
+    throw std::invalid_argument("leaves_per_game must be in [1, " + std::to_string(kMaxLeavesPerGame) + "]");
   if (config.simulations < 0) throw std::invalid_argument("simulations must be >= 0");
   if (config.virtual_loss < 0) throw std::invalid_argument("virtual_loss must be >= 0");
   if (config.dirichlet_epsilon < 0 || config.dirichlet_epsilon > 1)

@@ -22,6 +22,9 @@
 // evaluation (one per new root) is extra and not counted. A subtree kept by advance() keeps its
 // visits, so a reused root may start with more and then needs no new simulations.
 //
+// Not thread-safe: one thread drives one object (the bindings release the GIL in gather() and
+// expand(), so other Python threads run meanwhile, but must not call into the same object).
+//
 // Forced moves. A node with a single legal action (a forced capture, most multi-jump
 // continuations) is equivalent to its only child: with collapse_forced it is expanded at once
 // with prior 1 and never sent to the network. With skip_forced_root a root with a single legal
