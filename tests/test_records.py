@@ -291,3 +291,23 @@ def test_fixed_seed_self_play_matches_golden_file():
     if os.environ.get("CZ_UPDATE_GOLDEN"):
         GOLDEN.write_text(text)
     assert text == GOLDEN.read_text()
+
+
+def test_command_line_plays_and_writes_pdn(tmp_path):
+    import subprocess
+    import sys
+
+    from game.pdn import read_pdn
+
+    out = tmp_path / "games.pdn"
+    args = ["--games", "3", "--parallel", "2", "--simulations", "8", "--size", "6", "--uniform"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "actors.self_play", *args, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "games/s" in proc.stdout and "network evaluations/s" in proc.stdout
+    assert len(read_pdn(out.read_text(), size=6)) == 3

@@ -332,8 +332,10 @@ NB_MODULE(_core, m) {
       .def("end_reason", [](const BatchedMcts& s, int i) { return int(s.game(i).end_reason()); },
            "game_index"_a)
       .def("ply", [](const BatchedMcts& s, int i) { return int(s.game(i).state().ply); }, "game_index"_a)
-      .def("white_to_move", [](const BatchedMcts& s, int i) { return s.game(i).board().side == Color::White; },
-           "game_index"_a)
+      .def(
+          "white_to_move",
+          [](const BatchedMcts& s, int i) { return s.game(i).board().side == Color::White; },
+          "game_index"_a)
       .def(
           "root_packed",
           [](const BatchedMcts& s, int i) {
