@@ -16,6 +16,7 @@ import numpy as np
 
 from game import _core
 from game.notation import BoardSetup, format_fen, parse_fen
+from game.position import Position
 
 DECK_PATH = Path(__file__).resolve().parent.parent / "game" / "data" / "acf_3move_ballots.csv"
 START_ID = -1  # opening_id of a game from the initial position
@@ -58,10 +59,7 @@ def load_deck(path: str | Path = DECK_PATH) -> list[Opening]:
 
 def opening_game(opening: Opening, size: int = 8, max_plies: int = 0) -> _core.Game:
     """A new game at the opening's position (no history), with the given ply cap."""
-    setup = parse_fen(opening.fen, size)
-    return _core.Game.from_bitboards(
-        size, setup.black, setup.white, setup.kings, setup.white_to_move, max_plies
-    )
+    return Position.from_fen(opening.fen, size, max_plies=max_plies).game
 
 
 def choose_openings(kind: str, size: int) -> list[Opening]:

@@ -311,3 +311,23 @@ def test_command_line_plays_and_writes_pdn(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "games/s" in proc.stdout and "network evaluations/s" in proc.stdout
     assert len(read_pdn(out.read_text(), size=6)) == 3
+
+
+def test_opening_deck_positions_follow_from_their_moves():
+    from actors.openings import load_deck, opening_game
+    from game.position import Position
+
+    deck = load_deck()
+    assert len(deck) == 174 and sorted(o.id for o in deck) == list(range(1, 175))
+    for opening in deck:
+        pos = Position()
+        for move in opening.moves.split():
+            pos.play(move)
+        game = opening_game(opening, 8, max_plies=300)
+        assert (game.black, game.white, game.kings, game.white_to_move) == (
+            pos.game.black,
+            pos.game.white,
+            pos.game.kings,
+            pos.game.white_to_move,
+        ), opening
+        assert game.max_plies == 300 and game.depth == 0  # no history before the opening
