@@ -295,6 +295,17 @@ def run_self_play(
         network_s=network_s,
         tree_s=tree_s,
     )
+    log.debug(
+        "self-play: %d games, %d positions, %d evaluations in %d batches, %.1f s "
+        "(network %.1f s, tree %.1f s)",
+        stats.games,
+        stats.positions,
+        stats.evaluations,
+        stats.batches,
+        stats.seconds,
+        stats.network_s,
+        stats.tree_s,
+    )
     return records, stats
 
 
