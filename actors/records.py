@@ -1,0 +1,295 @@
+"""A finished self-play game as the replay store keeps it, and the training samples it yields.
+
+A `GameRecord` holds one entry per search decision. A decision is one action: a whole move, or
+one jump of a multi-jump (each is a separate choice of the same player), and forced ones are
+included, so ``positions`` is every state the game passed through. Positions are packed states
+(four uint32 words: black, white, kings, meta; see game/cpp/game.h), never float planes.
+
+Byte layout of `GameRecord.to_bytes()` (schema version 1, every number little-endian)::
+
+    offset  size      field
+    0       4         magic b"CZGR"
+    4       2         schema_version (uint16)
+    6       36        header, struct "<BBBBiqiIIi4x":
+                        board_size u8, result u8, termination u8, flags u8 (bit 0 resign_enabled),
+                        opening_id i32, network_version i64, actor_id i32,
+                        T = decisions u32, E = visit entries u32, resign_trigger i32, 4 pad bytes
+    42      16*T      positions       uint32 (T, 4)
+            T         played          uint8 (T,): action played at each decision, 255: resigned
+            4*(T+1)   visit_offsets   uint32 (T+1,): decision t owns entries [off[t], off[t+1])
+            E         visit_actions   uint8 (E,): mover-relative action of each entry
+            2*E       visit_counts    uint16 (E,): root visits of that action
+            6*T       root_wdl        float16 (T, 3): search's root value, mover's view
+    end-4   4         CRC-32 (zlib) of every byte before it
+
+Visit counts above 65535 (not reached with the configured simulations) are scaled down together,
+which keeps the distribution. A byte string that is truncated, corrupted, or not a record raises
+ValueError saying which check failed.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+from game import _core
+
+MAGIC = b"CZGR"
+SCHEMA_VERSION = 1
+_PREFIX = struct.Struct("<4sH")
+_HEADER = struct.Struct("<BBBBiqiIIi4x")
+_CRC = struct.Struct("<I")
+_FLAG_RESIGN_ENABLED = 1
+# uint16 visit counts: the largest count stored as is.
+MAX_STORED_VISITS = np.iinfo(np.uint16).max
+PACKED_WORDS = _core.PACKED_WORDS
+HISTORY = _core.HISTORY
+# meta word of a packed state: bit 0 set when White is to move.
+_META_WHITE_TO_MOVE = 1
+# `played` value of a decision at which the side to move resigned (always the last one).
+RESIGNED = 255
+
+
+class Result(IntEnum):
+    """Game result; the values match game._core.Game.result()."""
+
+    BLACK_WIN = 1
+    WHITE_WIN = 2
+    DRAW = 3
+
+
+class Termination(IntEnum):
+    """How the game ended; 1-4 match game._core.Game.end_reason()."""
+
+    NO_MOVES = 1
+    REPETITION = 2
+    FORTY_MOVE = 3
+    PLY_CAP = 4
+    RESIGNATION = 5
+
+
+def num_actions(size: int) -> int:
+    return size * size // 2 * 4
+
+
+@dataclass(frozen=True)
+class GameRecord:
+    board_size: int
+    positions: np.ndarray  # uint32 (T, 4): the state before each decision
+    played: np.ndarray  # uint8 (T,): the action played there (RESIGNED: the mover resigned)
+    visit_offsets: np.ndarray  # uint32 (T+1,)
+    visit_actions: np.ndarray  # uint8 (E,)
+    visit_counts: np.ndarray  # uint16 (E,)
+    root_wdl: np.ndarray  # float16 (T, 3)
+    result: Result
+    termination: Termination
+    opening_id: int = -1  # row of the opening deck, -1 for the start position
+    network_version: int = 0
+    actor_id: int = 0
+    resign_enabled: bool = False
+    resign_trigger: int = -1  # decision at which the resignation rule fired (-1: never)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def size(self) -> int:
+        """Board side (alias of board_size)."""
+        return self.board_size
+
+    @property
+    def num_decisions(self) -> int:
+        return len(self.positions)
+
+    def visits(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """(actions, counts) of decision t."""
+        lo, hi = int(self.visit_offsets[t]), int(self.visit_offsets[t + 1])
+        return self.visit_actions[lo:hi], self.visit_counts[lo:hi]
+
+    def to_bytes(self) -> bytes:
+        flags = _FLAG_RESIGN_ENABLED if self.resign_enabled else 0
+        parts = [
+            _PREFIX.pack(MAGIC, SCHEMA_VERSION),
+            _HEADER.pack(
+                self.board_size,
+                int(self.result),
+                int(self.termination),
+                flags,
+                self.opening_id,
+                self.network_version,
+                self.actor_id,
+                self.num_decisions,
+                len(self.visit_actions),
+                self.resign_trigger,
+            ),
+            self.positions.astype("<u4", copy=False).tobytes(),
+            self.played.astype("u1", copy=False).tobytes(),
+            self.visit_offsets.astype("<u4", copy=False).tobytes(),
+            self.visit_actions.astype("u1", copy=False).tobytes(),
+            self.visit_counts.astype("<u2", copy=False).tobytes(),
+            self.root_wdl.astype("<f2", copy=False).tobytes(),
+        ]
+        body = b"".join(parts)
+        return body + _CRC.pack(zlib.crc32(body))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> GameRecord:
+        """Decodes `to_bytes()` output; raises ValueError on anything else."""
+        data = bytes(data)
+        fixed = _PREFIX.size + _HEADER.size + _CRC.size
+        if len(data) < fixed:
+            raise ValueError(f"game record truncated: {len(data)} bytes, a record has >= {fixed}")
+        magic, version = _PREFIX.unpack_from(data, 0)
+        if magic != MAGIC:
+            raise ValueError(f"not a game record: magic {magic!r}, expected {MAGIC!r}")
+        if version != SCHEMA_VERSION:
+            raise ValueError(
+                f"game record schema_version {version} is not supported (this code reads "
+                f"{SCHEMA_VERSION})"
+            )
+        (size, result, termination, flags, opening, version_net, actor, t, e, trigger) = (
+            _HEADER.unpack_from(data, _PREFIX.size)
+        )
+        expected = fixed + 16 * t + t + 4 * (t + 1) + e + 2 * e + 6 * t
+        if len(data) != expected:
+            raise ValueError(
+                f"game record length {len(data)} bytes does not match its header "
+                f"({t} decisions, {e} visit entries: {expected} bytes); truncated or corrupted"
+            )
+        (crc,) = _CRC.unpack_from(data, len(data) - _CRC.size)
+        if zlib.crc32(data[: -_CRC.size]) != crc:
+            raise ValueError("game record CRC-32 mismatch: the bytes are corrupted")
+        at = _PREFIX.size + _HEADER.size
+
+        def take(dtype: str, count: int, native: type) -> np.ndarray:
+            nonlocal at
+            arr = np.frombuffer(data, dtype=dtype, count=count, offset=at)
+            at += arr.nbytes
+            return arr.astype(native)  # a writeable copy in native byte order
+
+        positions = take("<u4", 4 * t, np.uint32).reshape(t, 4)
+        played = take("u1", t, np.uint8)
+        offsets = take("<u4", t + 1, np.uint32)
+        actions = take("u1", e, np.uint8)
+        counts = take("<u2", e, np.uint16)
+        wdl = take("<f2", 3 * t, np.float16).reshape(t, 3)
+        try:
+            return cls(
+                board_size=size,
+                positions=positions,
+                played=played,
+                visit_offsets=offsets,
+                visit_actions=actions,
+                visit_counts=counts,
+                root_wdl=wdl,
+                result=Result(result),
+                termination=Termination(termination),
+                opening_id=opening,
+                network_version=version_net,
+                actor_id=actor,
+                resign_enabled=bool(flags & _FLAG_RESIGN_ENABLED),
+                resign_trigger=trigger,
+            )
+        except ValueError as err:
+            raise ValueError(f"game record is inconsistent: {err}") from err
+
+
+def _validate(r: GameRecord) -> None:
+    if r.board_size not in (6, 8):
+        raise ValueError(f"board_size must be 6 or 8, got {r.board_size}")
+    checks = [
+        ("positions", r.positions, np.uint32, 2),
+        ("played", r.played, np.uint8, 1),
+        ("visit_offsets", r.visit_offsets, np.uint32, 1),
+        ("visit_actions", r.visit_actions, np.uint8, 1),
+        ("visit_counts", r.visit_counts, np.uint16, 1),
+        ("root_wdl", r.root_wdl, np.float16, 2),
+    ]
+    for name, arr, dtype, ndim in checks:
+        if not isinstance(arr, np.ndarray) or arr.dtype != dtype or arr.ndim != ndim:
+            raise ValueError(f"{name} must be a {ndim}-d {np.dtype(dtype).name} array")
+    t = len(r.positions)
+    if r.positions.shape != (t, PACKED_WORDS) or r.root_wdl.shape != (t, 3):
+        raise ValueError(
+            f"positions must be (T, 4) and root_wdl (T, 3), got "
+            f"{r.positions.shape} and {r.root_wdl.shape}"
+        )
+    if len(r.played) != t:
+        raise ValueError(f"played must have one action per decision ({t}), got {len(r.played)}")
+    if t > 1 and np.any(r.played[:-1] == RESIGNED):
+        raise ValueError("only the last decision can be a resignation")
+    if len(r.visit_offsets) != t + 1 or r.visit_offsets[0] != 0:
+        raise ValueError("visit_offsets must have T+1 entries starting at 0")
+    if np.any(np.diff(r.visit_offsets.astype(np.int64)) < 1):
+        raise ValueError("every decision needs at least one visited action (offsets must rise)")
+    e = len(r.visit_actions)
+    if r.visit_offsets[-1] != e or len(r.visit_counts) != e:
+        raise ValueError(
+            f"visit_offsets end at {r.visit_offsets[-1]}, but there are {e} actions "
+            f"and {len(r.visit_counts)} counts"
+        )
+    if e and int(r.visit_actions.max()) >= num_actions(r.board_size):
+        raise ValueError(f"visit action {int(r.visit_actions.max())} out of range")
+    Result(r.result)
+    Termination(r.termination)
+    if r.resign_trigger != -1 and not 0 <= r.resign_trigger < t:
+        raise ValueError(f"resign_trigger {r.resign_trigger} outside the game's {t} decisions")
+
+
+def sparse_visits(visits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(actions uint8, counts uint16) of the visited actions of one (A,) count vector."""
+    actions = np.flatnonzero(visits > 0)
+    counts = visits[actions].astype(np.int64)
+    top = counts.max(initial=0)
+    if top > MAX_STORED_VISITS:
+        counts = np.maximum(counts * MAX_STORED_VISITS // top, 1)
+    return actions.astype(np.uint8), counts.astype(np.uint16)
+
+
+def histories(positions: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """Packed network histories (n, HISTORY, 4): decision t's state and the HISTORY-1 before it.
+
+    Slots before the first recorded position stay zero (meta bit 16 clear: "no position"), as
+    game._core.Game.pack_history() does for a game started without history.
+    """
+    idx = np.asarray(indices, dtype=np.int64)
+    out = np.zeros((len(idx), HISTORY, PACKED_WORDS), np.uint32)
+    for k in range(HISTORY):
+        src = idx - k
+        ok = src >= 0
+        out[ok, k] = positions[src[ok]]
+    return out
+
+
+def training_samples(
+    record: GameRecord, indices: np.ndarray | list[int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Learner inputs and targets for decisions `indices` of a record.
+
+    Returns packed histories uint32 (n, HISTORY, 4) (encode with game._core.encode_packed),
+    target_pi float32 (n, A) (root visit fractions) and target_wdl float32 (n, 3) (the game's
+    result from the view of the side to move at each position: win, draw, loss).
+    """
+    idx = np.asarray(indices, dtype=np.int64)
+    t = record.num_decisions
+    if idx.size and (idx.min() < 0 or idx.max() >= t):
+        raise ValueError(f"decision indices must be in [0, {t}), got {idx.min()}..{idx.max()}")
+    a = num_actions(record.board_size)
+    pi = np.zeros((len(idx), a), np.float32)
+    for row, i in enumerate(idx):
+        actions, counts = record.visits(int(i))
+        c = counts.astype(np.float32)
+        pi[row, actions] = c / c.sum()
+    white = (record.positions[idx, 3] & _META_WHITE_TO_MOVE).astype(bool)
+    wdl = np.zeros((len(idx), 3), np.float32)
+    if record.result == Result.DRAW:
+        wdl[:, 1] = 1.0
+    else:
+        mover_won = white == (record.result == Result.WHITE_WIN)
+        wdl[mover_won, 0] = 1.0
+        wdl[~mover_won, 2] = 1.0
+    return histories(record.positions, idx), pi, wdl

@@ -1,0 +1,475 @@
+"""Self-play: many games at once in one batched search, each finished game a `GameRecord`.
+
+`play_games` keeps `selfplay.games_in_parallel` games in one `BatchedMCTS`. Each round trip
+gathers leaves from every game still searching, runs one forward pass over them and expands
+them; games whose search for the current decision is complete then choose an action (visit
+sampling with temperature for the first plies, the most visited after), and a finished game's
+slot starts the next game at once, so the batch stays full.
+
+Resignation: a side whose root value says it loses with probability above
+`resign_threshold` for `resign_consecutive` of its own decisions in a row resigns, except in a
+`resign_disabled_share` of the games, which play on and record where they would have resigned
+(`GameRecord.resign_trigger`); the share of those that the resigning side did not lose is the
+false-positive rate (`resign_false_positive_rate`).
+
+Command line (prints games/s, positions/s and network evaluations/s)::
+
+    python -m actors.self_play --games 8 --simulations 64 --out games.pdn [--checkpoint PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from actors import openings as op
+from actors.records import RESIGNED, GameRecord, Result, Termination, sparse_visits
+from actors.search import Evaluator, UniformEvaluator, new_search
+from game import _core
+from game.pdn import PdnGame, game_from_position, write_pdn
+from game.position import Position
+
+log = logging.getLogger(__name__)
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+_META_WHITE_TO_MOVE = 1
+# Root WDL index of a loss for the side to move.
+_LOSS = 2
+
+
+@dataclass(frozen=True)
+class SelfPlaySettings:
+    """The `selfplay` config group plus the game's size and ply cap (conf/game)."""
+
+    size: int
+    max_plies: int
+    games_in_parallel: int
+    openings: str
+    temperature: float
+    temperature_plies: int
+    final_temperature: float
+    resign: bool
+    resign_threshold: float
+    resign_consecutive: int
+    resign_disabled_share: float
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> SelfPlaySettings:
+        """From a composed config with groups `game` and `selfplay`; names a missing/bad key."""
+
+        def get(group: str, key: str) -> Any:
+            try:
+                return cfg[group][key]
+            except (KeyError, TypeError) as err:
+                raise ValueError(f"config key {group}.{key} is missing") from err
+
+        s = cls(
+            size=int(get("game", "size")),
+            max_plies=int(get("game", "max_plies")),
+            **{
+                k: get("selfplay", k)
+                for k in (
+                    "games_in_parallel",
+                    "openings",
+                    "temperature",
+                    "temperature_plies",
+                    "final_temperature",
+                    "resign",
+                    "resign_threshold",
+                    "resign_consecutive",
+                    "resign_disabled_share",
+                )
+            },
+        )
+        if s.games_in_parallel < 1:
+            raise ValueError(f"selfplay.games_in_parallel must be >= 1, got {s.games_in_parallel}")
+        if not 0.0 <= s.resign_disabled_share <= 1.0:
+            raise ValueError("selfplay.resign_disabled_share must be in [0, 1]")
+        if s.resign_consecutive < 1:
+            raise ValueError("selfplay.resign_consecutive must be >= 1")
+        return s
+
+
+@dataclass(frozen=True)
+class SelfPlayStats:
+    games: int
+    positions: int  # decisions made (every action, forced ones included; unfinished games too)
+    evaluations: int  # leaves sent to the network
+    batches: int  # forward passes
+    seconds: float
+    network_s: float  # inside evaluator.evaluate
+    tree_s: float  # inside gather() and expand() (C++)
+
+    @property
+    def glue_s(self) -> float:
+        """Everything else: Python decisions, records, array plumbing."""
+        return self.seconds - self.network_s - self.tree_s
+
+
+@dataclass
+class _Slot:
+    """A game in progress in one slot of the batched search."""
+
+    opening: op.Opening
+    resign_enabled: bool
+    positions: list[np.ndarray] = field(default_factory=list)
+    played: list[int] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=lambda: [0])
+    actions: list[np.ndarray] = field(default_factory=list)
+    counts: list[np.ndarray] = field(default_factory=list)
+    wdl: list[np.ndarray] = field(default_factory=list)
+    streak: list[int] = field(default_factory=lambda: [0, 0])  # per side (Black, White)
+    resign_trigger: int = -1
+
+    def add(
+        self, packed: np.ndarray, action: int, visits: np.ndarray, wdl: np.ndarray, best: int
+    ) -> None:
+        """Records a decision; `best` stands in for the visits when there was no search."""
+        a, c = sparse_visits(visits)
+        if len(a) == 0:  # no search (a forced move, or simulations 0): one visit to `best`
+            a, c = np.array([best], np.uint8), np.array([1], np.uint16)
+        self.positions.append(packed)
+        self.played.append(action)
+        self.actions.append(a)
+        self.counts.append(c)
+        self.offsets.append(self.offsets[-1] + len(a))
+        self.wdl.append(wdl)
+
+    def record(
+        self, size: int, result: Result, termination: Termination, version: int, actor: int
+    ) -> GameRecord:
+        t = len(self.positions)
+        return GameRecord(
+            board_size=size,
+            positions=np.array(self.positions, np.uint32).reshape(t, 4),
+            played=np.array(self.played, np.uint8),
+            visit_offsets=np.array(self.offsets, np.uint32),
+            visit_actions=np.concatenate(self.actions or [np.zeros(0, np.uint8)]),
+            visit_counts=np.concatenate(self.counts or [np.zeros(0, np.uint16)]),
+            root_wdl=np.array(self.wdl, np.float16).reshape(t, 3),
+            result=result,
+            termination=termination,
+            opening_id=self.opening.id,
+            network_version=version,
+            actor_id=actor,
+            resign_enabled=self.resign_enabled,
+            resign_trigger=self.resign_trigger,
+        )
+
+
+def play_games(
+    evaluator: Evaluator,
+    cfg: Mapping[str, Any],
+    n_games: int,
+    openings: Sequence[op.Opening] | None = None,
+    seed: int = 0,
+    *,
+    network_version: int = 0,
+    actor_id: int = 0,
+    stop: Callable[[], bool] | None = None,
+) -> list[GameRecord]:
+    """Plays `n_games` games (config groups game, mcts, selfplay) and returns their records.
+
+    `openings` None takes them from the config (`selfplay.openings`: deck or start). The same
+    seed, evaluator and config give the same games. `stop`, checked once per forward pass,
+    ends early when it returns True: the finished games are returned, games in progress dropped.
+    """
+    return run_self_play(
+        evaluator,
+        cfg,
+        n_games,
+        openings,
+        seed,
+        network_version=network_version,
+        actor_id=actor_id,
+        stop=stop,
+    )[0]
+
+
+def run_self_play(
+    evaluator: Evaluator,
+    cfg: Mapping[str, Any],
+    n_games: int,
+    openings: Sequence[op.Opening] | None = None,
+    seed: int = 0,
+    *,
+    network_version: int = 0,
+    actor_id: int = 0,
+    stop: Callable[[], bool] | None = None,
+) -> tuple[list[GameRecord], SelfPlayStats]:
+    """`play_games` plus where the time went."""
+    s = SelfPlaySettings.from_config(cfg)
+    if n_games < 0:
+        raise ValueError(f"n_games must be >= 0, got {n_games}")
+    deck = list(openings) if openings is not None else op.choose_openings(s.openings, s.size)
+    rng = np.random.default_rng(seed)
+    n_slots = max(1, min(s.games_in_parallel, n_games))
+    mcts = new_search(n_slots, s.size, cfg["mcts"], seed=seed)
+    slots: list[_Slot | None] = [None] * n_slots
+    records: list[GameRecord] = []
+    started = 0
+
+    def start(i: int) -> None:
+        nonlocal started
+        if started >= n_games:
+            slots[i] = None
+            mcts.stop(i)
+            return
+        opening = op.pick(deck, rng)
+        enabled = s.resign and rng.random() >= s.resign_disabled_share
+        slots[i] = _Slot(opening=opening, resign_enabled=enabled)
+        mcts.reset(i, op.opening_game(opening, s.size, s.max_plies))
+        started += 1
+
+    def finish(i: int, result: Result, termination: Termination) -> None:
+        slot = slots[i]
+        assert slot is not None
+        records.append(slot.record(s.size, result, termination, network_version, actor_id))
+        start(i)
+
+    def decide(i: int) -> None:
+        nonlocal decisions
+        slot = slots[i]
+        assert slot is not None
+        packed = mcts.root_packed(i)
+        side = int(packed[3] & _META_WHITE_TO_MOVE)
+        visits = mcts.root_visits(i)
+        wdl = mcts.root_wdl(i)
+        if s.resign and not np.isnan(wdl[_LOSS]):  # NaN: a forced move played unsearched
+            slot.streak[side] = slot.streak[side] + 1 if wdl[_LOSS] > s.resign_threshold else 0
+            if slot.streak[side] >= s.resign_consecutive and slot.resign_trigger < 0:
+                slot.resign_trigger = len(slot.positions)
+                if slot.resign_enabled:
+                    slot.add(packed, RESIGNED, visits, wdl, best=mcts.choose(i, 0.0))
+                    mcts.stop(i)
+                    winner = Result.BLACK_WIN if side else Result.WHITE_WIN
+                    finish(i, winner, Termination.RESIGNATION)
+                    return
+        hot = mcts.ply(i) < s.temperature_plies
+        action = mcts.choose(i, s.temperature if hot else s.final_temperature)
+        slot.add(packed, action, visits, wdl, best=action)
+        decisions += 1
+        mcts.advance(i, action)
+        if mcts.done(i):
+            finish(i, Result(mcts.result(i)), Termination(mcts.end_reason(i)))
+
+    for i in range(n_slots):
+        start(i)
+    evaluations = batches = decisions = 0
+    network_s = tree_s = 0.0
+    t_start = time.perf_counter()
+    while any(slot is not None for slot in slots) and not (stop is not None and stop()):
+        for i in mcts.ready():
+            decide(i)
+        t0 = time.perf_counter()
+        planes, masks = mcts.gather()
+        t1 = time.perf_counter()
+        n = len(masks)
+        if n == 0:
+            tree_s += t1 - t0
+            continue
+        priors, values = evaluator.evaluate(planes, masks)
+        t2 = time.perf_counter()
+        mcts.expand(
+            np.ascontiguousarray(priors, dtype=np.float32),
+            np.ascontiguousarray(values, dtype=np.float32),
+        )
+        t3 = time.perf_counter()
+        tree_s += (t1 - t0) + (t3 - t2)
+        network_s += t2 - t1
+        evaluations += n
+        batches += 1
+    stats = SelfPlayStats(
+        games=len(records),
+        positions=decisions,
+        evaluations=evaluations,
+        batches=batches,
+        seconds=time.perf_counter() - t_start,
+        network_s=network_s,
+        tree_s=tree_s,
+    )
+    log.debug(
+        "self-play: %d games, %d positions, %d evaluations in %d batches, %.1f s "
+        "(network %.1f s, tree %.1f s)",
+        stats.games,
+        stats.positions,
+        stats.evaluations,
+        stats.batches,
+        stats.seconds,
+        stats.network_s,
+        stats.tree_s,
+    )
+    return records, stats
+
+
+def resign_false_positive_rate(records: Sequence[GameRecord]) -> tuple[float, int]:
+    """(rate, sample size): of the games with resignation disabled in which the rule fired, the
+    share that the side it would have resigned for did not lose."""
+    fired = [r for r in records if not r.resign_enabled and r.resign_trigger >= 0]
+    if not fired:
+        return float("nan"), 0
+    wrong = 0
+    for r in fired:
+        white = bool(r.positions[r.resign_trigger, 3] & _META_WHITE_TO_MOVE)
+        lost = r.result == (Result.BLACK_WIN if white else Result.WHITE_WIN)
+        wrong += not lost
+    return wrong / len(fired), len(fired)
+
+
+# ----------------------------------------------------------------------------------------------
+# PDN
+# ----------------------------------------------------------------------------------------------
+
+PDN_RESULT = {Result.BLACK_WIN: "1-0", Result.WHITE_WIN: "0-1", Result.DRAW: "1/2-1/2"}
+TERMINATION_TEXT = {
+    Termination.NO_MOVES: "no legal move",
+    Termination.REPETITION: "threefold repetition",
+    Termination.FORTY_MOVE: "forty-move rule",
+    Termination.PLY_CAP: "ply cap",
+    Termination.RESIGNATION: "resignation",
+}
+
+
+def start_game(record: GameRecord) -> _core.Game:
+    """The game at the record's first position (no history)."""
+    if record.num_decisions == 0:
+        raise ValueError("an empty record has no start position")
+    black, white, kings, meta = (int(x) for x in record.positions[0])
+    return _core.Game.from_bitboards(
+        record.board_size, black, white, kings, bool(meta & 1), 0, (meta >> 8) & 0xFF
+    )
+
+
+def record_moves(record: GameRecord) -> list[str]:
+    """The record's moves in notation (a multi-jump is one move made of several decisions)."""
+    game = start_game(record)
+    moves: list[str] = []
+    turn: list[int] = []
+    before = game.copy()
+    for action in record.played:
+        if action == RESIGNED:
+            break
+        turn.append(int(action))
+        game.step(int(action))
+        if not game.mid_jump:
+            moves.append(str(before.move_of(turn)))
+            turn = []
+            before = game.copy()
+    return moves
+
+
+def record_to_pdn(
+    record: GameRecord, index: int = 0, openings: Sequence[op.Opening] = ()
+) -> PdnGame:
+    """A PdnGame for a record (FEN set-up at the opening position, tags for how it ended)."""
+    player = f"checkerzero v{record.network_version}"
+    tags = {
+        "Event": "checkerzero self-play",
+        "Round": str(index + 1),
+        "Black": player,
+        "White": player,
+        "Termination": TERMINATION_TEXT[record.termination],
+    }
+    ballot = next((o for o in openings if o.id == record.opening_id), None)
+    if ballot is not None and ballot.moves:
+        tags["Opening"] = f"ACF {ballot.id}: {ballot.moves}"
+    start = Position.from_game(start_game(record))
+    return game_from_position(start, record_moves(record), PDN_RESULT[record.result], tags)
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+# ----------------------------------------------------------------------------------------------
+
+
+def load_config(size: int) -> dict[str, Any]:
+    """The default game, mcts and selfplay groups from conf/ (no Hydra needed)."""
+    import yaml
+
+    game_file = {8: "english.yaml", 6: "small.yaml"}[size]
+    groups = {
+        "game": f"game/{game_file}",
+        "mcts": "mcts/default.yaml",
+        "selfplay": "selfplay/default.yaml",
+    }
+    return {g: yaml.safe_load((CONF_DIR / f).read_text()) for g, f in groups.items()}
+
+
+def load_evaluator(checkpoint: str | None, size: int) -> Evaluator:
+    """The network evaluator: a checkpoint, or a fresh network (actors.inference)."""
+    try:
+        from actors import inference
+    except ImportError:
+        if checkpoint is not None:
+            raise SystemExit(
+                "--checkpoint needs actors.inference, which this checkout lacks"
+            ) from None
+        log.warning("actors.inference is missing: using the uniform evaluator")
+        return UniformEvaluator()
+    if checkpoint is not None:
+        return inference.load_evaluator(checkpoint)
+    return inference.fresh_evaluator(size)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--games", type=int, default=8, help="games to play")
+    parser.add_argument("--checkpoint", help="network weights (default: a fresh network)")
+    parser.add_argument("--uniform", action="store_true", help="uniform evaluator (tree only)")
+    parser.add_argument("--simulations", type=int, help="override mcts.simulations")
+    parser.add_argument("--parallel", type=int, help="override selfplay.games_in_parallel")
+    parser.add_argument("--size", type=int, default=8, choices=(6, 8), help="board side")
+    parser.add_argument("--openings", choices=("deck", "start"), help="override selfplay.openings")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, help="write the games here as PDN")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    cfg = load_config(args.size)
+    if args.simulations is not None:
+        cfg["mcts"]["simulations"] = args.simulations
+    if args.parallel is not None:
+        cfg["selfplay"]["games_in_parallel"] = args.parallel
+    if args.openings is not None:
+        cfg["selfplay"]["openings"] = args.openings
+    elif args.size != 8:
+        cfg["selfplay"]["openings"] = "start"
+    evaluator = UniformEvaluator() if args.uniform else load_evaluator(args.checkpoint, args.size)
+    deck = op.choose_openings(cfg["selfplay"]["openings"], args.size)
+    records, st = run_self_play(evaluator, cfg, args.games, deck, args.seed)
+    results = {
+        name: sum(r.result == res for r in records)
+        for res, name in (
+            (Result.BLACK_WIN, "black"),
+            (Result.WHITE_WIN, "white"),
+            (Result.DRAW, "draw"),
+        )
+    }
+    print(
+        f"{st.games} games, {st.positions} positions, {st.evaluations} evaluations "
+        f"in {st.seconds:.1f} s; results {results}"
+    )
+    print(
+        f"games/s {st.games / st.seconds:.2f}  positions/s {st.positions / st.seconds:.1f}  "
+        f"network evaluations/s {st.evaluations / st.seconds:.1f}"
+    )
+    print(
+        f"time: network {st.network_s / st.seconds:.0%}, tree {st.tree_s / st.seconds:.0%}, "
+        f"glue {st.glue_s / st.seconds:.0%}"
+    )
+    rate, n = resign_false_positive_rate(records)
+    if n:
+        print(f"resignation false positives: {rate:.0%} of {n} games that played on")
+    if args.out is not None:
+        args.out.write_text(write_pdn(record_to_pdn(r, k, deck) for k, r in enumerate(records)))
+        print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

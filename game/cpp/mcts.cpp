@@ -1,0 +1,475 @@
+#include "mcts.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace cz {
+
+namespace {
+
+// Most legal actions any position can have: every square times every direction (8x8).
+constexpr int kMaxLegalActions = 32 * kDirections;
+// A tree rarely goes deeper than this; the descent path vector grows past it if needed.
+constexpr int kTypicalDepth = 256;
+// Node::pending is 16 bits and counts the leaves of one tree in flight at once.
+constexpr int kMaxLeavesPerGame = 65535;
+
+}  // namespace
+
+BatchedMcts::BatchedMcts(int num_games, int size, const MctsConfig& config)
+    : size_(size), num_actions_(size * size / 2 * kDirections), config_(config), rng_(config.seed) {
+  if (num_games <= 0) throw std::invalid_argument("num_games must be positive");
+  if (size != 6 && size != 8) throw std::invalid_argument("board size must be 6 or 8");
+  if (config.leaves_per_game <= 0 || config.leaves_per_game > kMaxLeavesPerGame)
+    throw std::invalid_argument("leaves_per_game must be in [1, " + std::to_string(kMaxLeavesPerGame) + "]");
+  if (config.simulations < 0) throw std::invalid_argument("simulations must be >= 0");
+  if (config.virtual_loss < 0) throw std::invalid_argument("virtual_loss must be >= 0");
+  if (config.dirichlet_epsilon < 0 || config.dirichlet_epsilon > 1)
+    throw std::invalid_argument("dirichlet_epsilon must be in [0, 1]");
+  if (config.dirichlet_epsilon > 0 && config.dirichlet_alpha <= 0)
+    throw std::invalid_argument("dirichlet_alpha must be positive when noise is on");
+  capacity_ = num_games * config.leaves_per_game;
+  trees_.reserve(num_games);
+  for (int i = 0; i < num_games; ++i) {
+    trees_.push_back(Tree{Game(size), {}, {}, 0, 0, false, false});
+    clear_tree(trees_.back());
+  }
+  leaves_.reserve(capacity_);
+  packed_.assign(size_t(capacity_) * kHistory * kPackedWords, 0);
+  planes_.assign(size_t(capacity_) * kNumPlanes * size * size, 0.0f);
+  masks_.assign(size_t(capacity_) * num_actions_, 0);
+  path_.reserve(kTypicalDepth);
+}
+
+void BatchedMcts::set_simulations(int n) {
+  if (n < 0) throw std::invalid_argument("simulations must be >= 0");
+  config_.simulations = n;
+}
+
+BatchedMcts::Tree& BatchedMcts::tree(int i) {
+  if (i < 0 || i >= int(trees_.size()))
+    throw std::out_of_range("game index " + std::to_string(i) + " out of range");
+  return trees_[i];
+}
+
+const BatchedMcts::Tree& BatchedMcts::tree(int i) const {
+  if (i < 0 || i >= int(trees_.size()))
+    throw std::out_of_range("game index " + std::to_string(i) + " out of range");
+  return trees_[i];
+}
+
+void BatchedMcts::clear_tree(Tree& t) {
+  t.nodes.clear();
+  t.nodes.push_back(Node{});
+  t.inflight = 0;
+  t.noised = false;
+  std::array<int, kMaxLegalActions> acts;
+  t.root_legal = t.game.legal_actions(acts.data());
+  t.over = t.game.result() != Result::Ongoing;
+}
+
+void BatchedMcts::reset(int i, const Game& g) {
+  Tree& t = tree(i);
+  if (g.size() != size_) throw std::invalid_argument("game board size differs from the search's");
+  if (t.inflight) throw std::logic_error("reset() with leaves in flight: call expand() first");
+  t.game = g;
+  clear_tree(t);
+}
+
+void BatchedMcts::stop(int i) {
+  Tree& t = tree(i);
+  if (t.inflight) throw std::logic_error("stop() with leaves in flight: call expand() first");
+  t.over = true;
+}
+
+bool BatchedMcts::needs_search(const Tree& t) const {
+  if (t.over) return false;
+  if (t.root_legal == 1 && config_.skip_forced_root) return false;
+  const Node& root = t.nodes[0];
+  if (!(root.flags & kExpanded)) return !(root.flags & kInFlight);
+  const int below = int(root.visits) - ((root.flags & kEvaluated) ? 1 : 0);
+  return below + t.inflight < config_.simulations;
+}
+
+bool BatchedMcts::done(int i) const { return tree(i).over; }
+
+bool BatchedMcts::search_done(int i) const {
+  const Tree& t = tree(i);
+  if (t.over || t.inflight) return false;
+  if (t.root_legal == 1 && config_.skip_forced_root) return true;
+  return (t.nodes[0].flags & kExpanded) && !needs_search(t);
+}
+
+void BatchedMcts::refresh(Node& n) const {
+  const float vl = config_.virtual_loss;
+  const float n_eff = float(n.visits) + vl * float(n.pending);
+  const float sum = (n.flags & kFlip) ? -n.q_sum : n.q_sum;  // parent mover's view
+  n.q_eff = n_eff > 0.0f ? (sum - vl * float(n.pending)) / n_eff : 0.0f;
+  n.u_scale = n.prior / (1.0f + n_eff);
+}
+
+uint32_t BatchedMcts::select_child(const Tree& t, uint32_t node) const {
+  // PUCT: Q + c * P * sqrt(N_parent) / (1 + N_child), with virtual visits counted as losses and
+  // unvisited children at the parent's Q minus the FPU reduction.
+  const Node& p = t.nodes[node];
+  const float n_parent = float(p.visits) + config_.virtual_loss * float(p.pending);
+  float c = config_.c_puct;
+  if (config_.c_puct_base > 0) c += std::log((1.0f + n_parent + config_.c_puct_base) / config_.c_puct_base);
+  const float explore = c * std::sqrt(std::max(n_parent, 1.0f));
+  const float parent_q = p.visits ? p.q_sum / float(p.visits) : 0.0f;
+  const float fpu = parent_q - (node == 0 ? config_.fpu_reduction_root : config_.fpu_reduction);
+  const Node* child = t.nodes.data() + p.first_child;
+  uint32_t best = 0;
+  float best_score = -std::numeric_limits<float>::infinity();
+  for (uint32_t k = 0; k < p.num_children; ++k) {
+    const Node& ch = child[k];
+    const float q = (ch.visits | ch.pending) ? ch.q_eff : fpu;
+    const float score = q + explore * ch.u_scale;
+    if (score > best_score) {
+      best_score = score;
+      best = k;
+    }
+  }
+  return p.first_child + best;
+}
+
+void BatchedMcts::expand_node(Tree& t, uint32_t node, const uint8_t* actions, int n, const float* priors) {
+  const uint32_t first = uint32_t(t.nodes.size());
+  float total = 0.0f;
+  if (priors)
+    for (int k = 0; k < n; ++k) {
+      const float p = priors[actions[k]];
+      total += p > 0.0f ? p : 0.0f;  // NaN and negatives count as zero
+    }
+  t.nodes.resize(first + n);
+  for (int k = 0; k < n; ++k) {
+    Node& c = t.nodes[first + k];
+    c.action = actions[k];
+    const float p = priors ? priors[actions[k]] : 0.0f;
+    c.prior = total > 0.0f ? (p > 0.0f ? p / total : 0.0f) : 1.0f / float(n);
+    c.u_scale = c.prior;  // no visits yet
+  }
+  Node& nd = t.nodes[node];
+  nd.first_child = first;
+  nd.num_children = uint8_t(n);
+  nd.flags |= kExpanded;
+}
+
+void BatchedMcts::backup(Tree& t, const uint32_t* path, int len, float q, float d, bool release) {
+  for (int i = len - 1; i >= 0; --i) {
+    Node& n = t.nodes[path[i]];
+    n.visits += 1;
+    n.q_sum += q;
+    n.d_sum += d;
+    if (release) n.pending -= 1;
+    refresh(n);
+    if (n.flags & kFlip) q = -q;  // the parent's side to move differs
+  }
+}
+
+void BatchedMcts::add_noise(Tree& t) {
+  t.noised = true;
+  Node& root = t.nodes[0];
+  const int n = root.num_children;
+  if (config_.dirichlet_epsilon <= 0.0f || n <= 1) return;
+  std::gamma_distribution<float> gamma(config_.dirichlet_alpha, 1.0f);
+  weights_.resize(n);
+  float total = 0.0f;
+  for (int k = 0; k < n; ++k) total += weights_[k] = gamma(rng_);
+  if (!(total > 0.0f)) return;  // every draw underflowed (tiny alpha): no noise this time
+  const float eps = config_.dirichlet_epsilon;
+  for (int k = 0; k < n; ++k) {
+    Node& c = t.nodes[root.first_child + k];
+    c.prior = (1.0f - eps) * c.prior + eps * weights_[k] / total;
+    refresh(c);
+  }
+}
+
+BatchedMcts::Descent BatchedMcts::descend(int gi) {
+  Tree& t = trees_[gi];
+  Game& g = t.game;
+  path_.clear();
+  path_.push_back(0);
+  uint32_t node = 0;
+  int depth = 0;
+  std::array<int, kMaxLegalActions> acts;
+  Descent outcome;
+  for (;;) {
+    const uint8_t flags = t.nodes[node].flags;
+    if (flags & kTerminal) {
+      const bool draw = flags & kTerminalDraw;
+      backup(t, path_.data(), int(path_.size()), draw ? 0.0f : -1.0f, draw ? 1.0f : 0.0f, false);
+      ++terminal_hits_;
+      outcome = Descent::Terminal;
+      break;
+    }
+    if (!(flags & kExpanded)) {
+      if (flags & kInFlight) {
+        ++collisions_;
+        outcome = Descent::Collision;
+        break;
+      }
+      // First arrival: score the position by the rules before asking the network.
+      const int k = g.legal_actions(acts.data());
+      bool terminal = k == 0, draw = false;
+      if (!terminal && !g.mid_jump()) {
+        const State& s = g.state();
+        draw = s.no_progress >= kMaxPliesWithoutProgress ||
+               (g.max_plies() > 0 && s.ply >= g.max_plies()) || g.repetitions() >= kRepetitionsForDraw;
+        terminal = draw;
+      }
+      if (terminal) {
+        t.nodes[node].flags |= kTerminal | (draw ? kTerminalDraw : 0);
+        continue;  // scored by the branch above
+      }
+      uint8_t small[kMaxLegalActions];
+      for (int j = 0; j < k; ++j) small[j] = uint8_t(acts[j]);
+      if (k == 1 && config_.collapse_forced) {
+        expand_node(t, node, small, 1, nullptr);  // forced: same value as its only child
+      } else {
+        const int L = int(leaves_.size());
+        Leaf leaf{gi, node, uint32_t(paths_.size()), 0, uint32_t(leaf_actions_.size()), k};
+        paths_.insert(paths_.end(), path_.begin(), path_.end());
+        leaf.path_end = uint32_t(paths_.size());
+        leaf_actions_.insert(leaf_actions_.end(), small, small + k);
+        g.pack_history(packed_.data() + size_t(L) * kHistory * kPackedWords);
+        t.nodes[node].flags |= kInFlight;
+        for (uint32_t p : path_) {
+          t.nodes[p].pending += 1;
+          refresh(t.nodes[p]);
+        }
+        t.inflight += 1;
+        leaves_.push_back(leaf);
+        outcome = Descent::Leaf;
+        break;
+      }
+    }
+    const Node& n = t.nodes[node];
+    const uint32_t c = n.num_children == 1 ? n.first_child : select_child(t, node);
+    const Color before = g.board().side;
+    g.step(t.nodes[c].action);
+    ++depth;
+    Node& ch = t.nodes[c];
+    if (!(ch.flags & kEntered)) {
+      ch.flags |= kEntered | (g.board().side != before ? kFlip : 0);
+      refresh(ch);
+    }
+    path_.push_back(c);
+    node = c;
+  }
+  for (int i = 0; i < depth; ++i) g.undo();
+  return outcome;
+}
+
+int BatchedMcts::gather(int max_per_game, int total_cap) {
+  if (!leaves_.empty()) throw std::logic_error("gather() called again before expand()");
+  if (max_per_game <= 0) max_per_game = config_.leaves_per_game;
+  const size_t cap = size_t(total_cap <= 0 ? capacity_ : std::min(total_cap, capacity_));
+  paths_.clear();
+  leaf_actions_.clear();
+  const int G = int(trees_.size());
+  for (int j = 0; j < G && leaves_.size() < cap; ++j) {
+    const int gi = (next_start_ + j) % G;
+    Tree& t = trees_[gi];
+    int got = 0;
+    while (got < max_per_game && leaves_.size() < cap && needs_search(t)) {
+      const Descent r = descend(gi);
+      if (r == Descent::Collision) break;  // this tree is saturated for this batch
+      if (r == Descent::Leaf) {
+        ++got;
+        if (leaves_.back().node == 0) break;  // the root itself: nothing below it yet
+      }
+    }
+  }
+  next_start_ = (next_start_ + 1) % G;
+  const int L = int(leaves_.size());
+  encode_packed(size_, packed_.data(), L, planes_.data());
+  std::memset(masks_.data(), 0, size_t(L) * num_actions_);
+  for (int k = 0; k < L; ++k) {
+    const Leaf& lf = leaves_[k];
+    uint8_t* mask = masks_.data() + size_t(k) * num_actions_;
+    for (int j = 0; j < lf.num_actions; ++j) mask[leaf_actions_[lf.actions_begin + j]] = 1;
+  }
+  return L;
+}
+
+void BatchedMcts::expand(const float* priors, const float* wdl, int n) {
+  if (n != int(leaves_.size()))
+    throw std::invalid_argument("expand() got " + std::to_string(n) + " evaluations for " +
+                                std::to_string(leaves_.size()) + " gathered leaves");
+  for (int k = 0; k < n; ++k) {
+    const Leaf& lf = leaves_[k];
+    Tree& t = trees_[lf.game];
+    expand_node(t, lf.node, leaf_actions_.data() + lf.actions_begin, lf.num_actions,
+                priors + size_t(k) * num_actions_);
+    Node& nd = t.nodes[lf.node];
+    nd.flags = uint8_t((nd.flags & ~kInFlight) | kEvaluated);
+    const float* v = wdl + size_t(k) * 3;
+    const float w = v[0] > 0 ? v[0] : 0, d = v[1] > 0 ? v[1] : 0, l = v[2] > 0 ? v[2] : 0;
+    const float s = w + d + l;
+    const float q = s > 0 ? (w - l) / s : 0.0f, dd = s > 0 ? d / s : 1.0f;
+    backup(t, paths_.data() + lf.path_begin, int(lf.path_end - lf.path_begin), q, dd, true);
+    t.inflight -= 1;
+    if (lf.node == 0 && !t.noised) add_noise(t);
+  }
+  leaves_.clear();
+}
+
+int BatchedMcts::root_child_visits(int i) const {
+  const Tree& t = tree(i);
+  const Node& root = t.nodes[0];
+  int n = 0;
+  for (uint32_t k = 0; k < root.num_children; ++k) n += int(t.nodes[root.first_child + k].visits);
+  return n;
+}
+
+void BatchedMcts::root_visits(int i, int32_t* out) const {
+  const Tree& t = tree(i);
+  std::fill(out, out + num_actions_, 0);
+  const Node& root = t.nodes[0];
+  for (uint32_t k = 0; k < root.num_children; ++k) {
+    const Node& c = t.nodes[root.first_child + k];
+    out[c.action] = int32_t(c.visits);
+  }
+}
+
+void BatchedMcts::root_priors(int i, float* out) const {
+  const Tree& t = tree(i);
+  std::fill(out, out + num_actions_, 0.0f);
+  const Node& root = t.nodes[0];
+  for (uint32_t k = 0; k < root.num_children; ++k) {
+    const Node& c = t.nodes[root.first_child + k];
+    out[c.action] = c.prior;
+  }
+}
+
+void BatchedMcts::root_q(int i, float* out) const {
+  const Tree& t = tree(i);
+  std::fill(out, out + num_actions_, std::numeric_limits<float>::quiet_NaN());
+  const Node& root = t.nodes[0];
+  for (uint32_t k = 0; k < root.num_children; ++k) {
+    const Node& c = t.nodes[root.first_child + k];
+    if (c.visits) out[c.action] = ((c.flags & kFlip) ? -c.q_sum : c.q_sum) / float(c.visits);
+  }
+}
+
+void BatchedMcts::root_wdl(int i, float* out) const {
+  const Node& root = tree(i).nodes[0];
+  if (!root.visits) {
+    out[0] = out[1] = out[2] = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  const float n = float(root.visits);
+  out[0] = (n - root.d_sum + root.q_sum) / (2 * n);
+  out[1] = root.d_sum / n;
+  out[2] = (n - root.d_sum - root.q_sum) / (2 * n);
+}
+
+void BatchedMcts::node_stats(int i, const std::vector<int>& path, float* priors, int32_t* visits) const {
+  const Tree& t = tree(i);
+  uint32_t node = 0;
+  for (size_t j = 0; j < path.size(); ++j) {
+    const Node& nd = t.nodes[node];
+    uint32_t next = 0;
+    for (uint32_t k = 0; k < nd.num_children; ++k)
+      if (t.nodes[nd.first_child + k].action == path[j]) next = nd.first_child + k;
+    if (!next)
+      throw std::invalid_argument("action " + std::to_string(path[j]) + " at index " + std::to_string(j) +
+                                  " of the path is not in the tree");
+    node = next;
+  }
+  std::fill(priors, priors + num_actions_, 0.0f);
+  std::fill(visits, visits + num_actions_, 0);
+  const Node& nd = t.nodes[node];
+  for (uint32_t k = 0; k < nd.num_children; ++k) {
+    const Node& c = t.nodes[nd.first_child + k];
+    priors[c.action] = c.prior;
+    visits[c.action] = int32_t(c.visits);
+  }
+}
+
+int BatchedMcts::choose(int i, float temperature) {
+  Tree& t = tree(i);
+  if (t.over) throw std::logic_error("choose() on a finished game");
+  if (t.inflight) throw std::logic_error("choose() with leaves in flight: call expand() first");
+  const Node& root = t.nodes[0];
+  if (!(root.flags & kExpanded)) {
+    if (t.root_legal == 1) {
+      std::array<int, kMaxLegalActions> acts;
+      t.game.legal_actions(acts.data());
+      return acts[0];
+    }
+    throw std::logic_error("choose() before any search at the root of game " + std::to_string(i));
+  }
+  const Node* child = t.nodes.data() + root.first_child;
+  const int n = root.num_children;
+  uint32_t vmax = 0;
+  for (int k = 0; k < n; ++k) vmax = std::max(vmax, child[k].visits);
+  if (vmax == 0 || temperature <= 0.0f) {
+    // Argmax of visits, ties (and the no-visit case) to the higher prior, then the lower index.
+    int best = 0;
+    for (int k = 1; k < n; ++k)
+      if (child[k].visits > child[best].visits ||
+          (child[k].visits == child[best].visits && child[k].prior > child[best].prior))
+        best = k;
+    return child[best].action;
+  }
+  weights_.resize(n);
+  double total = 0.0;
+  const double inv_t = 1.0 / double(temperature);
+  for (int k = 0; k < n; ++k) {
+    const double w = child[k].visits ? std::pow(double(child[k].visits) / double(vmax), inv_t) : 0.0;
+    weights_[k] = float(w);
+    total += w;
+  }
+  double r = std::uniform_real_distribution<double>(0.0, total)(rng_);
+  for (int k = 0; k < n; ++k) {
+    r -= weights_[k];
+    if (r < 0.0 && weights_[k] > 0.0f) return child[k].action;
+  }
+  for (int k = n - 1; k >= 0; --k)  // rounding left r >= 0: the last action with weight
+    if (weights_[k] > 0.0f) return child[k].action;
+  return child[0].action;
+}
+
+void BatchedMcts::advance(int i, int action) {
+  Tree& t = tree(i);
+  if (t.inflight) throw std::logic_error("advance() with leaves in flight: call expand() first");
+  if (t.over) throw std::logic_error("advance() on a finished game");
+  if (!t.game.is_legal_action(action))
+    throw std::invalid_argument("illegal action " + std::to_string(action) + " in game " + std::to_string(i));
+  const Node& root = t.nodes[0];
+  uint32_t c = 0;
+  for (uint32_t k = 0; k < root.num_children; ++k)
+    if (t.nodes[root.first_child + k].action == action) c = root.first_child + k;
+  t.game.step(action);
+  t.spare.clear();
+  if (c && (t.nodes[c].flags & kExpanded)) {
+    // Breadth-first copy keeps every node's children contiguous in the new arena.
+    t.spare.push_back(t.nodes[c]);
+    t.spare[0].flags &= uint8_t(~kFlip);
+    t.spare[0].prior = 0.0f;
+    for (size_t j = 0; j < t.spare.size(); ++j) {
+      const uint32_t nc = t.spare[j].num_children;
+      if (!nc) continue;
+      const uint32_t old = t.spare[j].first_child;
+      t.spare[j].first_child = uint32_t(t.spare.size());
+      t.spare.insert(t.spare.end(), t.nodes.begin() + old, t.nodes.begin() + old + nc);
+    }
+  } else {
+    t.spare.push_back(Node{});
+  }
+  std::swap(t.nodes, t.spare);
+  t.noised = false;
+  std::array<int, kMaxLegalActions> acts;
+  t.root_legal = t.game.legal_actions(acts.data());
+  t.over = t.game.result() != Result::Ongoing;
+  if (!t.over && (t.nodes[0].flags & kExpanded)) add_noise(t);
+}
+
+}  // namespace cz

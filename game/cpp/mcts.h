@@ -1,0 +1,183 @@
+// Batched PUCT search (AlphaZero) over many games at once.
+//
+// One BatchedMcts object holds G games, each with its own tree. The caller (Python) drives it:
+//
+//   n = gather()          descend every tree that still needs simulations, stop at unexpanded
+//                         leaves (several per tree, kept apart by virtual loss), score terminal
+//                         positions exactly by the rules on the spot, and write the other leaves'
+//                         network input (planes + legal masks) into buffers owned by the object;
+//   expand(priors, wdl)   one network evaluation per gathered leaf: create the leaf's children
+//                         with the priors and back the WDL value up the path.
+//
+// The search never calls back into the caller, and no Python runs per node.
+//
+// Values. Every node keeps the sum of (win - loss) and the sum of draw probabilities from the
+// point of view of the side to move *at that node*. A multi-jump continuation keeps the side, so
+// a backed-up value flips sign only across edges where the side to move changes (flag kFlip on the
+// child). Terminal nodes are scored by the rules with no network call: the side to move with no
+// legal move has lost (value -1), repetition / forty-move rule / ply cap draw (value 0).
+//
+// Simulations. `simulations` counts the visits below the root: after a search the root's child
+// visit counts sum to exactly `simulations` when the root was new. The root's own network
+// evaluation (one per new root) is extra and not counted. A subtree kept by advance() keeps its
+// visits, so a reused root may start with more and then needs no new simulations.
+//
+// Not thread-safe: one thread drives one object (the bindings release the GIL in gather() and
+// expand(), so other Python threads run meanwhile, but must not call into the same object).
+//
+// Forced moves. A node with a single legal action (a forced capture, most multi-jump
+// continuations) is equivalent to its only child: with collapse_forced it is expanded at once
+// with prior 1 and never sent to the network. With skip_forced_root a root with a single legal
+// action needs no search at all.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "game.h"
+
+namespace cz {
+
+struct MctsConfig {
+  int simulations = 100;           // visits below the root per decision
+  int leaves_per_game = 8;         // most leaves gathered from one tree per gather()
+  float c_puct = 1.25f;            // exploration constant (AlphaZero's c_init)
+  float c_puct_base = 19652.0f;    // AlphaZero's c_base: c grows as log((1+N+base)/base); 0: constant
+  float fpu_reduction = 0.25f;     // unvisited child's Q = parent Q minus this (inside the tree)
+  float fpu_reduction_root = 0.0f; // the same at the root (noise already spreads visits there)
+  float dirichlet_alpha = 0.3f;    // root noise concentration
+  float dirichlet_epsilon = 0.25f; // share of noise in the root priors; 0 disables noise
+  float virtual_loss = 1.0f;       // visits (each a loss) a leaf in flight adds to its path
+  bool collapse_forced = true;     // expand single-action nodes without a network call
+  bool skip_forced_root = true;    // a root with one legal action needs no search
+  uint64_t seed = 0;               // RNG seed (noise, move sampling): same seed, same games
+};
+
+// One tree node, in an arena per game, addressed by uint32 index. Children of a node are
+// contiguous: [first_child, first_child + num_children). Index 0 is always the root, so
+// first_child == 0 means "no children".
+struct Node {
+  uint32_t first_child = 0;
+  uint32_t visits = 0;
+  float q_sum = 0.0f;  // sum of (win - loss) from the view of the side to move here
+  float d_sum = 0.0f;  // sum of draw probabilities
+  float prior = 0.0f;  // policy prior of the edge into this node
+  // Selection terms cached by refresh() whenever visits, pending, q_sum or prior change (only
+  // along one path per simulation), so choosing among the children needs no division:
+  float q_eff = 0.0f;    // mean (win - loss) from the parent mover's view, virtual losses included
+  float u_scale = 0.0f;  // prior / (1 + visits + virtual visits)
+  uint16_t pending = 0;  // leaves in flight below this node (virtual loss)
+  uint8_t action = 0;    // mover-relative action of the edge into this node
+  uint8_t num_children = 0;
+  uint8_t flags = 0;
+};
+
+enum NodeFlags : uint8_t {
+  kExpanded = 1,      // children exist
+  kTerminal = 2,      // game over here; value exact
+  kTerminalDraw = 4,  // with kTerminal: a draw (else the side to move here lost)
+  kFlip = 8,          // the side to move here differs from the parent's
+  kEntered = 16,      // kFlip is known (the node was stepped into once)
+  kInFlight = 32,     // sent to the network in the current batch, not yet expanded
+  kEvaluated = 64,    // got its own network value (counts one of its visits)
+};
+
+class BatchedMcts {
+ public:
+  BatchedMcts(int num_games, int size, const MctsConfig& config);
+
+  int num_games() const { return int(trees_.size()); }
+  int size() const { return size_; }
+  int num_actions() const { return num_actions_; }
+  int capacity() const { return capacity_; }  // most leaves one gather() can return
+  const MctsConfig& config() const { return config_; }
+  void set_simulations(int n);
+
+  // Replaces game i (its position and history) and clears its tree.
+  void reset(int game, const Game& g);
+  const Game& game(int i) const { return tree(i).game; }
+  // Stops searching game i (a resignation, or a slot with no next game) until the next reset().
+  void stop(int i);
+
+  // Gathers up to max_per_game leaves per tree (<= 0: config) and at most total_cap in all
+  // (<= 0: capacity). Returns the number of leaves L; their inputs are in planes(), masks().
+  int gather(int max_per_game = 0, int total_cap = 0);
+  const float* planes() const { return planes_.data(); }  // (L, kNumPlanes, S, S)
+  const uint8_t* masks() const { return masks_.data(); }  // (L, A)
+  const uint32_t* packed() const { return packed_.data(); }  // (L, kHistory, kPackedWords)
+  int pending_leaves() const { return int(leaves_.size()); }
+  // priors: (L, A) row-major, any non-negative weights (renormalised over the legal actions);
+  // wdl: (L, 3) win/draw/loss probabilities from the view of the side to move at the leaf.
+  void expand(const float* priors, const float* wdl, int n);
+
+  // Per-game state.
+  bool done(int i) const;          // the game is over
+  bool search_done(int i) const;   // not over and the search for this decision is complete
+  int root_child_visits(int i) const;  // sum of the root's child visits
+  void root_visits(int i, int32_t* out) const;  // (A,) visit count per action
+  void root_priors(int i, float* out) const;    // (A,) priors at the root (after noise)
+  void root_q(int i, float* out) const;         // (A,) child Q from the root mover's view, NaN if unvisited
+  void root_wdl(int i, float* out) const;       // (3,) root value estimate, root mover's view
+  // Node reached from the root by `path` (actions); its children's priors and visits (A,).
+  void node_stats(int i, const std::vector<int>& path, float* priors, int32_t* visits) const;
+  int tree_size(int i) const { return int(tree(i).nodes.size()); }
+  // Visit-count sampling with temperature (<= 0: argmax, ties to the higher prior).
+  int choose(int i, float temperature);
+  // Plays an action in game i and keeps the subtree below it (noise goes on the new root).
+  void advance(int i, int action);
+  uint64_t collisions() const { return collisions_; }
+  uint64_t terminal_hits() const { return terminal_hits_; }
+
+ private:
+  struct Tree {
+    Game game;
+    std::vector<Node> nodes;
+    std::vector<Node> spare;  // compaction target for advance(); swapped in, keeps capacity
+    int inflight = 0;         // leaves of this tree in the current batch
+    int root_legal = 0;       // legal actions at the root
+    bool noised = false;      // Dirichlet noise already mixed into the root's children
+    bool over = false;        // the game at the root has ended
+  };
+  struct Leaf {
+    int game;
+    uint32_t node;
+    uint32_t path_begin, path_end;  // into paths_
+    uint32_t actions_begin;         // into leaf_actions_
+    int num_actions;
+  };
+  enum class Descent { Leaf, Terminal, Collision };
+
+  Tree& tree(int i);
+  const Tree& tree(int i) const;
+  void clear_tree(Tree& t);
+  Descent descend(int gi);
+  uint32_t select_child(const Tree& t, uint32_t node) const;
+  void expand_node(Tree& t, uint32_t node, const uint8_t* actions, int n, const float* priors);
+  void backup(Tree& t, const uint32_t* path, int len, float q, float d, bool release);
+  void refresh(Node& n) const;
+  void add_noise(Tree& t);
+  bool needs_search(const Tree& t) const;
+
+  int size_;
+  int num_actions_;
+  MctsConfig config_;
+  int capacity_;
+  std::vector<Tree> trees_;
+  std::mt19937_64 rng_;
+  int next_start_ = 0;  // round-robin start so that a total cap does not starve later games
+
+  // Batch state, reused across calls (no allocation once warm).
+  std::vector<Leaf> leaves_;
+  std::vector<uint32_t> paths_;
+  std::vector<uint8_t> leaf_actions_;
+  std::vector<uint32_t> packed_;
+  std::vector<float> planes_;
+  std::vector<uint8_t> masks_;
+  std::vector<uint32_t> path_;  // current descent
+  std::vector<float> weights_;  // scratch for noise and sampling
+  uint64_t collisions_ = 0;
+  uint64_t terminal_hits_ = 0;
+};
+
+}  // namespace cz
