@@ -203,22 +203,36 @@ def run_self_play(
     network_version: int = 0,
     actor_id: int = 0,
     stop: Callable[[], bool] | None = None,
+    version_fn: Callable[[], int] | None = None,
+    on_record: Callable[[GameRecord], None] | None = None,
+    on_batch: Callable[[int, float, float], None] | None = None,
+    keep_records: bool = True,
 ) -> tuple[list[GameRecord], SelfPlayStats]:
-    """`play_games` plus where the time went."""
+    """`play_games` plus where the time went, with hooks for a long-running actor.
+
+    `n_games` None plays until `stop()` says so (checked between batches, so weights that it
+    swaps in take effect between moves). `version_fn()` gives the weights version each finished
+    game is recorded with (the one that played its last move); `on_record` gets every finished
+    game as it ends; `on_batch(evaluations, network_s, tree_s)` is called after every batch.
+    With `keep_records=False` finished records are not kept in memory (only counted).
+    """
     s = SelfPlaySettings.from_config(cfg)
-    if n_games < 0:
+    if n_games is not None and n_games < 0:
         raise ValueError(f"n_games must be >= 0, got {n_games}")
+    limit = float("inf") if n_games is None else n_games
     deck = list(openings) if openings is not None else op.choose_openings(s.openings, s.size)
     rng = np.random.default_rng(seed)
-    n_slots = max(1, min(s.games_in_parallel, n_games))
+    n_slots = max(1, int(min(s.games_in_parallel, limit)))
     mcts = new_search(n_slots, s.size, cfg["mcts"], seed=seed)
     slots: list[_Slot | None] = [None] * n_slots
     records: list[GameRecord] = []
     started = 0
 
+    finished = 0
+
     def start(i: int) -> None:
         nonlocal started
-        if started >= n_games:
+        if started >= limit:
             slots[i] = None
             mcts.stop(i)
             return
@@ -229,9 +243,16 @@ def run_self_play(
         started += 1
 
     def finish(i: int, result: Result, termination: Termination) -> None:
+        nonlocal finished
         slot = slots[i]
         assert slot is not None
-        records.append(slot.record(s.size, result, termination, network_version, actor_id))
+        version = version_fn() if version_fn is not None else network_version
+        record = slot.record(s.size, result, termination, version, actor_id)
+        finished += 1
+        if keep_records:
+            records.append(record)
+        if on_record is not None:
+            on_record(record)
         start(i)
 
     def decide(i: int) -> None:
@@ -286,8 +307,10 @@ def run_self_play(
         network_s += t2 - t1
         evaluations += n
         batches += 1
+        if on_batch is not None:
+            on_batch(n, t2 - t1, (t1 - t0) + (t3 - t2))
     stats = SelfPlayStats(
-        games=len(records),
+        games=finished,
         positions=decisions,
         evaluations=evaluations,
         batches=batches,
@@ -403,19 +426,24 @@ def load_config(size: int) -> dict[str, Any]:
 
 
 def load_evaluator(checkpoint: str | None, size: int) -> Evaluator:
-    """The network evaluator: a checkpoint, or a fresh network (actors.inference)."""
-    try:
-        from actors import inference
-    except ImportError:
-        if checkpoint is not None:
-            raise SystemExit(
-                "--checkpoint needs actors.inference, which this checkout lacks"
-            ) from None
-        log.warning("actors.inference is missing: using the uniform evaluator")
-        return UniformEvaluator()
+    """The network evaluator: a checkpoint's network, or a fresh one of the default model config."""
+    import yaml
+
+    from actors.inference import NetworkEvaluator
+    from learner.checkpoint import load_checkpoint
+    from learner.network import CheckersNet, ModelConfig
+
     if checkpoint is not None:
-        return inference.load_evaluator(checkpoint)
-    return inference.fresh_evaluator(size)
+        model, meta = load_checkpoint(checkpoint)
+        if model.config.board_size != size:
+            raise SystemExit(
+                f"{checkpoint} is a {model.config.board_size}x{model.config.board_size} "
+                f"network; this game is {size}x{size}"
+            )
+        return NetworkEvaluator(model, version=meta.version)
+    values = yaml.safe_load((CONF_DIR / "model" / "default.yaml").read_text())
+    values["board_size"] = size
+    return NetworkEvaluator(CheckersNet(ModelConfig(**values)))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -49,13 +49,25 @@ def validate(cfg: DictConfig) -> None:
     _check(cfg, "learner.publish_every_steps", positive, "publish at least every so many steps")
     _check(cfg, "learner.checkpoint_every_steps", positive, "checkpoint every so many steps")
     _check(cfg, "learner.keep_checkpoints", positive, "keep at least one checkpoint")
-    _check(cfg, "learner.device", lambda v: isinstance(v, str) and v.split(":")[0] in
-           ("auto", "cpu", "cuda", "mps"), "auto, cpu, cuda[:N] or mps")
+    _check(
+        cfg,
+        "learner.device",
+        lambda v: isinstance(v, str) and v.split(":")[0] in ("auto", "cpu", "cuda", "mps"),
+        "auto, cpu, cuda[:N] or mps",
+    )
     _check(cfg, "replay.window_positions", positive, "the replay window holds > 0 positions")
     _check(cfg, "replay.sample_ratio", positive, "samples per new position must be > 0")
     _check(cfg, "replay.min_positions", non_negative, "positions before training, >= 0")
     _check(cfg, "mcts.simulations", positive, "at least one simulation per move")
-    _check(cfg, "selfplay.actors", lambda v: v is None or (isinstance(v, int) and v >= 0),
-           "null (one per free core) or a count >= 0")
-    _check(cfg, "logging.wandb.mode", lambda v: v in ("online", "offline", "disabled"),
-           "online, offline or disabled")
+    _check(
+        cfg,
+        "selfplay.actors",
+        lambda v: v is None or (isinstance(v, int) and v >= 0),
+        "null (one per free core) or a count >= 0",
+    )
+    _check(
+        cfg,
+        "logging.wandb.mode",
+        lambda v: v in ("online", "offline", "disabled"),
+        "online, offline or disabled",
+    )

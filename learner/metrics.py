@@ -31,8 +31,14 @@ PLOTS = {
 
 
 class MetricsLogger:
-    def __init__(self, run_dir: Path, *, wandb_cfg: Mapping[str, Any] | None, run_name: str,
-                 config: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        wandb_cfg: Mapping[str, Any] | None,
+        run_name: str,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._csv_path = self.run_dir / CSV_NAME
@@ -68,8 +74,9 @@ class MetricsLogger:
                 self._wandb = None
 
 
-def _init_wandb(cfg: Mapping[str, Any] | None, run_dir: Path, name: str,
-                config: Mapping[str, Any] | None) -> Any:
+def _init_wandb(
+    cfg: Mapping[str, Any] | None, run_dir: Path, name: str, config: Mapping[str, Any] | None
+) -> Any:
     mode = (cfg or {}).get("mode", "disabled")
     if mode == "disabled":
         return None
@@ -80,9 +87,16 @@ def _init_wandb(cfg: Mapping[str, Any] | None, run_dir: Path, name: str,
         return None
     os.environ.setdefault("WANDB_SILENT", "true")
     try:
-        return wandb.init(project=cfg.get("project"), entity=cfg.get("entity"), mode=mode,
-                          dir=str(run_dir), name=name, id=name, resume="allow",
-                          config=dict(config or {}))
+        return wandb.init(
+            project=cfg.get("project"),
+            entity=cfg.get("entity"),
+            mode=mode,
+            dir=str(run_dir),
+            name=name,
+            id=name,
+            resume="allow",
+            config=dict(config or {}),
+        )
     except Exception as exc:  # W&B must never stop a training run
         logger.warning("W&B init failed (%s); metrics go to CSV and PNG only", exc)
         return None
@@ -96,7 +110,9 @@ def read_metrics(csv_path: Path) -> dict[str, list[tuple[int, float, float]]]:
     with open(csv_path, newline="") as f:
         for row in csv.DictReader(f):
             try:
-                series[row["key"]].append((int(row["step"]), float(row["time_s"]), float(row["value"])))
+                series[row["key"]].append(
+                    (int(row["step"]), float(row["time_s"]), float(row["value"]))
+                )
             except (KeyError, ValueError):
                 continue  # a row cut short by a kill
     return series
@@ -120,7 +136,9 @@ def plot_metrics(csv_path: Path, out_dir: Path) -> list[Path]:
             points = series[key]
             t0 = points[0][1]
             xs = [p[0] for p in points] if x_is_step else [(p[1] - t0) / 60 for p in points]
-            ax.plot(xs, [p[2] for p in points], label=key, marker="o" if name == "elo.png" else None)
+            ax.plot(
+                xs, [p[2] for p in points], label=key, marker="o" if name == "elo.png" else None
+            )
         ax.set_xlabel("training step" if x_is_step else "minutes")
         ax.set_title(name.removesuffix(".png"))
         ax.grid(alpha=0.3)

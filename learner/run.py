@@ -37,10 +37,20 @@ ACTOR_STOP_TIMEOUT_S = 30.0  # grace for actors to finish their current move and
 
 def git_revision() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=5, cwd=Path(__file__).resolve().parent)
-        dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True,
-                               timeout=5, cwd=Path(__file__).resolve().parent)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
         rev = out.stdout.strip() or "unknown"
         return rev + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
@@ -70,7 +80,15 @@ def start_ray(cluster_cfg: DictConfig) -> bool:
 
     if ray.is_initialized():
         return False
-    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))}}
+    env = {
+        "env_vars": {
+            "PYTHONPATH": os.pathsep.join(
+                filter(
+                    None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]
+                )
+            )
+        }
+    }
     if cluster_cfg.address and cluster_cfg.address != "local":
         try:
             ray.init(address=cluster_cfg.address, runtime_env=env, log_to_driver=True)
@@ -79,9 +97,13 @@ def start_ray(cluster_cfg: DictConfig) -> bool:
         except ConnectionError:
             if cluster_cfg.address != "auto":
                 raise
-    ray.init(num_cpus=cluster_cfg.num_cpus, include_dashboard=cluster_cfg.include_dashboard,
-             object_store_memory=int(cluster_cfg.object_store_memory_mb) * 1024 * 1024,
-             runtime_env=env, log_to_driver=True)
+    ray.init(
+        num_cpus=cluster_cfg.num_cpus,
+        include_dashboard=cluster_cfg.include_dashboard,
+        object_store_memory=int(cluster_cfg.object_store_memory_mb) * 1024 * 1024,
+        runtime_env=env,
+        log_to_driver=True,
+    )
     logger.info("started a local Ray (%s CPUs)", ray.cluster_resources().get("CPU"))
     return True
 
@@ -105,10 +127,15 @@ class Run:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self.request_stop)
         with redis_for_run(cfg, self.run_dir) as (url, password):
-            client = connect(url, password, retries=cfg.replay.connect_retries,
-                             backoff_s=cfg.replay.connect_backoff_s)
-            store = ReplayStore(client, namespace=cfg.replay.namespace,
-                                window_positions=cfg.replay.window_positions)
+            client = connect(
+                url,
+                password,
+                retries=cfg.replay.connect_retries,
+                backoff_s=cfg.replay.connect_backoff_s,
+            )
+            store = ReplayStore(
+                client, namespace=cfg.replay.namespace, window_positions=cfg.replay.window_positions
+            )
             channel = WeightsChannel(client, namespace=cfg.replay.namespace)
             started_ray = start_ray(cfg.cluster)
             try:
@@ -119,8 +146,9 @@ class Run:
 
                     ray.shutdown()
 
-    def _train(self, url: str, password: str | None, store: ReplayStore,
-               channel: WeightsChannel) -> dict[str, Any]:
+    def _train(
+        self, url: str, password: str | None, store: ReplayStore, channel: WeightsChannel
+    ) -> dict[str, Any]:
         from actors import records
         from actors.actor import ActorPool
 
@@ -131,9 +159,12 @@ class Run:
         # Versions only ever grow, also across a resume that lost a few unsaved publications.
         trainer.counters.version = max(trainer.counters.version, channel.version("latest"))
         self._publish(trainer, channel)
-        metrics = MetricsLogger(self.run_dir, wandb_cfg=cfg.logging.wandb,
-                                run_name=self.run_dir.name,
-                                config=OmegaConf.to_container(cfg, resolve=True))
+        metrics = MetricsLogger(
+            self.run_dir,
+            wandb_cfg=cfg.logging.wandb,
+            run_name=self.run_dir.name,
+            config=OmegaConf.to_container(cfg, resolve=True),
+        )
         pool = ActorPool(cfg, url, password)
         ratio = SampleRatio(cfg.replay.sample_ratio, min_positions=cfg.replay.min_positions)
         decode = make_decoder(size, records.GameRecord.from_bytes, records.training_samples)
@@ -147,48 +178,71 @@ class Run:
         losses = None
         try:
             pool.start()
-            logger.info("%d self-play actors on %d node(s); training on %s",
-                        pool.size, pool.nodes, trainer.device)
+            logger.info(
+                "%d self-play actors on %d node(s); training on %s",
+                pool.size,
+                pool.nodes,
+                trainer.device,
+            )
             while not self._stop.is_set():
                 if self._limits_reached(trainer, t_start):
                     break
                 pool.check()
                 stats = store.stats()
-                if ratio.should_wait(stats.positions_added, trainer.counters.samples,
-                                     cfg.learner.batch_size):
+                if ratio.should_wait(
+                    stats.positions_added, trainer.counters.samples, cfg.learner.batch_size
+                ):
                     self._stop.wait(cfg.learner.wait_poll_s)
                 else:
                     if prefetcher is None:
-                        prefetcher = Prefetcher(store, decode, cfg.learner.batch_size,
-                                                depth=cfg.replay.prefetch_depth,
-                                                seed=cfg.seed + trainer.counters.step)
+                        prefetcher = Prefetcher(
+                            store,
+                            decode,
+                            cfg.learner.batch_size,
+                            depth=cfg.replay.prefetch_depth,
+                            seed=cfg.seed + trainer.counters.step,
+                        )
                     batch = prefetcher.get(timeout=60.0)
                     losses = trainer.step(batch)
                     if trainer.counters.step % cfg.learner.publish_every_steps == 0:
                         self._publish(trainer, channel)
                 now = time.monotonic()
-                if (trainer.counters.step % cfg.learner.checkpoint_every_steps == 0 and losses
-                        and trainer.counters.step > 0 and now - last_ckpt > 1.0) or (
-                        now - last_ckpt > 60 * cfg.learner.checkpoint_every_min):
+                if (
+                    trainer.counters.step % cfg.learner.checkpoint_every_steps == 0
+                    and losses
+                    and trainer.counters.step > 0
+                    and now - last_ckpt > 1.0
+                ) or (now - last_ckpt > 60 * cfg.learner.checkpoint_every_min):
                     trainer.save(self.ckpt_dir, keep=cfg.learner.keep_checkpoints)
                     last_ckpt = now
-                if now - last_csv >= cfg.logging.csv_every_s or now - last_progress >= cfg.logging.progress_every_s:
+                if (
+                    now - last_csv >= cfg.logging.csv_every_s
+                    or now - last_progress >= cfg.logging.progress_every_s
+                ):
                     dt = max(now - last_stats_t, 1e-9)
                     row = {
-                        "selfplay/positions_per_s": (stats.positions_added - last_stats.positions_added) / dt,
+                        "selfplay/positions_per_s": (
+                            stats.positions_added - last_stats.positions_added
+                        )
+                        / dt,
                         "selfplay/games_per_s": (stats.games_added - last_stats.games_added) / dt,
                         "selfplay/games": stats.games_added,
                         "replay/window_positions": stats.window_positions,
                         "replay/positions_added": stats.positions_added,
                         "replay/malformed": prefetcher.malformed if prefetcher else 0,
                         "learner/steps_per_s": (trainer.counters.step - steps_at_last) / dt,
-                        "learner/samples_per_s": (trainer.counters.step - steps_at_last) * cfg.learner.batch_size / dt,
+                        "learner/samples_per_s": (trainer.counters.step - steps_at_last)
+                        * cfg.learner.batch_size
+                        / dt,
                         "learner/lr": trainer.lr,
                         "learner/weights_version": trainer.counters.version,
                     }
                     if losses is not None:
-                        row |= {"learner/loss_policy": losses.policy, "learner/loss_value": losses.value,
-                                "learner/loss_total": losses.total}
+                        row |= {
+                            "learner/loss_policy": losses.policy,
+                            "learner/loss_value": losses.value,
+                            "learner/loss_total": losses.total,
+                        }
                     row |= pool.metrics()
                     metrics.log(row, trainer.counters.step)
                     last_csv = now
@@ -209,9 +263,13 @@ class Run:
             logger.info("saved %s", path)
             metrics.close()
         stats = store.stats()
-        summary |= {"step": trainer.counters.step, "version": trainer.counters.version,
-                    "games": stats.games_added, "positions": stats.positions_added,
-                    "checkpoint": str(path)}
+        summary |= {
+            "step": trainer.counters.step,
+            "version": trainer.counters.version,
+            "games": stats.games_added,
+            "positions": stats.positions_added,
+            "checkpoint": str(path),
+        }
         logger.info("run finished: %s", summary)
         return summary
 
@@ -229,14 +287,30 @@ class Run:
         trainer.counters.version += 1
         channel.publish(trainer.weights_bytes(trainer.counters.version), trainer.counters.version)
 
-    def _progress(self, trainer: Trainer, stats: Any, row: dict[str, float], elapsed: float) -> None:
-        loss = (f"loss {row['learner/loss_total']:.3f} (policy {row['learner/loss_policy']:.3f}, "
-                f"value {row['learner/loss_value']:.3f})") if "learner/loss_total" in row else "waiting for data"
+    def _progress(
+        self, trainer: Trainer, stats: Any, row: dict[str, float], elapsed: float
+    ) -> None:
+        loss = (
+            (
+                f"loss {row['learner/loss_total']:.3f} (policy {row['learner/loss_policy']:.3f}, "
+                f"value {row['learner/loss_value']:.3f})"
+            )
+            if "learner/loss_total" in row
+            else "waiting for data"
+        )
         logger.info(
-            "[%5.0fs] games %d (%.2f/s) | positions %.0f/s | window %d | step %d (%.1f/s) | %s | weights v%d",
-            elapsed, stats.games_added, row["selfplay/games_per_s"], row["selfplay/positions_per_s"],
-            stats.window_positions, trainer.counters.step, row["learner/steps_per_s"], loss,
-            trainer.counters.version)
+            "[%5.0fs] games %d (%.2f/s) | positions %.0f/s | window %d | step %d (%.1f/s) | %s"
+            " | weights v%d",
+            elapsed,
+            stats.games_added,
+            row["selfplay/games_per_s"],
+            row["selfplay/positions_per_s"],
+            stats.window_positions,
+            trainer.counters.step,
+            row["learner/steps_per_s"],
+            loss,
+            trainer.counters.version,
+        )
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:

@@ -66,8 +66,14 @@ class Counters:
 
 
 class Trainer:
-    def __init__(self, cfg: Any, model_cfg: Mapping[str, Any], board_size: int, *,
-                 device: torch.device | None = None) -> None:
+    def __init__(
+        self,
+        cfg: Any,
+        model_cfg: Mapping[str, Any],
+        board_size: int,
+        *,
+        device: torch.device | None = None,
+    ) -> None:
         self.cfg = cfg
         self.device = device or pick_device(cfg.device)
         if self.device.type == "cpu" and cfg.threads:
@@ -76,13 +82,21 @@ class Trainer:
         if self.device.type == "cuda":
             self.model = self.model.to(memory_format=torch.channels_last)
         self.optimizer = instantiate(cfg.optimizer)(self.model.parameters())
-        self.scheduler = instantiate(cfg.scheduler)(self.optimizer) if cfg.get("scheduler") else None
+        self.scheduler = (
+            instantiate(cfg.scheduler)(self.optimizer) if cfg.get("scheduler") else None
+        )
         self.counters = Counters()
 
     # --- steps ---------------------------------------------------------------------------------
     def step(self, batch: TrainBatch) -> Losses:
-        losses = train_step(self.model, self.optimizer, batch, value_weight=self.cfg.value_weight,
-                            scheduler=self.scheduler, device=self.device)
+        losses = train_step(
+            self.model,
+            self.optimizer,
+            batch,
+            value_weight=self.cfg.value_weight,
+            scheduler=self.scheduler,
+            device=self.device,
+        )
         self.counters.step += 1
         self.counters.samples += len(batch)
         return losses
@@ -99,11 +113,21 @@ class Trainer:
         """Writes a resumable training state (and a plain weights checkpoint beside it)."""
         ckpt_dir.mkdir(parents=True, exist_ok=True)
         path = ckpt_dir / f"state_{self.counters.step:08d}.safetensors"
-        save_training_state(path, self.model, self.optimizer, self.scheduler,
-                            step=self.counters.step, counters=vars(self.counters).copy(),
-                            rng=capture_rng_state())
-        save_checkpoint(ckpt_dir / "latest.safetensors", self.model, step=self.counters.step,
-                        version=self.counters.version)
+        save_training_state(
+            path,
+            self.model,
+            self.optimizer,
+            self.scheduler,
+            step=self.counters.step,
+            counters=vars(self.counters).copy(),
+            rng=capture_rng_state(),
+        )
+        save_checkpoint(
+            ckpt_dir / "latest.safetensors",
+            self.model,
+            step=self.counters.step,
+            version=self.counters.version,
+        )
         for old in sorted(self._states(ckpt_dir))[:-keep]:
             old.unlink(missing_ok=True)
         return path
@@ -118,8 +142,12 @@ class Trainer:
         for key, value in state.counters.items():
             if hasattr(self.counters, key):
                 setattr(self.counters, key, int(value))
-        logger.info("resumed from %s (step %d, weights version %d)", states[-1],
-                    self.counters.step, self.counters.version)
+        logger.info(
+            "resumed from %s (step %d, weights version %d)",
+            states[-1],
+            self.counters.step,
+            self.counters.version,
+        )
         return True
 
     @staticmethod
@@ -147,7 +175,9 @@ def make_decoder(board_size: int, decode_record: Any, samples_of: Any):
         for data, indices in by_record.items():
             record = decode_record(data)
             if getattr(record, "size", board_size) != board_size:
-                raise ValueError(f"record for a {record.size}x{record.size} board, expected {board_size}")
+                raise ValueError(
+                    f"record for a {record.size}x{record.size} board, expected {board_size}"
+                )
             p, pi, wdl = samples_of(record, np.asarray(indices))
             packed.append(p)
             pis.append(pi)

@@ -21,7 +21,9 @@ import redis
 
 logger = logging.getLogger(__name__)
 
-KEEP_VERSIONS = 8  # published versions kept in Redis (the evaluator may still be testing older ones)
+KEEP_VERSIONS = (
+    8  # published versions kept in Redis (the evaluator may still be testing older ones)
+)
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,9 @@ class Published:
 class WeightsChannel:
     """Publish (learner, evaluator) and follow (actors) versioned weights in Redis."""
 
-    def __init__(self, client: redis.Redis, *, namespace: str = "cz", follow: str = "latest") -> None:
+    def __init__(
+        self, client: redis.Redis, *, namespace: str = "cz", follow: str = "latest"
+    ) -> None:
         if follow not in ("latest", "best"):
             raise ValueError(f"weights channel follows 'latest' or 'best', not {follow!r}")
         self._r = client

@@ -38,7 +38,9 @@ def test_groups_instantiate_into_working_objects():
     net = CheckersNet(model_config(cfg.model, cfg.game.size))
     opt = instantiate(cfg.learner.optimizer)(net.parameters())
     sched = instantiate(cfg.learner.scheduler)(opt)
-    assert isinstance(opt, torch.optim.SGD) and opt.param_groups[0]["lr"] == cfg.learner.optimizer.lr
+    assert (
+        isinstance(opt, torch.optim.SGD) and opt.param_groups[0]["lr"] == cfg.learner.optimizer.lr
+    )
     assert isinstance(sched, torch.optim.lr_scheduler.MultiStepLR)
     logits, wdl = net(torch.zeros(2, cfg.model.in_planes, 8, 8))
     assert logits.shape == (2, 128) and wdl.shape == (2, 3)
@@ -52,7 +54,7 @@ def test_small_board_group_switches_the_board():
 
 
 def test_unknown_key_is_rejected_by_hydra():
-    with pytest.raises(ConfigCompositionException, match="mcts.simulationz"):
+    with pytest.raises(ConfigCompositionException, match=r"mcts\.simulationz"):
         composed("mcts.simulationz=3")
 
 
@@ -78,7 +80,10 @@ def test_command_line_fails_before_starting_anything(tmp_path):
     for override, needle in [("mcts.simulationz=3", "simulationz"), ("game.size=7", "game.size")]:
         proc = subprocess.run(
             [sys.executable, "-m", "learner", override, f"run_dir={run_dir}"],
-            capture_output=True, text=True, cwd=ROOT, timeout=120,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
         )
         assert proc.returncode != 0
         assert needle in proc.stderr

@@ -9,15 +9,35 @@ from omegaconf import OmegaConf
 from learner.losses import TrainBatch
 from learner.trainer import Trainer
 
-LEARNER = OmegaConf.create({
-    "device": "cpu", "threads": 1, "value_weight": 1.0,
-    "optimizer": {"_target_": "torch.optim.SGD", "_partial_": True, "lr": 0.05, "momentum": 0.9,
-                  "weight_decay": 1e-4, "nesterov": True},
-    "scheduler": {"_target_": "torch.optim.lr_scheduler.MultiStepLR", "_partial_": True,
-                  "milestones": [3], "gamma": 0.5},
-})
-MODEL = {"blocks": 1, "channels": 8, "policy_channels": 4, "value_channels": 2,
-         "value_hidden": 8, "in_planes": 15}
+LEARNER = OmegaConf.create(
+    {
+        "device": "cpu",
+        "threads": 1,
+        "value_weight": 1.0,
+        "optimizer": {
+            "_target_": "torch.optim.SGD",
+            "_partial_": True,
+            "lr": 0.05,
+            "momentum": 0.9,
+            "weight_decay": 1e-4,
+            "nesterov": True,
+        },
+        "scheduler": {
+            "_target_": "torch.optim.lr_scheduler.MultiStepLR",
+            "_partial_": True,
+            "milestones": [3],
+            "gamma": 0.5,
+        },
+    }
+)
+MODEL = {
+    "blocks": 1,
+    "channels": 8,
+    "policy_channels": 4,
+    "value_channels": 2,
+    "value_hidden": 8,
+    "in_planes": 15,
+}
 
 
 def batches(n: int, seed: int = 0) -> list[TrainBatch]:

@@ -1,0 +1,142 @@
+"""Losses and the single training step.
+
+- Policy loss: cross-entropy between the MCTS visit distribution and the network's softmax taken
+  over the *legal* actions only. Illegal logits are replaced by a very negative finite number (not
+  ``-inf``, so a malformed all-illegal row gives a uniform softmax instead of NaNs) and their terms
+  are dropped, so the network never spends capacity pushing down moves that cannot be played.
+- Value loss: cross-entropy of the win/draw/loss logits against a (N, 3) probability target, which
+  covers both one-hot game results and soft targets (e.g. a mix of result and search value).
+- Losses are computed in float32 even under bf16 autocast: log-softmax over 128 actions in bf16
+  loses the small probabilities that the policy target cares about.
+- ``train_step`` is a plain function (the learner actor owns the loop, logging and checkpoints).
+  bf16 autocast is used on CUDA only; bf16 needs no loss scaling (unlike fp16), and CPU autocast
+  is slower than float32 on most laptop CPUs. Weight decay lives in the optimizer (SGD with
+  momentum or AdamW), not as an L2 term in the loss, so the reported losses are pure prediction
+  losses that can be compared across weight-decay settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+import torch
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+# Fill value for illegal logits: finite so that an all-illegal row cannot produce NaN.
+MASKED_LOGIT = torch.finfo(torch.float32).min
+NUM_WDL = 3  # win, draw, loss
+
+
+@dataclasses.dataclass(frozen=True)
+class Losses:
+    """Mean losses of one batch, as Python floats (``total = policy + value_weight * value``)."""
+
+    policy: float
+    value: float
+    total: float
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainBatch:
+    """One training batch of decoded positions.
+
+    planes: float32 (N, C, S, S) network input (mover's view); mask: bool (N, A) legal actions;
+    target_pi: float32 (N, A) visit distribution, zero on illegal actions, rows sum to 1;
+    target_wdl: float32 (N, 3) result probabilities (win, draw, loss) from the mover's view.
+    """
+
+    planes: np.ndarray
+    mask: np.ndarray
+    target_pi: np.ndarray
+    target_wdl: np.ndarray
+
+    def __post_init__(self) -> None:
+        expected = {
+            "planes": (np.float32, 4),
+            "mask": (np.bool_, 2),
+            "target_pi": (np.float32, 2),
+            "target_wdl": (np.float32, 2),
+        }
+        for name, (dtype, ndim) in expected.items():
+            value = getattr(self, name)
+            if not isinstance(value, np.ndarray) or value.dtype != dtype or value.ndim != ndim:
+                got = (
+                    f"{value.dtype} {value.shape}" if isinstance(value, np.ndarray) else type(value)
+                )
+                raise ValueError(
+                    f"TrainBatch.{name} must be a {ndim}-d {np.dtype(dtype)} array, got {got}"
+                )
+        n = self.planes.shape[0]
+        if self.mask.shape != self.target_pi.shape or self.mask.shape[0] != n:
+            raise ValueError(
+                f"TrainBatch: mask {self.mask.shape} and target_pi {self.target_pi.shape} "
+                f"must both be (N={n}, A)"
+            )
+        if self.target_wdl.shape != (n, NUM_WDL):
+            raise ValueError(f"TrainBatch.target_wdl must be ({n}, 3), got {self.target_wdl.shape}")
+
+    def __len__(self) -> int:
+        return int(self.planes.shape[0])
+
+
+def policy_loss(logits: torch.Tensor, target_pi: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of ``target_pi`` against softmax(logits) restricted to legal actions."""
+    masked = logits.float().masked_fill(~mask, MASKED_LOGIT)
+    log_p = torch.log_softmax(masked, dim=-1)
+    per_action = torch.where(mask, target_pi.float() * log_p, torch.zeros_like(log_p))
+    return -per_action.sum(dim=-1).mean()
+
+
+def value_loss(wdl_logits: torch.Tensor, target_wdl: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of the (N, 3) WDL target against softmax(wdl_logits)."""
+    log_p = torch.log_softmax(wdl_logits.float(), dim=-1)
+    return -(target_wdl.float() * log_p).sum(dim=-1).mean()
+
+
+def batch_to_device(
+    batch: TrainBatch, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Tensors of ``batch`` on ``device`` (planes channels_last on CUDA, matching the model)."""
+    cuda = device.type == "cuda"
+    planes = torch.from_numpy(batch.planes)
+    if cuda:
+        planes = planes.pin_memory().to(device, non_blocking=True)
+        planes = planes.contiguous(memory_format=torch.channels_last)
+    else:
+        planes = planes.to(device)
+    rest = (
+        torch.from_numpy(a).to(device, non_blocking=cuda)
+        for a in (batch.mask, batch.target_pi, batch.target_wdl)
+    )
+    return (planes, *rest)
+
+
+def train_step(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: TrainBatch,
+    *,
+    value_weight: float = 1.0,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    device: str | torch.device,
+) -> Losses:
+    """One optimizer step on ``batch``; returns the batch's losses before the step."""
+    device = torch.device(device)
+    planes, mask, target_pi, target_wdl = batch_to_device(batch, device)
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        policy_logits, wdl_logits = model(planes)
+    p_loss = policy_loss(policy_logits, target_pi, mask)
+    v_loss = value_loss(wdl_logits, target_wdl)
+    total = p_loss + value_weight * v_loss
+    total.backward()
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    values = torch.stack([p_loss, v_loss, total]).detach().cpu().tolist()  # one device sync
+    return Losses(policy=values[0], value=values[1], total=values[2])
