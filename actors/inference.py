@@ -85,14 +85,15 @@ def _check_mask(mask: np.ndarray, num_actions: int) -> None:
 class UniformEvaluator:
     """Equal priors over the legal actions and a draw for every position (no network)."""
 
-    def __init__(self, num_actions: int) -> None:
-        if num_actions <= 0:
+    def __init__(self, num_actions: int | None = None) -> None:
+        """``num_actions`` None accepts any board (the action count is read off the mask)."""
+        if num_actions is not None and num_actions <= 0:
             raise ValueError(f"num_actions must be positive, got {num_actions}")
         self.num_actions = num_actions
         self.version = 0
 
     def evaluate(self, planes: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        _check_mask(mask, self.num_actions)
+        _check_mask(mask, self.num_actions if self.num_actions is not None else mask.shape[-1])
         if len(planes) != len(mask):
             raise ValueError(f"planes has {len(planes)} rows but mask has {len(mask)}")
         legal = mask.astype(np.float32)

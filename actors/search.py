@@ -10,11 +10,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
+from actors.inference import Evaluator, UniformEvaluator
 from game import _core
+
+__all__ = ["Evaluator", "UniformEvaluator", "make_config", "new_search", "search", "step"]
 
 log = logging.getLogger(__name__)
 
@@ -33,34 +36,6 @@ SEARCH_KEYS = (
     "skip_forced_root",
     "seed",
 )
-
-
-class Evaluator(Protocol):
-    """Anything that scores a batch of leaves (actors.inference provides the real ones)."""
-
-    def evaluate(self, planes: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """planes float32 (N,15,S,S), mask bool (N,A) -> priors (N,A), wdl (N,3), mover's view."""
-        ...
-
-
-class UniformEvaluator:
-    """Equal priors over the legal actions and a certain draw: measures the tree alone.
-
-    Returns views of constant arrays of ones: the search renormalises priors over the legal
-    actions, so ones are equal priors, and the batch costs no NumPy work (the tree is timed).
-    """
-
-    def __init__(self) -> None:
-        self._priors = np.ones((0, 0), np.float32)
-        self._wdl = np.zeros((0, 3), np.float32)
-
-    def evaluate(self, planes: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        n, a = mask.shape
-        if self._priors.shape[0] < n or self._priors.shape[1] != a:
-            self._priors = np.ones((max(n, 2 * self._priors.shape[0]), a), np.float32)
-            self._wdl = np.zeros((len(self._priors), 3), np.float32)
-            self._wdl[:, 1] = 1.0
-        return self._priors[:n], self._wdl[:n]
 
 
 @dataclass(frozen=True)
