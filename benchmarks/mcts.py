@@ -142,55 +142,11 @@ def tree_mode(args: argparse.Namespace) -> None:
         )
 
 
-class StandInNetwork:
-    """A residual tower of the default shape in plain PyTorch, used only while
-    actors.inference (the project's network wrapper) is missing from this checkout: the cost
-    of a forward pass, not a trained policy. Priors: masked softmax; value: softmax of 3."""
-
-    def __init__(self, blocks: int, channels: int, size: int = 8) -> None:
-        import torch
-        from torch import nn
-
-        def conv(cin: int, cout: int) -> nn.Module:
-            return nn.Sequential(
-                nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()
-            )
-
-        area, actions = size * size, size * size * 2
-        self.torch = torch
-        self.stem = conv(_core.NUM_PLANES, channels).eval()
-        self.tower = nn.ModuleList(
-            nn.Sequential(conv(channels, channels), conv(channels, channels)) for _ in range(blocks)
-        ).eval()
-        self.policy = nn.Sequential(
-            conv(channels, 8), nn.Flatten(), nn.Linear(8 * area, actions)
-        ).eval()
-        self.value = nn.Sequential(
-            conv(channels, 4), nn.Flatten(), nn.Linear(4 * area, 64), nn.ReLU(), nn.Linear(64, 3)
-        ).eval()
-
-    def evaluate(self, planes: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        torch = self.torch
-        with torch.inference_mode():
-            x = self.stem(torch.from_numpy(planes))
-            for block in self.tower:
-                x = torch.relu(x + block(x))
-            logits = self.policy(x).masked_fill(~torch.from_numpy(mask), float("-inf"))
-            return torch.softmax(logits, 1).numpy(), torch.softmax(self.value(x), 1).numpy()
-
-
-def network_evaluator(blocks: int, channels: int) -> tuple[Evaluator, str]:
-    try:
-        import actors.inference  # noqa: F401
-    except ImportError:
-        print(
-            "actors.inference is not in this checkout: timing a stand-in residual network of "
-            f"{blocks} blocks x {channels} channels instead"
-        )
-        return StandInNetwork(blocks, channels), f"a stand-in {blocks}x{channels} network"
+def network_evaluator(checkpoint: str | None) -> tuple[Evaluator, str]:
     from actors.self_play import load_evaluator
 
-    return load_evaluator(None, 8), "the default network (actors.inference)"
+    what = checkpoint or "a fresh network of the default model config (conf/model/default.yaml)"
+    return load_evaluator(checkpoint, 8), what
 
 
 def selfplay_mode(args: argparse.Namespace) -> None:
@@ -201,7 +157,7 @@ def selfplay_mode(args: argparse.Namespace) -> None:
     cfg["selfplay"]["games_in_parallel"] = args.games
     if args.simulations_set:
         cfg["mcts"]["simulations"] = args.simulations
-    evaluator, name = network_evaluator(args.blocks, args.channels)
+    evaluator, name = network_evaluator(args.checkpoint)
     deadline = time.perf_counter() + args.seconds
     _, st = run_self_play(
         evaluator, cfg, args.games, None, seed=0, stop=lambda: time.perf_counter() > deadline
@@ -234,8 +190,7 @@ def main() -> None:
         "--seconds", type=float, default=3.0, help="time per measurement (self-play: 30 is good)"
     )
     parser.add_argument("--all-cores", action="store_true", help="do not pin to one core")
-    parser.add_argument("--blocks", type=int, default=6, help="stand-in network blocks")
-    parser.add_argument("--channels", type=int, default=64, help="stand-in network channels")
+    parser.add_argument("--checkpoint", help="network to time in --selfplay (default: a fresh one)")
     args = parser.parse_args()
     args.simulations_set = "--simulations" in sys.argv
     if not args.all_cores:
