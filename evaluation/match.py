@@ -61,12 +61,41 @@ class Opening:
     moves: tuple[str, ...]  # played from the initial position before the players take over
 
 
-def load_openings(kind: str = "deck", path: Path | str | None = None) -> list[Opening]:
-    """The openings of ``kind``: ``deck`` (the ACF tournament ballots) or ``start``."""
+SMALL_BOARD_OPENING_PLIES = 3  # the small board's deck: every 3-ply start, as the ACF deck is
+
+
+def small_board_openings(size: int, plies: int = SMALL_BOARD_OPENING_PLIES) -> list[Opening]:
+    """Every sequence of ``plies`` moves from the start of a small board (106 on 6x6).
+
+    The ACF ballots exist only for 8x8; this plays the same role on the small board: varied,
+    reproducible starting points, each played with colours reversed.
+    """
+    out: list[Opening] = []
+
+    def walk(pos: Position, moves: tuple[str, ...]) -> None:
+        if len(moves) == plies or pos.is_over():
+            out.append(Opening(f"{size}x{size} #{len(out) + 1}", moves))
+            return
+        for move in pos.legal_moves():
+            child = pos.copy()
+            child.play(move)
+            walk(child, (*moves, str(move)))
+
+    walk(Position(size), ())
+    return out
+
+
+def load_openings(
+    kind: str = "deck", path: Path | str | None = None, *, size: int = 8
+) -> list[Opening]:
+    """The openings of ``kind``: ``deck`` (the ACF tournament ballots; on a small board every
+    3-ply start) or ``start``."""
     if kind == "start":
         return [Opening("start", ())]
     if kind != "deck":
         raise ValueError(f"unknown openings {kind!r}; use one of {OPENING_KINDS}")
+    if size != 8:
+        return small_board_openings(size)
     source = Path(path) if path is not None else BALLOTS_PATH
     if not source.is_file():
         raise ValueError(f"opening deck not found at {source}")
@@ -498,10 +527,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if args.size != 8 and args.openings == "deck":
-        args.openings = "start"  # the ACF deck is for 8x8
     try:
-        openings = load_openings(args.openings)
+        openings = load_openings(args.openings, size=args.size)
         options = load_baseline(args.baseline)
         started = time.monotonic()
 

@@ -169,7 +169,8 @@ class EmbeddedRedis:
         self._requested_port = port
         self._start_timeout_s = start_timeout_s
         self._stop_timeout_s = stop_timeout_s
-        self.data_dir = Path(run_dir) / "redis"
+        # Absolute: redis-server changes into `dir` before it opens the (relative) logfile.
+        self.data_dir = Path(run_dir).resolve() / "redis"
         self._port: int | None = None
         self._password: str | None = None
         self._process: subprocess.Popen[bytes] | None = None

@@ -128,6 +128,16 @@ class Trainer:
             step=self.counters.step,
             version=self.counters.version,
         )
+        # Every checkpoint's weights are kept (about 1 MB each for the default network), so the
+        # run's strength can be charted afterwards against fixed opponents.
+        weights_dir = ckpt_dir / "weights"
+        weights_dir.mkdir(exist_ok=True)
+        save_checkpoint(
+            weights_dir / f"step_{self.counters.step:08d}.safetensors",
+            self.model,
+            step=self.counters.step,
+            version=self.counters.version,
+        )
         for old in sorted(self._states(ckpt_dir))[:-keep]:
             old.unlink(missing_ok=True)
         return path

@@ -429,3 +429,12 @@ def test_bad_arguments_are_rejected(client):
     with pytest.raises(TypeError, match="bytes"):
         store.add_game("text", 3)  # type: ignore[arg-type]
     assert store.stats().games_added == 0  # nothing was written by the bad calls
+
+
+def test_server_starts_from_a_relative_run_dir(tmp_path, monkeypatch):
+    """The default run_dir (runs/<time>) is relative; redis-server must still find its files."""
+    monkeypatch.chdir(tmp_path)
+    with EmbeddedRedis("runs/relative") as server:
+        client = connect(server.url, server.password, retries=1, backoff_s=0.05)
+        assert client.ping()
+    assert (tmp_path / "runs" / "relative" / "redis" / "redis.log").is_file()
