@@ -1,0 +1,131 @@
+"""Does the value head tell won, drawn and lost positions apart? WDL on expert games.
+
+Draws dominate checkers between good players, and a value head trained mostly on draws can
+collapse to "always a draw". This measures it on positions the network never trained on: the
+OCA archive of expert games (self-play never reads it). Positions are sampled from each game
+(after the opening, before the last moves), encoded with their real history, evaluated by the
+network without search, and grouped by how the game ended for the side to move. A healthy value
+head predicts a higher win share in positions from won games than from drawn ones, and a higher
+loss share in lost ones.
+
+    python -m evaluation.calibration runs/x/checkpoints/latest.safetensors --games 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from game import encoding
+from game.pdn import PdnGame, iter_pdn
+from game.position import Position
+
+DEFAULT_ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "OCA_2.0.pdn"
+SKIP_OPENING_PLIES = 6  # the first plies are book moves: every result shares them
+SKIP_FINAL_PLIES = 4  # the last plies often show the result outright (a resignation position)
+OUTCOMES = ("won", "drawn", "lost")  # from the view of the side to move
+
+
+@dataclass(frozen=True)
+class Calibration:
+    outcome: str
+    positions: int
+    mean_wdl: tuple[float, float, float]  # mean predicted (win, draw, loss), side to move's view
+
+
+def sample_positions(
+    games: Iterable[PdnGame], per_game: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Packed histories (n, HISTORY, 4) and outcome indices (0 won, 1 drawn, 2 lost)."""
+    packed, outcome = [], []
+    for game in games:
+        if game.result not in ("1-0", "0-1", "1/2-1/2"):
+            continue
+        plies = len(game.moves)
+        lo, hi = SKIP_OPENING_PLIES, plies - SKIP_FINAL_PLIES
+        if hi <= lo:
+            continue
+        chosen = set(rng.choice(np.arange(lo, hi), size=min(per_game, hi - lo), replace=False))
+        pos = Position()
+        for ply, move in enumerate(game.moves):
+            if ply in chosen:
+                packed.append(pos.game.pack_history())
+                if game.result == "1/2-1/2":
+                    outcome.append(1)
+                else:
+                    black_won = game.result == "1-0"
+                    outcome.append(0 if black_won == (pos.turn == "B") else 2)
+            pos.play(move)
+    return np.array(packed, np.uint32), np.array(outcome, np.int64)
+
+
+def calibrate(
+    evaluator, packed: np.ndarray, outcome: np.ndarray, size: int = 8, batch: int = 512
+) -> list[Calibration]:
+    wdl = []
+    for start in range(0, len(packed), batch):
+        chunk = packed[start : start + batch]
+        planes = encoding.encode(chunk, size)
+        masks = encoding.legal_masks(chunk, size)
+        wdl.append(evaluator.evaluate(planes, masks)[1])
+    values = np.concatenate(wdl) if wdl else np.zeros((0, 3), np.float32)
+    out = []
+    for k, name in enumerate(OUTCOMES):
+        rows = values[outcome == k]
+        mean = tuple(float(x) for x in rows.mean(0)) if len(rows) else (float("nan"),) * 3
+        out.append(Calibration(name, len(rows), mean))
+    return out
+
+
+def format_table(rows: list[Calibration]) -> str:
+    lines = [
+        "| game result (side to move) | positions | predicted win | draw | loss |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        win, draw, loss = r.mean_wdl
+        lines.append(f"| {r.outcome} | {r.positions} | {win:.3f} | {draw:.3f} | {loss:.3f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from actors.self_play import load_evaluator
+
+    parser = argparse.ArgumentParser(
+        prog="python -m evaluation.calibration",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("checkpoint", help="network checkpoint (.safetensors)")
+    parser.add_argument("--archive", type=Path, default=DEFAULT_ARCHIVE, help="PDN of expert games")
+    parser.add_argument("--games", type=int, default=2000, help="games sampled from the archive")
+    parser.add_argument("--per-game", type=int, default=4, help="positions sampled per game")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--csv", type=Path, help="also write the table as CSV")
+    args = parser.parse_args(argv)
+    if not args.archive.is_file():
+        sys.exit(f"error: archive not found at {args.archive}")
+    rng = np.random.default_rng(args.seed)
+    games = list(iter_pdn(args.archive.read_text(encoding="latin-1")))
+    picked = [
+        games[i] for i in rng.choice(len(games), size=min(args.games, len(games)), replace=False)
+    ]
+    packed, outcome = sample_positions(picked, args.per_game, rng)
+    rows = calibrate(load_evaluator(args.checkpoint, 8), packed, outcome)
+    print(format_table(rows))
+    if args.csv:
+        with args.csv.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["outcome", "positions", "win", "draw", "loss"])
+            for r in rows:
+                w.writerow([r.outcome, r.positions, *r.mean_wdl])
+
+
+if __name__ == "__main__":
+    main()
