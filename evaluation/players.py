@@ -18,6 +18,7 @@ a checkpoint path (or any other spec)
 
 from __future__ import annotations
 
+import importlib
 import logging
 import random
 import re
@@ -172,6 +173,10 @@ def search(
 # when the spec is not one of its own (so several factories can be registered side by side).
 PlayerFactory = Callable[..., "Player | None"]
 _FACTORIES: list[PlayerFactory] = []
+# Modules whose import registers the project's own factories (checkpoint and MCTS players). They
+# import torch, so make_player imports them only on meeting a spec that is not minimax or random;
+# every process (match workers included) then knows those specs with no --player-module flag.
+BUILTIN_PLAYER_MODULES = ("evaluation.network_player",)
 
 
 def register_player_factory(factory: PlayerFactory) -> PlayerFactory:
@@ -214,6 +219,8 @@ def make_player(
             raise ValueError(f"player spec {spec!r}: {e}") from None
     if m := _RANDOM_SPEC.fullmatch(text):
         return RandomPlayer(int(m["seed"]) if m["seed"] is not None else seed)
+    for module in BUILTIN_PLAYER_MODULES:
+        importlib.import_module(module)
     for factory in _FACTORIES:
         player = factory(text, weights=weights, seed=seed, tt_mb=tt_mb, **options)
         if player is not None:

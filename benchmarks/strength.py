@@ -1,0 +1,224 @@
+"""Network strength on the minimax ladder, and what extra search buys.
+
+Default::
+
+    python benchmarks/strength.py [--checkpoint PATH] [--sims 100] [--max-depth 4] [--games 20]
+
+The network (a checkpoint; by default the shipped one, ``game/data/*.safetensors``, else a
+randomly initialised network of ``conf/model/default.yaml``, said so in the output) searches
+with MCTS at ``--sims`` simulations per decision (no noise, most visited move) and plays
+``--games`` games against each ladder player (``random``, ``minimax:1`` .. ``minimax:N``) from
+the ACF 3-move deck, colours reversed. The rungs also play each other (``--ladder-games`` per
+adjacent pair), and every player's rating is fitted by maximum likelihood with draws
+(evaluation.elo.fit_ratings, BayesElo's model, first-move advantage), random anchored at 0.
+
+Search budget::
+
+    python benchmarks/strength.py --budget 16,64,256,1024 [--checkpoint PATH] ...
+
+The same network at each simulation budget plays the same ladder with the same openings; one
+fit rates them all, so the table shows the Elo each budget reaches and what each step up buys.
+
+Games run on a process pool (``--workers``) or Ray (``--ray``), one task per game pair, each
+worker loading the checkpoint itself (evaluation.match.run_match). ``--out DIR`` writes every
+game as PDN and the fitted ratings as CSV.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from evaluation.elo import PairResult, Ratings, fit_ratings, match_elo
+from evaluation.evaluator import pair_results
+from evaluation.match import MatchResult, load_openings, run_match
+from game.pdn import write_pdn
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED_GLOB = "game/data/*.safetensors"
+ANCHOR = "random"
+
+
+def shipped_checkpoint() -> Path | None:
+    """The network shipped with the project, if any (the newest by name)."""
+    found = sorted(ROOT.glob(SHIPPED_GLOB))
+    return found[-1] if found else None
+
+
+def random_init_checkpoint(directory: Path, seed: int) -> Path:
+    """A randomly initialised network of the default model config, saved for the workers."""
+    import torch
+    import yaml
+
+    from learner.checkpoint import save_checkpoint
+    from learner.network import CheckersNet, ModelConfig
+
+    values = yaml.safe_load((ROOT / "conf" / "model" / "default.yaml").read_text())
+    torch.manual_seed(seed)
+    path = directory / "random_init.safetensors"
+    save_checkpoint(path, CheckersNet(ModelConfig(**values)), step=0, version=0)
+    return path
+
+
+def network_spec(path: Path, sims: int, device: str) -> str:
+    spec = f"{path}:sims={sims}"
+    return spec if device == "cpu" else f"{spec},device={device}"
+
+
+def play(
+    a: str,
+    b: str,
+    games: int,
+    args: argparse.Namespace,
+    log: list[MatchResult],
+    label: str | None = None,
+) -> list[PairResult]:
+    """A match of specs ``a`` and ``b``, printed; its games as PairResults (``a`` as ``label``)."""
+    deck = load_openings("deck")
+    start = time.perf_counter()
+    result = run_match(
+        a,
+        b,
+        deck,
+        games=games,
+        seed=args.seed,
+        max_plies=args.max_plies,
+        workers=args.workers,
+        ray_mode=args.ray,
+    )
+    log.append(result)
+    name = label or result.player_a
+    elo = match_elo(result.wins, result.draws, result.losses)
+    print(
+        f"  {name:<16} {result.player_b:<10} +{result.wins:<3} ={result.draws:<3} "
+        f"-{result.losses:<3} {100 * result.score:5.1f}%  Elo {elo.elo:+6.0f} "
+        f"[{elo.elo_lower:+.0f}, {elo.elo_upper:+.0f}]  {time.perf_counter() - start:6.1f} s",
+        flush=True,
+    )
+    return pair_results(result.pairs, name, result.player_b)
+
+
+def print_ratings(ratings: Ratings, budgets: dict[str, int]) -> None:
+    print(
+        f"\nFitted ratings (BayesElo draw model, {ANCHOR} = 0, draw_elo {ratings.draw_elo:.0f}, "
+        f"first move {ratings.first_move_elo or 0:+.0f}):"
+    )
+    print(f"  {'player':<16} {'Elo':>6}  {'95% interval':<16} {'games':>5}  {'score':>6}")
+    for p in sorted(ratings.players, key=lambda p: p.elo):
+        interval = "anchor" if p.anchored else f"[{p.lower:+.0f}, {p.upper:+.0f}]"
+        print(
+            f"  {p.name:<16} {p.elo:>+6.0f}  {interval:<16} {p.games:>5}  "
+            f"{100 * p.points / max(p.games, 1):5.1f}%"
+        )
+    if len(budgets) > 1:
+        print("\nStrength against search budget:")
+        print(f"  {'simulations':>11} {'Elo':>6}  {'95% interval':<16} {'gain':>6}")
+        previous = None
+        for name, sims in sorted(budgets.items(), key=lambda kv: kv[1]):
+            p = ratings[name]
+            gain = "" if previous is None else f"{p.elo - previous:+.0f}"
+            print(f"  {sims:>11} {p.elo:>+6.0f}  [{p.lower:+.0f}, {p.upper:+.0f}]{'':<4} {gain:>6}")
+            previous = p.elo
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--checkpoint", type=Path, help="network (default: the shipped one)")
+    parser.add_argument("--sims", type=int, default=100, help="simulations per decision")
+    parser.add_argument("--budget", help="comma-separated simulation budgets, e.g. 16,64,256,1024")
+    parser.add_argument("--max-depth", type=int, default=4, choices=range(1, 9), metavar="1..8")
+    parser.add_argument("--games", type=int, default=20, help="games per ladder player (even)")
+    parser.add_argument(
+        "--ladder-games", type=int, default=20, help="games between adjacent rungs (even)"
+    )
+    parser.add_argument("--max-plies", type=int, default=300)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--ray", choices=("auto", "on", "off"), default="auto", help="off: a process pool"
+    )
+    parser.add_argument("--device", default="cpu", help="network device: cpu, cuda, auto")
+    parser.add_argument("--seed", type=int, default=0, help="opening order and random init")
+    parser.add_argument("--out", type=Path, help="write games (PDN) and ratings (CSV) here")
+    args = parser.parse_args(argv)
+    budgets_list = (
+        [int(x) for x in args.budget.split(",") if x.strip()] if args.budget else [args.sims]
+    )
+    if not budgets_list or min(budgets_list) < 1:
+        parser.error("--budget needs positive simulation counts, e.g. 16,64,256")
+    for flag in ("games", "ladder_games"):
+        if getattr(args, flag) <= 0 or getattr(args, flag) % 2:
+            parser.error(f"--{flag.replace('_', '-')} must be a positive even number")
+
+    started_ray = False
+    if args.workers == 1:
+        args.ray = "off"  # one worker: play in this process, nothing to start
+    elif args.ray != "off":
+        try:
+            import ray
+
+            if not ray.is_initialized():
+                # Started once here, so its workers (and their torch import) serve every match.
+                ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
+                started_ray = True
+        except ImportError:
+            if args.ray == "on":
+                parser.error("--ray on, but Ray is not installed")
+            args.ray = "off"
+    try:
+        return run(args, budgets_list)
+    finally:
+        if started_ray:
+            ray.shutdown()
+
+
+def run(args: argparse.Namespace, budgets_list: list[int]) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        checkpoint = args.checkpoint or shipped_checkpoint()
+        if checkpoint is None:
+            checkpoint = random_init_checkpoint(Path(tmp), args.seed)
+            print("No checkpoint given and none shipped: a RANDOMLY INITIALISED network plays.")
+        elif not checkpoint.is_file():
+            print(f"error: checkpoint {checkpoint} not found", file=sys.stderr)
+            return 2
+        ladder = [ANCHOR] + [f"minimax:{d}" for d in range(1, args.max_depth + 1)]
+        print(
+            f"Network {checkpoint.name}, budgets {budgets_list}; ladder {ladder}; "
+            f"{args.games} games per opponent from the ACF deck, seed {args.seed}"
+        )
+        results: list[PairResult] = []
+        log: list[MatchResult] = []
+        started = time.perf_counter()
+        print(f"Ladder rungs ({args.ladder_games} games each):")
+        for weaker, stronger in itertools.pairwise(ladder):
+            results += play(stronger, weaker, args.ladder_games, args, log)
+        budgets: dict[str, int] = {}
+        for sims in budgets_list:
+            spec = network_spec(checkpoint, sims, args.device)
+            print(f"Network at {sims} simulations:")
+            for opponent in ladder:
+                label = f"net:sims={sims}"
+                results += play(spec, opponent, args.games, args, log, label)
+                budgets[label] = sims
+        ratings = fit_ratings(results, {ANCHOR: 0.0}, first_move_advantage=True)
+        print_ratings(ratings, budgets)
+        print(f"\n{sum(r.num_games for r in log)} games in {time.perf_counter() - started:.0f} s")
+        if args.out is not None:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "games.pdn").write_text(write_pdn(g for r in log for g in r.pdn_games()))
+            lines = ["player,elo,lower,upper,games,points"] + [
+                f"{p.name},{p.elo:.1f},{p.lower:.1f},{p.upper:.1f},{p.games},{p.points:g}"
+                for p in ratings.players
+            ]
+            (args.out / "ratings.csv").write_text("\n".join(lines) + "\n")
+            print(f"wrote {args.out / 'games.pdn'} and {args.out / 'ratings.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
