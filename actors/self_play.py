@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from actors import openings as op
 from actors.records import RESIGNED, GameRecord, Result, Termination, sparse_visits
 from actors.search import Evaluator, UniformEvaluator, new_search
 from game import _core
+from game import openings as op
 from game.pdn import PdnGame, game_from_position, write_pdn
 from game.position import Position
 
@@ -220,7 +220,7 @@ def run_self_play(
     if n_games is not None and n_games < 0:
         raise ValueError(f"n_games must be >= 0, got {n_games}")
     limit = float("inf") if n_games is None else n_games
-    deck = list(openings) if openings is not None else op.choose_openings(s.openings, s.size)
+    deck = list(openings) if openings is not None else op.load_openings(s.openings, s.size)
     rng = np.random.default_rng(seed)
     n_slots = max(1, int(min(s.games_in_parallel, limit)))
     mcts = new_search(n_slots, s.size, cfg["mcts"], seed=seed)
@@ -239,7 +239,7 @@ def run_self_play(
         opening = op.pick(deck, rng)
         enabled = s.resign and rng.random() >= s.resign_disabled_share
         slots[i] = _Slot(opening=opening, resign_enabled=enabled)
-        mcts.reset(i, op.opening_game(opening, s.size, s.max_plies))
+        mcts.reset(i, opening.start_game(s.max_plies))
         started += 1
 
     def finish(i: int, result: Result, termination: Termination) -> None:
@@ -402,7 +402,7 @@ def record_to_pdn(
     }
     ballot = next((o for o in openings if o.id == record.opening_id), None)
     if ballot is not None and ballot.moves:
-        tags["Opening"] = f"ACF {ballot.id}: {ballot.moves}"
+        tags["Opening"] = f"{ballot.name}: {' '.join(ballot.moves)}"
     start = Position.from_game(start_game(record))
     return game_from_position(start, record_moves(record), PDN_RESULT[record.result], tags)
 
@@ -469,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.size != 8:
         cfg["selfplay"]["openings"] = "start"
     evaluator = UniformEvaluator() if args.uniform else load_evaluator(args.checkpoint, args.size)
-    deck = op.choose_openings(cfg["selfplay"]["openings"], args.size)
+    deck = op.load_openings(cfg["selfplay"]["openings"], args.size)
     records, st = run_self_play(evaluator, cfg, args.games, deck, args.seed)
     results = {
         name: sum(r.result == res for r in records)

@@ -50,7 +50,6 @@ import json
 import logging
 import math
 import os
-import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -62,28 +61,17 @@ import ray
 
 from evaluation.elo import PairResult, Ratings, fit_ratings
 from evaluation.gating import ACCEPT, CONTINUE, REJECT, SPRT, GateDecision
-from evaluation.match import (
-    MatchResult,
-    Opening,
-    PairRecord,
-    load_openings,
-    play_match,
-    play_pair,
-    schedule,
-)
+from evaluation.match import MatchResult, PairRecord, play_match, play_pair, schedule
 from evaluation.players import Player, make_player
+from game.openings import KINDS as OPENING_KINDS
+from game.openings import Opening, extend_openings, load_openings
 from game.pdn import write_pdn
-from game.position import Position
 
 logger = logging.getLogger(__name__)
 
 EVAL_DIR = "eval"  # under the run directory: PDN games, decisions.jsonl, ratings.csv/png
-OPENING_KINDS = ("deck", "start", "random")
 # Plies of uniformly random moves that make a "random" opening, and how many distinct ones to
 # draw: enough variety for deterministic players on the 6x6 board, where there is no deck.
-RANDOM_OPENING_PLIES = 4
-RANDOM_OPENING_COUNT = 200
-RANDOM_OPENING_TRIES = 20  # draws per wanted opening before settling for fewer distinct ones
 GATE_SPRT_KEYS = ("elo0", "elo1", "alpha", "beta", "model", "method", "max_games")
 METRIC_PREFIX = "eval/"
 # Seconds between restarts of an evaluator loop that keeps failing (the first is immediate), so a
@@ -124,76 +112,6 @@ def weights_key(namespace: str, version: int | str) -> str:
 
 
 # ----------------------------------------------------------------------------- openings
-
-
-def random_openings(
-    size: int,
-    *,
-    plies: int = RANDOM_OPENING_PLIES,
-    count: int = RANDOM_OPENING_COUNT,
-    seed: int = 0,
-) -> list[Opening]:
-    """Up to ``count`` distinct openings of ``plies`` uniformly random moves (seeded)."""
-    rng = random.Random(seed)
-    seen: set[int] = set()
-    out: list[Opening] = []
-    for _ in range(count * RANDOM_OPENING_TRIES):
-        if len(out) >= count:
-            break
-        pos = Position(size)
-        moves = []
-        for _ in range(plies):
-            legal = pos.legal_moves()
-            if not legal or pos.is_over():
-                break
-            moves.append(str(pos.play(rng.choice(legal))))
-        if pos.is_over() or pos.game.hash in seen:
-            continue
-        seen.add(pos.game.hash)
-        out.append(Opening(f"random {len(out) + 1}", tuple(moves)))
-    return out
-
-
-def extend_openings(
-    openings: Sequence[Opening], plies: int, *, size: int = 8, seed: int = 0
-) -> list[Opening]:
-    """A copy of each opening continued by ``plies`` random legal moves (seeded), keeping only
-    positions that differ from each other and from the originals: more distinct starting points
-    for deterministic players, who replay the same game from a repeated opening."""
-    rng = random.Random(seed)
-    seen: set[int] = set()
-    ends: list[tuple[Opening, Position]] = []
-    for o in openings:
-        pos = Position(size)
-        for text in o.moves:
-            pos.play(text)
-        seen.add(pos.game.hash)
-        ends.append((o, pos))
-    out: list[Opening] = []
-    for o, pos in ends:
-        moves = list(o.moves)
-        for _ in range(plies):
-            legal = pos.legal_moves() if not pos.is_over() else []
-            if not legal:
-                break
-            moves.append(str(pos.play(rng.choice(legal))))
-        if pos.is_over() or pos.game.hash in seen:
-            continue
-        seen.add(pos.game.hash)
-        out.append(Opening(f"{o.name} +{plies}", tuple(moves)))
-    return out
-
-
-def evaluation_openings(kind: str, size: int, seed: int = 0) -> list[Opening]:
-    """``deck`` (the ACF ballots; 8x8 only, the 6x6 board falls back to ``random``),
-    ``start`` (the initial position only) or ``random`` (:func:`random_openings`)."""
-    if kind not in OPENING_KINDS:
-        raise ValueError(f"evaluation.openings must be one of {OPENING_KINDS}, got {kind!r}")
-    if kind == "deck" and size != 8:
-        kind = "random"
-    if kind == "random":
-        return random_openings(size, seed=seed)
-    return load_openings(kind)
 
 
 # ----------------------------------------------------------------------------- gate
@@ -527,12 +445,10 @@ class EvaluatorWorker:
         self.ns = settings.namespace
         self.channel = WeightsChannel(client, namespace=self.ns)
         self.eval_dir = Path(run_dir) / EVAL_DIR
-        self.openings = evaluation_openings(settings.openings, settings.size, settings.seed)
+        self.openings = load_openings(settings.openings, settings.size, seed=settings.seed)
         # The gate may need more distinct openings than the deck has (see the module docstring).
         self.gate_openings = self.openings + (
-            extend_openings(
-                self.openings, settings.extend_openings, size=settings.size, seed=settings.seed
-            )
+            extend_openings(self.openings, settings.extend_openings, seed=settings.seed)
             if settings.extend_openings
             else []
         )
@@ -1077,13 +993,10 @@ __all__ = [
     "EvaluatorHandle",
     "EvaluatorWorker",
     "calibration_results",
-    "evaluation_openings",
-    "extend_openings",
     "fit_all",
     "gate",
     "ladder_results",
     "pair_results",
-    "random_openings",
     "read_eval_metrics",
     "start_evaluator",
 ]

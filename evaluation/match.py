@@ -21,7 +21,6 @@ never as pickled objects.
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib
 import logging
 import os
@@ -37,14 +36,13 @@ from typing import Any
 
 from evaluation.elo import EloEstimate, match_elo
 from evaluation.players import Player, make_player
+from game.openings import KINDS as OPENING_KINDS
+from game.openings import Opening, load_openings
 from game.pdn import PdnGame, write_pdn
 from game.position import Position
 
 logger = logging.getLogger(__name__)
 
-BALLOTS_PATH = Path(__file__).resolve().parent.parent / "game" / "data" / "acf_3move_ballots.csv"
-TOURNAMENT_DECKS = frozenset({"crossboard", "mailplay"})  # the 156-ballot deck; "barred" is out
-OPENING_KINDS = ("deck", "start")
 # A game reaching this many plies is drawn by the ply cap. Expert games rarely pass 150 plies
 # and the forty-move rule ends shuffling endings well before 300; the cap only stops pathologies.
 DEFAULT_MAX_PLIES = 300
@@ -53,60 +51,6 @@ DEFAULT_MAX_PLIES = 300
 DEFAULT_PAIR_TIMEOUT_S = 1800.0
 EVENT = "checkerzero match"
 PAIR_POINTS = (0.0, 0.5, 1.0, 1.5, 2.0)  # the pentanomial categories: A's points over a pair
-
-
-@dataclass(frozen=True)
-class Opening:
-    name: str  # "ACF 12" for ballot 12 of the ACF table, "start" for the initial position
-    moves: tuple[str, ...]  # played from the initial position before the players take over
-
-
-SMALL_BOARD_OPENING_PLIES = 3  # the small board's deck: every 3-ply start, as the ACF deck is
-
-
-def small_board_openings(size: int, plies: int = SMALL_BOARD_OPENING_PLIES) -> list[Opening]:
-    """Every sequence of ``plies`` moves from the start of a small board (106 on 6x6).
-
-    The ACF ballots exist only for 8x8; this plays the same role on the small board: varied,
-    reproducible starting points, each played with colours reversed.
-    """
-    out: list[Opening] = []
-
-    def walk(pos: Position, moves: tuple[str, ...]) -> None:
-        if len(moves) == plies or pos.is_over():
-            out.append(Opening(f"{size}x{size} #{len(out) + 1}", moves))
-            return
-        for move in pos.legal_moves():
-            child = pos.copy()
-            child.play(move)
-            walk(child, (*moves, str(move)))
-
-    walk(Position(size), ())
-    return out
-
-
-def load_openings(
-    kind: str = "deck", path: Path | str | None = None, *, size: int = 8
-) -> list[Opening]:
-    """The openings of ``kind``: ``deck`` (the ACF tournament ballots; on a small board every
-    3-ply start) or ``start``."""
-    if kind == "start":
-        return [Opening("start", ())]
-    if kind != "deck":
-        raise ValueError(f"unknown openings {kind!r}; use one of {OPENING_KINDS}")
-    if size != 8:
-        return small_board_openings(size)
-    source = Path(path) if path is not None else BALLOTS_PATH
-    if not source.is_file():
-        raise ValueError(f"opening deck not found at {source}")
-    openings = []
-    with source.open(newline="") as f:
-        for row in csv.DictReader(f):
-            if row["deck"] in TOURNAMENT_DECKS:
-                openings.append(Opening(f"ACF {row['acf_number']}", tuple(row["moves"].split())))
-    if not openings:
-        raise ValueError(f"no tournament ballots (deck {sorted(TOURNAMENT_DECKS)}) in {source}")
-    return openings
 
 
 @dataclass(frozen=True)
@@ -367,7 +311,7 @@ def _pair_task(
         importlib.import_module(module)
     a = make_player(spec_a, **options)
     b = make_player(spec_b, **options)
-    opening = Opening(opening_name, tuple(opening_moves))
+    opening = Opening(opening_name, tuple(opening_moves), size=size)
     return play_pair(a, b, opening, index, max_plies=max_plies, size=size).to_dict()
 
 

@@ -17,18 +17,17 @@ from evaluation.evaluator import (
     EvaluatorWorker,
     calibration_results,
     decisions_key,
-    extend_openings,
     fit_all,
     gate,
     ladder_results,
     pair_results,
-    random_openings,
     read_eval_metrics,
     results_key,
 )
-from evaluation.match import load_openings, play_match, run_match
+from evaluation.match import play_match, run_match
 from evaluation.network_player import MCTSPlayer, parse_spec
 from evaluation.players import make_player
+from game.openings import extend_openings, load_openings, random_openings
 from game.pdn import read_pdn, write_pdn
 from game.position import Position
 from learner.checkpoint import encode_checkpoint, save_checkpoint

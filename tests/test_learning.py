@@ -52,7 +52,7 @@ def test_six_by_six_training_beats_random_and_minimax_1(tmp_path):
     checkpoint = run_dir / "checkpoints" / "latest.safetensors"
     assert checkpoint.is_file()
 
-    openings = load_openings("deck", size=6)
+    openings = load_openings("deck", 6)
     trained = f"{checkpoint}:sims={SIMULATIONS}"
     for opponent in ("random:7", "minimax:1"):
         result = run_match(

@@ -314,16 +314,17 @@ def test_command_line_plays_and_writes_pdn(tmp_path):
 
 
 def test_opening_deck_positions_follow_from_their_moves():
-    from actors.openings import load_deck, opening_game
+    from game.openings import acf_deck, load_openings
     from game.position import Position
 
-    deck = load_deck()
+    deck = acf_deck(tournament_only=False)
     assert len(deck) == 174 and sorted(o.id for o in deck) == list(range(1, 175))
+    assert len(load_openings("deck")) == 156  # the tournament ballots, barred ones left out
     for opening in deck:
         pos = Position()
-        for move in opening.moves.split():
+        for move in opening.moves:
             pos.play(move)
-        game = opening_game(opening, 8, max_plies=300)
+        game = opening.start_game(max_plies=300)
         assert (game.black, game.white, game.kings, game.white_to_move) == (
             pos.game.black,
             pos.game.white,
