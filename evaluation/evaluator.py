@@ -333,6 +333,9 @@ class EvalSettings:
     device: str
     torch_threads: int
     write_pdn: bool
+    # Gate candidates against the best (actors play the promoted weights). Off: AlphaZero's
+    # scheme, actors play the newest weights and the evaluator only rates candidates.
+    gating: bool = True
     mcts: dict[str, Any] = field(default_factory=dict)  # network players' search settings
     gate: dict[str, Any] = field(default_factory=dict)  # the SPRT's settings
     elo: dict[str, Any] = field(default_factory=dict)  # fit_ratings' settings
@@ -384,6 +387,7 @@ class EvalSettings:
             device=str(get("device")),
             torch_threads=int(get("torch_threads")),
             write_pdn=bool(get("write_pdn")),
+            gating=bool(ev.get("gating", True)),
             mcts=play_settings(mcts),
             gate={k: v for k, v in dict(get("gate")).items() if k in GATE_SPRT_KEYS},
             elo=dict(get("elo")),
@@ -670,7 +674,8 @@ class EvaluatorWorker:
             candidate = self._best[1]
         else:
             candidate = self.network_player(version, data)
-        self.run_gate(version, candidate)
+        if self.s.gating:
+            self.run_gate(version, candidate)
         self.play_ladder(version, candidate)
         self.client.hset(done_key(self.ns), "last_version", version)
         self.publish_metrics(version)

@@ -71,3 +71,10 @@ def validate(cfg: DictConfig) -> None:
         lambda v: v in ("online", "offline", "disabled"),
         "online, offline or disabled",
     )
+    _check(
+        cfg,
+        "evaluation.gating",
+        lambda v: not v or cfg.evaluation.get("enabled", False),
+        "gating needs evaluation.enabled=true: actors follow the weights the evaluator "
+        "promotes, and with no evaluator they would wait for ever",
+    )
