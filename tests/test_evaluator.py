@@ -263,6 +263,7 @@ def small_config(**evaluation) -> dict:
         "ladder_pairs": 1,
         "calibration_pairs": 2,
         "gate.max_games": 8,
+        "gating": "true",  # the laptop preset (the default) rates without gating
     } | evaluation
     overrides = ["run_dir=/tmp/unused", "replay.namespace=t", "game.max_plies=150"]
     overrides += [f"evaluation.{k}={v}" for k, v in settings.items()]
