@@ -12,7 +12,9 @@ when the count exceeds the cores) and reports their throughput from counters the
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 import os
 import threading
 import time
@@ -27,6 +29,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 logger = logging.getLogger(__name__)
 
 WEIGHTS_POLL_S = 1.0  # how often an actor checks for a new weights version (one small GET)
+SEED_STRIDE = 1_000_003 * 1_000_003  # seed offset of each further run() call in one actor life:
+# beyond every (run seed, start count) seed of __init__, so no two calls share a seed
 STATS_FIELDS = ("games", "positions", "evaluations", "batches", "network_ms", "tree_ms")
 
 
@@ -64,6 +68,7 @@ class SelfPlayWorker:
         self.version = 0
         self._stop = threading.Event()
         self._last_poll = 0.0
+        self._seed_calls = 0
         # A fresh seed on every (re)start, so a restarted actor does not replay the same games.
         self.seed = int(cfg.get("seed", 0)) * 1_000_003 + int(
             self.client.incr(f"{self.namespace}:selfplay:starts")
@@ -114,26 +119,30 @@ class SelfPlayWorker:
         pipe.hincrby(key, "tree_ms", int(tree_s * 1000))
         pipe.execute()
 
-    def run(self) -> int:
-        """Plays until stopped; returns the number of games this call finished."""
+    def run(self, seconds: float | None = None) -> dict[str, float]:
+        """Plays until stopped, or for `seconds` once it has weights (benchmarks); returns this
+        call's `SelfPlayStats` as a dict (games, positions, evaluations, seconds, network_s,
+        tree_s; positions count every decision, those of unfinished games too)."""
         from actors.self_play import run_self_play
 
         self._poll_weights(wait=True)
         if self._stop.is_set():
-            return 0
-        records, _ = run_self_play(
+            return {}
+        deadline = math.inf if seconds is None else time.monotonic() + seconds
+        self._seed_calls += 1  # a second call in one life must not replay the first one's games
+        _, stats = run_self_play(
             self.evaluator,
             self.cfg,
             None,
-            seed=self.seed,
+            seed=self.seed + (self._seed_calls - 1) * SEED_STRIDE,
             actor_id=self.actor_id,
             version_fn=lambda: self.version,
             on_record=self._store,
-            stop=lambda: not self._keep_going(),
+            stop=lambda: not self._keep_going() or time.monotonic() >= deadline,
             on_batch=self._batch_stats,
             keep_records=False,
         )
-        return len(records)
+        return dataclasses.asdict(stats)
 
 
 @ray.remote(max_restarts=-1, max_task_retries=-1, max_concurrency=2)
@@ -144,8 +153,8 @@ class SelfPlayActor:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
         self.worker = SelfPlayWorker(cfg, actor_id, url, password)
 
-    def run(self) -> int:
-        return self.worker.run()
+    def run(self, seconds: float | None = None) -> dict[str, float]:
+        return self.worker.run(seconds)
 
     def stop(self) -> None:
         self.worker.stop()

@@ -11,6 +11,7 @@ a final checkpoint, actors stopped, Redis stopped if this process started it.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -24,8 +25,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from learner.metrics import MetricsLogger
-from learner.redis_server import EmbeddedRedis
-from learner.replay import Prefetcher, ReplayStore, SampleRatio, connect
+from learner.redis_server import EmbeddedRedis, RedisServerError
+from learner.replay import Prefetcher, ReplayStore, ReplayUnavailable, SampleRatio, connect
 from learner.trainer import Trainer, make_decoder
 from learner.weights import WeightsChannel
 
@@ -97,7 +98,11 @@ def start_ray(cluster_cfg: DictConfig) -> bool:
         except ConnectionError:
             if cluster_cfg.address != "auto":
                 raise
+    # address="local": a plain ray.init() would join whatever cluster the machine's
+    # /tmp/ray/ray_current_cluster names (the last `ray start` or test cluster), and then fail
+    # because num_cpus cannot be given to an existing cluster.
     ray.init(
+        address="local",
         num_cpus=cluster_cfg.num_cpus,
         include_dashboard=cluster_cfg.include_dashboard,
         object_store_memory=int(cluster_cfg.object_store_memory_mb) * 1024 * 1024,
@@ -139,7 +144,7 @@ class Run:
             channel = WeightsChannel(client, namespace=cfg.replay.namespace)
             started_ray = start_ray(cfg.cluster)
             try:
-                return self._train(url, password, store, channel)
+                return self._train(url, password, store, channel, client)
             finally:
                 if started_ray:
                     import ray
@@ -147,10 +152,16 @@ class Run:
                     ray.shutdown()
 
     def _train(
-        self, url: str, password: str | None, store: ReplayStore, channel: WeightsChannel
+        self,
+        url: str,
+        password: str | None,
+        store: ReplayStore,
+        channel: WeightsChannel,
+        client: Any,
     ) -> dict[str, Any]:
         from actors import records
         from actors.actor import ActorPool
+        from evaluation.evaluator import read_eval_metrics, start_evaluator
 
         cfg = self.cfg
         size = int(cfg.game.size)
@@ -171,12 +182,17 @@ class Run:
         prefetcher: Prefetcher | None = None
         t_start = time.monotonic()
         last_progress = last_csv = last_plot = last_ckpt = t_start
+        last_ckpt_step = trainer.counters.step
         last_stats = store.stats()
         last_stats_t = t_start
         steps_at_last = trainer.counters.step
         summary: dict[str, Any] = {"resumed": resumed}
         losses = None
+        evaluator = None
         try:
+            # The evaluator first: under gating it promotes the first version, which the
+            # actors wait for.
+            evaluator = start_evaluator(cfg, url, password, self.run_dir)
             pool.start()
             logger.info(
                 "%d self-play actors on %d node(s); training on %s",
@@ -188,6 +204,8 @@ class Run:
                 if self._limits_reached(trainer, t_start):
                     break
                 pool.check()
+                if evaluator is not None:
+                    evaluator.check()
                 stats = store.stats()
                 if ratio.should_wait(
                     stats.positions_added, trainer.counters.samples, cfg.learner.batch_size
@@ -207,14 +225,14 @@ class Run:
                     if trainer.counters.step % cfg.learner.publish_every_steps == 0:
                         self._publish(trainer, channel)
                 now = time.monotonic()
+                # Once per multiple of checkpoint_every_steps (the step stays on that multiple
+                # while the learner waits for self-play), and at least every checkpoint_every_min.
                 if (
                     trainer.counters.step % cfg.learner.checkpoint_every_steps == 0
-                    and losses
-                    and trainer.counters.step > 0
-                    and now - last_ckpt > 1.0
+                    and trainer.counters.step > last_ckpt_step
                 ) or (now - last_ckpt > 60 * cfg.learner.checkpoint_every_min):
                     trainer.save(self.ckpt_dir, keep=cfg.learner.keep_checkpoints)
-                    last_ckpt = now
+                    last_ckpt, last_ckpt_step = now, trainer.counters.step
                 if (
                     now - last_csv >= cfg.logging.csv_every_s
                     or now - last_progress >= cfg.logging.progress_every_s
@@ -244,6 +262,7 @@ class Run:
                             "learner/loss_total": losses.total,
                         }
                     row |= pool.metrics()
+                    row |= read_eval_metrics(client, cfg.replay.namespace)
                     metrics.log(row, trainer.counters.step)
                     last_csv = now
                     if now - last_progress >= cfg.logging.progress_every_s:
@@ -259,8 +278,20 @@ class Run:
             if prefetcher is not None:
                 prefetcher.close()
             pool.stop(ACTOR_STOP_TIMEOUT_S)
+            if evaluator is not None:
+                evaluator.stop(ACTOR_STOP_TIMEOUT_S)
             path = trainer.save(self.ckpt_dir, keep=cfg.learner.keep_checkpoints)
             logger.info("saved %s", path)
+            # The last state, so that a run shorter than logging.csv_every_s still has its
+            # losses in metrics.csv and loss.png.
+            final = {"learner/weights_version": trainer.counters.version}
+            if losses is not None:
+                final |= {
+                    "learner/loss_policy": losses.policy,
+                    "learner/loss_value": losses.value,
+                    "learner/loss_total": losses.total,
+                }
+            metrics.log(final, trainer.counters.step)
             metrics.close()
         stats = store.stats()
         summary |= {
@@ -298,6 +329,10 @@ class Run:
             if "learner/loss_total" in row
             else "waiting for data"
         )
+        if "eval/elo" in row:  # the newest rated candidate, random = 0
+            lower, upper = row.get("eval/elo_lower", math.nan), row.get("eval/elo_upper", math.nan)
+            version = row.get("eval/version", 0)
+            loss += f" | Elo {row['eval/elo']:+.0f} [{lower:+.0f}, {upper:+.0f}] (v{version:.0f})"
         logger.info(
             "[%5.0fs] games %d (%.2f/s) | positions %.0f/s | window %d | step %d (%.1f/s) | %s"
             " | weights v%d",
@@ -314,7 +349,16 @@ class Run:
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
-    """Runs the whole loop for a composed config; returns a summary dict."""
+    """Runs the whole loop for a composed config; returns a summary dict.
+
+    The body of `python -m learner`: a replay store that cannot be reached (after the bounded
+    retries) or a private redis-server that cannot start ends the process with one line on
+    stderr naming the URL or the cause and exit status 1, not a traceback (the errors say all
+    there is to say; `Run(cfg).main()` raises them for callers that want the exception).
+    """
     with suppress(AttributeError):
         OmegaConf.set_struct(cfg, True)
-    return Run(cfg).main()
+    try:
+        return Run(cfg).main()
+    except (ReplayUnavailable, RedisServerError) as e:
+        raise SystemExit(f"error: {e}") from None
