@@ -1,0 +1,214 @@
+"""Self-play throughput against the number of actors: real Ray actors writing to a private Redis.
+
+For each actor count N (`--actors 1,2`; up to 16 on a 16-core GPU node), N `SelfPlayActor`s are
+started on a local Ray with the run's config (`conf/`, overrides with `--set`), follow the
+weights published in a private `EmbeddedRedis` (a fresh network of the configured shape) and
+write every finished game into its replay store, exactly as in `python -m learner`. Each actor
+plays a warm-up call (`--warmup` s: process start, imports, first weights, allocator growth),
+then a measured call of `--seconds` s, all N at once. Figures per N:
+
+- positions/s: decisions made in the measured call (unfinished games' included), summed over the
+  actors, from each call's `SelfPlayStats` (exact, unlike counting finished games);
+- games/s: games finished during the measured call. The call starts new games, so with many games
+  in parallel and a short call few finish: a lower bound unless `--seconds` spans several games;
+- evaluations/s: leaves sent to the network;
+- efficiency: positions/s per actor against the one-actor figure (1.0 = linear scaling);
+- time: the share of the actors' time in the network (forward passes), the tree (C++ gather and
+  expand) and the glue (Python decisions, records, Redis writes, weight polls);
+- bare: the same self-play (same network shape and config, `run_self_play` with a
+  `NetworkEvaluator`) in N plain processes, no Ray, no Redis, timed the same way: what the
+  machine itself gives N processes. Actors/bare is the loop's own overhead; bare scaling below
+  linear is the machine's (cores shared with other work, memory bandwidth, turbo). `--no-bare`
+  skips it.
+
+    python benchmarks/selfplay.py                                  # 1 and 2 actors, run defaults
+    python benchmarks/selfplay.py --actors 1,2,4,8,16 --seconds 60  # a 16-core node
+    python benchmarks/selfplay.py --set mcts.simulations=32 --set selfplay.games_in_parallel=16
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the project
+    sys.path.insert(0, str(REPO_ROOT))
+
+import ray  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from actors.actor import SelfPlayActor, stats_key  # noqa: E402
+from learner.checkpoint import encode_checkpoint  # noqa: E402
+from learner.config import SOURCE_CONF, validate  # noqa: E402
+from learner.network import CheckersNet  # noqa: E402
+from learner.redis_server import EmbeddedRedis  # noqa: E402
+from learner.replay import connect  # noqa: E402
+from learner.trainer import model_config  # noqa: E402
+from learner.weights import WeightsChannel  # noqa: E402
+
+CALL_SLACK_S = 600.0  # beyond its own length, what a call may take (actor start on a busy host)
+OBJECT_STORE_MB = 256  # nothing big travels through Ray here; weights and games go via Redis
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--actors", default="1,2", help="comma-separated actor counts")
+    p.add_argument("--warmup", type=float, default=20.0, help="seconds of warm-up per count")
+    p.add_argument("--seconds", type=float, default=40.0, help="measured seconds per count")
+    p.add_argument("--num-cpus", type=int, default=os.cpu_count(), help="CPUs of the local Ray")
+    p.add_argument(
+        "--no-bare", action="store_true", help="skip the plain-process figure for comparison"
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Hydra override of conf/ (repeatable), e.g. mcts.simulations=200",
+    )
+    return p.parse_args(argv)
+
+
+def load_config(overrides: list[str]):
+    with initialize_config_dir(config_dir=str(SOURCE_CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["run_dir=unused", *overrides])
+    validate(cfg)
+    return cfg
+
+
+def measure(n: int, cfg, url: str, password: str, args: argparse.Namespace, client) -> dict:
+    container = OmegaConf.to_container(cfg, resolve=True)
+    share = min(1.0, args.num_cpus / n)  # as ActorPool does when actors outnumber cores
+    actors = [
+        SelfPlayActor.options(num_cpus=share).remote(container, i, url, password) for i in range(n)
+    ]
+    key = stats_key(cfg.replay.namespace)
+    try:
+        ray.get([a.run.remote(args.warmup) for a in actors], timeout=args.warmup + CALL_SLACK_S)
+        games_before = int(client.hget(key, "games") or 0)
+        stats = ray.get(
+            [a.run.remote(args.seconds) for a in actors], timeout=args.seconds + CALL_SLACK_S
+        )
+        games_after = int(client.hget(key, "games") or 0)
+    finally:
+        for a in actors:
+            ray.kill(a, no_restart=True)
+    busy = sum(s["seconds"] for s in stats)
+    network = sum(s["network_s"] for s in stats)
+    tree = sum(s["tree_s"] for s in stats)
+    return {
+        "actors": n,
+        "positions_per_s": sum(s["positions"] / s["seconds"] for s in stats),
+        "games_per_s": (games_after - games_before) / args.seconds,
+        "evaluations_per_s": sum(s["evaluations"] / s["seconds"] for s in stats),
+        "leaves_per_batch": sum(s["evaluations"] for s in stats)
+        / max(1, sum(s["batches"] for s in stats)),
+        "network": network / busy,
+        "tree": tree / busy,
+        "glue": (busy - network - tree) / busy,
+    }
+
+
+def _bare_worker(job: tuple[dict, int, float, float]) -> dict:
+    """One plain process: warm-up call, then a measured call of run_self_play (no Ray/Redis)."""
+    import torch
+
+    from actors.inference import NetworkEvaluator
+    from actors.self_play import run_self_play
+
+    cfg, seed, warmup, seconds = job
+    torch.set_num_threads(int(cfg["selfplay"].get("torch_threads", 1)))
+    model = CheckersNet(model_config(cfg["model"], cfg["game"]["size"]))
+    evaluator = NetworkEvaluator(model, device="cpu")
+    stats = {}
+    for k, length in enumerate((warmup, seconds)):
+        deadline = time.monotonic() + length
+        _, st = run_self_play(
+            evaluator,
+            cfg,
+            None,
+            seed=seed * 2 + k,
+            stop=lambda d=deadline: time.monotonic() >= d,
+            keep_records=False,
+        )
+        stats = dataclasses.asdict(st)
+    return stats
+
+
+def measure_bare(n: int, cfg, args: argparse.Namespace) -> float:
+    """Positions/s of n plain processes playing at once."""
+    container = OmegaConf.to_container(cfg, resolve=True)
+    jobs = [(container, i, args.warmup, args.seconds) for i in range(n)]
+    with mp.get_context("spawn").Pool(n) as pool:
+        stats = pool.map(_bare_worker, jobs)
+    return sum(s["positions"] / s["seconds"] for s in stats)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    counts = [int(x) for x in args.actors.split(",")]
+    cfg = load_config(args.set)
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    m, mc, sp = cfg.model, cfg.mcts, cfg.selfplay
+    print(
+        f"network {m.blocks}x{m.channels} on CPU, {cfg.game.size}x{cfg.game.size} board, "
+        f"{mc.simulations} simulations, {sp.games_in_parallel} games in parallel per actor, "
+        f"warm-up {args.warmup:.0f} s, measured {args.seconds:.0f} s; Ray CPUs {args.num_cpus}, "
+        f"load avg {load}"
+    )
+    with tempfile.TemporaryDirectory(prefix="czbench") as tmp, EmbeddedRedis(Path(tmp)) as server:
+        client = connect(server.url, server.password, retries=3, backoff_s=0.1)
+        model = CheckersNet(model_config(cfg.model, cfg.game.size))
+        WeightsChannel(client, namespace=cfg.replay.namespace).publish(
+            encode_checkpoint(model, step=0, version=1), 1
+        )
+        ray.init(
+            address="local",
+            num_cpus=args.num_cpus,
+            include_dashboard=False,
+            object_store_memory=OBJECT_STORE_MB * 1024 * 1024,
+            log_to_driver=False,
+        )
+        try:
+            print(
+                f"{'actors':>6} {'positions/s':>12} {'games/s':>8} {'evals/s':>9} "
+                f"{'leaves/batch':>12} {'efficiency':>10}  {'network/tree/glue':>17}"
+                f"  {'bare pos/s':>10} {'bare eff.':>9} {'actors/bare':>11}"
+            )
+            base = bare_base = None
+            for n in counts:
+                t0 = time.perf_counter()
+                row = measure(n, cfg, server.url, server.password, args, client)
+                per_actor = row["positions_per_s"] / n
+                base = per_actor if base is None else base
+                bare_cols = ""
+                if not args.no_bare:
+                    bare = measure_bare(n, cfg, args)
+                    bare_base = bare / n if bare_base is None else bare_base
+                    bare_cols = (
+                        f"  {bare:>10.1f} {bare / n / bare_base:>9.0%} "
+                        f"{row['positions_per_s'] / bare:>11.0%}"
+                    )
+                shares = f"{row['network']:.0%} / {row['tree']:.0%} / {row['glue']:.0%}"
+                print(
+                    f"{n:>6} {row['positions_per_s']:>12.1f} {row['games_per_s']:>8.2f} "
+                    f"{row['evaluations_per_s']:>9.0f} {row['leaves_per_batch']:>12.1f} "
+                    f"{per_actor / base:>10.0%}  {shares:>17}{bare_cols}"
+                    f"   ({time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f})",
+                    flush=True,
+                )
+        finally:
+            ray.shutdown()
+            client.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+"""Self-play on a real multi-node Ray cluster on this machine, writing to a private Redis.
+
+`ray.cluster_utils.Cluster` runs a head and two worker nodes (separate raylets, one CPU each);
+`ActorPool` places one self-play actor per node. The tests check that the actors land on every
+node and that every finished game reaches the replay store, and that a self-play actor killed
+with SIGKILL is restarted by Ray, its `run()` call retried, with no finished game lost.
+
+Only this module's own cluster is shut down (`cluster.shutdown()`, never `ray stop`, which would
+kill every Ray on the machine). Ray's temporary directory is private to the module, so the
+cluster's address file does not redirect another `ray.init()` on this machine to it. Every
+`ray.get` has a timeout: a call on a resource no node has would wait forever.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import pytest
+import ray
+from hydra import compose, initialize_config_dir
+from ray.cluster_utils import Cluster
+
+from actors.actor import ActorPool, stats_key
+from actors.records import GameRecord
+from learner.checkpoint import encode_checkpoint
+from learner.config import SOURCE_CONF
+from learner.network import CheckersNet
+from learner.redis_server import EmbeddedRedis
+from learner.replay import ReplayStore, connect
+from learner.trainer import model_config
+from learner.weights import WeightsChannel
+
+NODES = 3  # the head and two workers
+CALL_TIMEOUT_S = 120.0  # one actor call; 3 actors importing torch at once on 2 cores take a while
+GAMES_TIMEOUT_S = 180.0  # for games to arrive (tiny settings finish a game in a few seconds)
+POLL_S = 0.25
+# Tiny self-play: the smoke network, 2 games per actor, 8 simulations, games capped at 60 plies;
+# a window far above what the tests write, so nothing is evicted and every game stays countable.
+OVERRIDES = (
+    "preset=smoke",
+    f"selfplay.actors={NODES}",
+    "selfplay.games_in_parallel=2",
+    "mcts.simulations=8",
+    "game.max_plies=60",
+    "replay.window_positions=10000000",
+    "replay.connect_retries=3",
+    "replay.connect_backoff_s=0.1",
+)
+
+
+def wait_until(predicate: Callable[[], object], timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(POLL_S)
+
+
+class Loop:
+    """The running pieces: the cluster's node ids, the store, the pool and its config."""
+
+    def __init__(self, nodes: set[str], store: ReplayStore, client, pool: ActorPool, cfg) -> None:
+        self.nodes, self.store, self.client, self.pool, self.cfg = nodes, store, client, pool, cfg
+
+    def records(self) -> dict[int, bytes]:
+        """Every game in the window by id."""
+        stats = self.store.stats()
+        first = stats.games_added - stats.window_games + 1
+        found = {}
+        for game_id in range(first, stats.games_added + 1):
+            data = self.store.get(game_id)
+            assert data is not None, f"game {game_id} of the window is missing"
+            found[game_id] = data
+        return found
+
+    def games_by_actor(self) -> Counter[int]:
+        return Counter(GameRecord.from_bytes(data).actor_id for data in self.records().values())
+
+    def where(self, actor, timeout_s: float = CALL_TIMEOUT_S) -> tuple[str, int]:
+        return ray.get(actor.where.remote(), timeout=timeout_s)
+
+
+@pytest.fixture(scope="module")
+def loop(tmp_path_factory) -> Iterator[Loop]:
+    run_dir = tmp_path_factory.mktemp("cluster_run")
+    # Short: Ray's unix socket paths under it must stay below 108 characters.
+    ray_tmp = tempfile.mkdtemp(prefix="czray", dir="/tmp")
+    saved_tmp = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = ray_tmp
+    cluster = redis_server = pool = None
+    try:
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+        for _ in range(NODES - 1):
+            cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes(timeout=60)
+        ray.init(address=cluster.address)
+        nodes = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        assert len(nodes) == NODES
+
+        redis_server = EmbeddedRedis(run_dir).start()
+        with initialize_config_dir(config_dir=str(SOURCE_CONF), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=[*OVERRIDES, f"run_dir={run_dir}"])
+        client = connect(redis_server.url, redis_server.password, retries=3, backoff_s=0.1)
+        store = ReplayStore(
+            client, namespace=cfg.replay.namespace, window_positions=cfg.replay.window_positions
+        )
+        # The actors wait for published weights: version 1 of a fresh smoke-sized network.
+        model = CheckersNet(model_config(cfg.model, cfg.game.size))
+        WeightsChannel(client, namespace=cfg.replay.namespace).publish(
+            encode_checkpoint(model, step=0, version=1), 1
+        )
+        pool = ActorPool(cfg, redis_server.url, redis_server.password)
+        pool.start()
+        yield Loop(nodes, store, client, pool, cfg)
+    finally:
+        if pool is not None and ray.is_initialized():
+            pool.stop(timeout_s=30.0)
+        ray.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
+        if redis_server is not None:
+            redis_server.stop()
+        if saved_tmp is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = saved_tmp
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def test_actors_on_every_node_and_all_their_games_reach_the_store(loop):
+    assert loop.pool.size == NODES and loop.pool.nodes == NODES
+    placed = [loop.where(actor) for actor in loop.pool.actors]
+    assert {node for node, _ in placed} == loop.nodes  # one actor on each of the three nodes
+    assert len({pid for _, pid in placed}) == NODES
+
+    # Every actor's games arrive: each has written records, and each record in the store is a
+    # valid game whose length the store counted.
+    by_actor = wait_until(
+        lambda: (c := loop.games_by_actor()) and all(c[a] >= 2 for a in range(NODES)) and c,
+        GAMES_TIMEOUT_S,
+        "two finished games from every actor",
+    )
+    assert set(by_actor) == set(range(NODES))
+    records = loop.records()
+    positions = sum(GameRecord.from_bytes(r).num_decisions for r in records.values())
+    stats = loop.store.stats()
+    assert stats.window_games == len(records) == stats.games_added  # nothing evicted or lost
+    assert stats.window_positions == positions
+    # The actors' own counters (written after each game is stored) never exceed the store's.
+    counted = int(loop.client.hget(stats_key(loop.cfg.replay.namespace), "games") or 0)
+    assert 0 < counted <= stats.games_added
+
+
+def test_killed_actor_is_restarted_and_no_finished_game_is_lost(loop):
+    victim_id = NODES - 1  # on a worker node
+    victim = loop.pool.actors[victim_id]
+    node, pid = loop.where(victim)
+    wait_until(
+        lambda: loop.games_by_actor()[victim_id] >= 1, GAMES_TIMEOUT_S, "a game from the victim"
+    )
+    starts_key = f"{loop.cfg.replay.namespace}:selfplay:starts"
+    starts_before = int(loop.client.get(starts_key))
+    before = {gid: hashlib.sha256(data).digest() for gid, data in loop.records().items()}
+
+    os.kill(pid, signal.SIGKILL)
+
+    def restarted() -> tuple[str, int] | None:
+        try:
+            where = loop.where(victim, timeout_s=5.0)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            return None  # still restarting
+        return where if where[1] != pid else None
+
+    new_node, _ = wait_until(restarted, CALL_TIMEOUT_S, "Ray to restart the actor")
+    assert new_node == node  # node affinity: it came back on the same node
+    assert int(loop.client.get(starts_key)) == starts_before + 1  # its constructor ran again
+    last_before = max(before)
+
+    # Its run() call was retried by Ray (max_task_retries): new games from it arrive, and the
+    # pool saw no failed call to restart by hand.
+    def new_game_from_victim() -> bool:
+        loop.pool.check()
+        return any(
+            GameRecord.from_bytes(data).actor_id == victim_id
+            for gid, data in loop.records().items()
+            if gid > last_before
+        )
+
+    wait_until(new_game_from_victim, GAMES_TIMEOUT_S, "a game from the restarted actor")
+    assert loop.pool.restarts == 0
+
+    # No finished game was lost: every record the store had before the kill is still there.
+    after = {gid: hashlib.sha256(data).digest() for gid, data in loop.records().items()}
+    assert {gid: after.get(gid) for gid in before} == before
+    assert len(after) > len(before)

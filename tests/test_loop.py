@@ -1,0 +1,293 @@
+"""The distributed loop end to end: `python -m learner` as a user runs it, in real processes.
+
+Each test starts the command line in its own session (`start_new_session=True`) and, whatever
+happens, kills that session's processes and any redis-server left on its run directory: `ray stop`
+would kill every Ray on the machine, so it is never used. Ray is started locally
+(`cluster.address=local`) so a test never joins a cluster that happens to run on this machine.
+
+1. The smoke preset completes: actors, a private Redis, training steps, published weights, a
+   checkpoint, metrics, plots, the resolved config and the git revision; Redis stopped after.
+2. Redis unreachable at start: a non-zero exit and one line naming the URL, after bounded retries.
+3. The learner SIGKILLed mid-run and started again on the same run directory resumes from its
+   checkpoint (the step continues), the replay window survives (its private Redis's append-only
+   file) and weights versions keep growing.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+import redis
+import yaml
+
+from learner.checkpoint import read_checkpoint_meta
+
+ROOT = Path(__file__).resolve().parents[1]
+# One tiny configuration for every run here: the smoke preset (1-block net, 20 steps), one actor
+# playing 4 games at once with 8 simulations a move, and a local Ray.
+SMOKE = (
+    "preset=smoke",
+    "cluster.address=local",
+    "cluster.num_cpus=2",
+    "selfplay.actors=1",
+    "selfplay.games_in_parallel=4",
+    "mcts.simulations=8",
+)
+RUN_TIMEOUT_S = 240  # a smoke run takes ~20 s here; 2 shared cores can make it several times that
+POLL_S = 0.2
+STATE = re.compile(r"^state_(\d{8})\.safetensors$")
+SUMMARY = re.compile(r"run finished: (\{.*\})")
+
+
+def learner_command(run_dir: Path, *overrides: str) -> list[str]:
+    return [sys.executable, "-m", "learner", *SMOKE, f"run_dir={run_dir}", *overrides]
+
+
+def summary_of(output: str) -> dict:
+    """The dict of the learner's last `run finished: {...}` line (a literal; nothing executed)."""
+    found = SUMMARY.findall(output)
+    assert found, f"no 'run finished' line in the output:\n{output[-3000:]}"
+    return ast.literal_eval(found[-1])
+
+
+def redis_processes(run_dir: Path) -> list[psutil.Process]:
+    """redis-server processes serving `run_dir` (working in its redis/ folder: the `dir` of
+    its redis.conf; the server rewrites its command line, so that cannot tell)."""
+    data_dir = str((run_dir / "redis").resolve())
+    found = []
+    for proc in psutil.process_iter(["name"]):
+        with contextlib.suppress(psutil.Error):
+            if "redis-server" in (proc.info["name"] or "") and proc.cwd() == data_dir:
+                found.append(proc)
+    return found
+
+
+def session_processes(sid: int) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getsid(proc.pid) == sid:
+                found.append(proc)
+    return found
+
+
+def kill_all(procs: list[psutil.Process]) -> None:
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(procs, timeout=10)
+
+
+@contextlib.contextmanager
+def learner_process(
+    run_dir: Path, log: Path, *overrides: str
+) -> Iterator[tuple[subprocess.Popen, list[psutil.Process]]]:
+    """`python -m learner` in a session of its own, output to `log`; everything killed after.
+
+    The list it yields collects processes the test saw in the run (children of a killed
+    learner are re-parented and would escape a later search by parentage).
+    """
+    seen: list[psutil.Process] = []
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            learner_command(run_dir, *overrides),
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield proc, seen
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        kill_all(seen + session_processes(proc.pid) + redis_processes(run_dir))
+
+
+def wait_for(predicate, timeout_s: float, what: str, proc: subprocess.Popen, log: Path):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if proc.poll() is not None:
+            pytest.fail(f"the learner exited ({proc.returncode}) before {what}:\n{tail(log)}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s} s waiting for {what}:\n{tail(log)}")
+        time.sleep(POLL_S)
+
+
+def tail(log: Path, chars: int = 4000) -> str:
+    return log.read_text(errors="replace")[-chars:]
+
+
+def saved_steps(run_dir: Path) -> list[int]:
+    ckpt = run_dir / "checkpoints"
+    if not ckpt.is_dir():
+        return []
+    return sorted(int(m.group(1)) for p in ckpt.iterdir() if (m := STATE.match(p.name)))
+
+
+def private_redis(run_dir: Path) -> redis.Redis:
+    """A client for the run's private redis-server (port from its redis.conf, its password)."""
+    conf = (run_dir / "redis" / "redis.conf").read_text()
+    port = int(re.search(r'^port "(\d+)"$', conf, re.MULTILINE).group(1))
+    password = (run_dir / "redis" / "password").read_text().strip()
+    return redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=10)
+
+
+def port_answers(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_smoke_run_completes_end_to_end(tmp_path):
+    run_dir = tmp_path / "run"
+    log = tmp_path / "learner.log"
+    with learner_process(run_dir, log) as (proc, _):
+        rc = proc.wait(timeout=RUN_TIMEOUT_S)
+    output = log.read_text(errors="replace")
+    assert rc == 0, output[-4000:]
+
+    summary = summary_of(output)
+    assert summary["step"] == 20  # preset smoke: learner.max_steps=20
+    assert summary["version"] >= 2  # v1 at start, then one per 10 steps: a learned version
+    assert summary["games"] >= 1 and summary["positions"] >= 64  # replay.min_positions=64
+    assert re.search(r"1 self-play actors on 1 node\(s\)", output)
+    assert "actor 0 plays with weights version 1" in output  # the actor followed the channel
+
+    # The checkpoint holds the final step and the last published version.
+    assert saved_steps(run_dir)[-1] == 20
+    meta = read_checkpoint_meta(run_dir / "checkpoints" / "latest.safetensors")
+    assert (meta.step, meta.version) == (20, summary["version"])
+
+    # Metrics: rows of losses and self-play counters; plots drawn from them.
+    csv_text = (run_dir / "metrics.csv").read_text()
+    assert csv_text.startswith("time_s,step,key,value")
+    final_loss = [line for line in csv_text.splitlines() if ",learner/loss_total," in line]
+    assert final_loss and final_loss[-1].split(",")[1] == "20"
+    assert float(final_loss[-1].split(",")[3]) > 0
+    assert ",selfplay/games," in csv_text
+    for plot in ("loss.png", "throughput.png", "replay.png"):
+        assert (run_dir / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", plot
+
+    # The resolved config (with the command line's overrides) and the code's revision.
+    resolved = yaml.safe_load((run_dir / ".hydra" / "config.yaml").read_text())
+    assert resolved["mcts"]["simulations"] == 8
+    assert resolved["run_dir"] == str(run_dir)
+    assert re.fullmatch(
+        r"([0-9a-f]{40}(-dirty)?|unknown)\n", (run_dir / "git_revision.txt").read_text()
+    )
+
+    # The private redis-server was started, then stopped: its port is closed, its process gone.
+    match = re.search(r"redis-server \S+ pid (\d+) on redis://127\.0\.0\.1:(\d+)/0", output)
+    assert match, output[-4000:]
+    pid, port = int(match.group(1)), int(match.group(2))
+    assert "stopped the private redis-server" in output
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert not port_answers(port)
+    assert redis_processes(run_dir) == []
+
+
+def test_unreachable_redis_fails_with_a_clear_error(tmp_path):
+    with socket.socket() as sock:  # a port that was just free: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"redis://127.0.0.1:{port}/0"
+    done = subprocess.run(
+        learner_command(
+            tmp_path / "run",
+            f"replay.url={url}",
+            "replay.connect_retries=1",
+            "replay.connect_backoff_s=0.05",
+        ),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        start_new_session=True,
+    )
+    assert done.returncode == 1
+    # One line on stderr naming the URL and the attempts (then the client's reason); no traceback.
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"error: replay store {url} unreachable after 2 attempts: ")
+    assert "refused" in lines[0].lower()
+    assert "Traceback" not in done.stdout + done.stderr
+    assert f"replay store {url} unreachable" in done.stdout  # the retry was logged
+    assert not (tmp_path / "run" / "checkpoints").exists()  # nothing started
+
+
+def test_killed_learner_resumes_from_its_checkpoint(tmp_path):
+    run_dir = tmp_path / "run"
+    first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
+    # No step limit (time limit as a safety net), a checkpoint every 5 steps.
+    endless = (
+        "learner.max_steps=0",
+        "learner.time_limit_min=4",
+        "learner.checkpoint_every_steps=5",
+    )
+    with learner_process(run_dir, first_log, *endless) as (proc, seen):
+        wait_for(
+            lambda: [s for s in saved_steps(run_dir) if s >= 10],
+            RUN_TIMEOUT_S,
+            "a checkpoint at step 10 or later",
+            proc,
+            first_log,
+        )
+        learner = psutil.Process(proc.pid)
+        seen += learner.children(recursive=True)
+        learner.kill()  # SIGKILL: no checkpoint on the way out, Redis left running
+        proc.wait(timeout=30)
+        killed_at = saved_steps(run_dir)[-1]
+        # The private redis-server outlived the learner (its own session); read the store there.
+        client = private_redis(run_dir)
+        try:
+            before = {k.decode(): int(v) for k, v in client.hgetall("{cz}:meta").items()}
+            version_before = int(client.get("cz:weights:latest"))
+        finally:
+            client.close()
+        assert before["positions_added"] >= 64 and before["games_added"] >= 1
+        # The killed run's Ray and actors go, so the second run has the cores; its orphaned
+        # redis-server stays for the second run to find.
+        kill_all([p for p in seen if p not in redis_processes(run_dir)])
+
+        # Inside the first run's block, whose clean-up would kill the orphaned server.
+        resumed_to = killed_at + 10
+        with learner_process(run_dir, second_log, f"learner.max_steps={resumed_to}") as (
+            proc,
+            _,
+        ):
+            rc = proc.wait(timeout=RUN_TIMEOUT_S)
+    output = second_log.read_text(errors="replace")
+    assert rc == 0, output[-4000:]
+    # The orphaned redis-server of the killed run was shut down (flushing its append-only
+    # file) before a new one started on the same directory.
+    assert "shutting down redis-server left running" in output
+    match = re.search(
+        r"resumed from \S+state_(\d{8})\.safetensors \(step (\d+), weights version", output
+    )
+    assert match, output[-4000:]
+    assert int(match.group(1)) == int(match.group(2)) == killed_at > 0
+    summary = summary_of(output)
+    assert summary["resumed"] is True
+    assert summary["step"] == resumed_to  # training continued from the saved step, not from 0
+    assert summary["positions"] >= before["positions_added"]  # no game of the window was lost
+    assert summary["games"] >= before["games_added"]
+    assert summary["version"] > version_before  # weights versions only grow
+    assert saved_steps(run_dir)[-1] == resumed_to
+    assert redis_processes(run_dir) == []
