@@ -129,8 +129,6 @@ class Run:
         cfg = self.cfg
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "git_revision.txt").write_text(git_revision() + "\n")
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self.request_stop)
         with redis_for_run(cfg, self.run_dir) as (url, password):
             client = connect(
                 url,
@@ -143,6 +141,10 @@ class Run:
             )
             channel = WeightsChannel(client, namespace=cfg.replay.namespace)
             started_ray = start_ray(cfg.cluster)
+            if threading.current_thread() is threading.main_thread():
+                # After ray.init, which installs its own SIGTERM handler that exits at once:
+                # ours lets the loop save a checkpoint and stop the actors and Redis first.
+                signal.signal(signal.SIGTERM, self.request_stop)
             try:
                 return self._train(url, password, store, channel, client)
             finally:
