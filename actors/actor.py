@@ -49,7 +49,7 @@ class SelfPlayWorker:
         from learner.replay import ReplayStore, connect
         from learner.weights import WeightsChannel
 
-        torch.set_num_threads(int(cfg["selfplay"].get("torch_threads", 1)))
+        torch.set_num_threads(int(cfg["selfplay"]["torch_threads"]))
         self.cfg = cfg
         self.actor_id = actor_id
         replay = cfg["replay"]
