@@ -226,6 +226,8 @@ class Run:
                     losses = trainer.step(batch)
                     if trainer.counters.step % cfg.learner.publish_every_steps == 0:
                         self._publish(trainer, channel)
+                        if trainer.counters.version % cfg.logging.pdn_every_versions == 0:
+                            self._sample_games(store, trainer.counters.version)
                 now = time.monotonic()
                 # Once per multiple of checkpoint_every_steps (the step stays on that multiple
                 # while the learner waits for self-play), and at least every checkpoint_every_min.
@@ -319,6 +321,35 @@ class Run:
     def _publish(self, trainer: Trainer, channel: WeightsChannel) -> None:
         trainer.counters.version += 1
         channel.publish(trainer.weights_bytes(trainer.counters.version), trainer.counters.version)
+
+    def _sample_games(self, store: ReplayStore, version: int) -> None:
+        """The newest self-play games as PDN under <run_dir>/games/, for a person to read."""
+        from actors.records import GameRecord
+        from actors.self_play import record_to_pdn
+        from game.openings import load_openings
+        from game.pdn import write_pdn
+
+        count = int(self.cfg.logging.pdn_sample_games)
+        newest = store.stats().games_added
+        games = []
+        for game_id in range(newest, max(0, newest - count), -1):
+            data = store.get(game_id)
+            if data is None:
+                break
+            try:
+                record = GameRecord.from_bytes(data)
+            except ValueError:
+                continue  # counted by the prefetcher when sampled; a sample file just skips it
+            games.append(record_to_pdn(record, len(games), self._openings(load_openings)))
+        if games:
+            out = self.run_dir / "games"
+            out.mkdir(exist_ok=True)
+            (out / f"selfplay_v{version:05d}.pdn").write_text(write_pdn(games))
+
+    def _openings(self, load: Any) -> list[Any]:
+        if not hasattr(self, "_deck"):
+            self._deck = load(self.cfg.selfplay.openings, int(self.cfg.game.size))
+        return self._deck
 
     def _progress(
         self, trainer: Trainer, stats: Any, row: dict[str, float], elapsed: float

@@ -32,6 +32,7 @@ import pytest
 import redis
 import yaml
 
+from game.pdn import read_pdn
 from learner.checkpoint import read_checkpoint_meta
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -192,6 +193,12 @@ def test_smoke_run_completes_end_to_end(tmp_path):
     assert re.fullmatch(
         r"([0-9a-f]{40}(-dirty)?|unknown)\n", (run_dir / "git_revision.txt").read_text()
     )
+
+    # PDN samples of the self-play games, readable by the engine's PDN reader.
+    samples = sorted((run_dir / "games").glob("selfplay_v*.pdn"))
+    assert samples, "no PDN samples of self-play games in the run dir"
+    sampled = read_pdn(samples[-1].read_text())
+    assert sampled and all(g.moves for g in sampled)
 
     # The private redis-server was started, then stopped: its port is closed, its process gone.
     match = re.search(r"redis-server \S+ pid (\d+) on redis://127\.0\.0\.1:(\d+)/0", output)
