@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import safetensors.torch
 import torch
+from safetensors.torch import load as safetensors_load  # plain tensors, never pickle
+from safetensors.torch import save as safetensors_save
 from torch import nn
 
 from learner.network import CheckersNet, ModelConfig
@@ -103,7 +104,7 @@ def _encode(tensors: Mapping[str, torch.Tensor], header: dict[str, Any]) -> byte
     tensors = _cpu_tensors(tensors)
     header = {**header, "sha256": _tensor_digest(tensors)}
     metadata = {METADATA_KEY: json.dumps(header, sort_keys=True)}
-    return safetensors.torch.save(tensors, metadata=metadata)
+    return safetensors_save(tensors, metadata=metadata)
 
 
 def _decode(data: bytes, source: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -139,7 +140,7 @@ def _decode(data: bytes, source: str) -> tuple[dict[str, torch.Tensor], dict[str
     if schema != SCHEMA_VERSION:
         raise ValueError(f"{source}: schema_version {schema!r}, this code reads {SCHEMA_VERSION}")
     try:
-        tensors = safetensors.torch.load(data)
+        tensors = safetensors_load(data)
     except Exception as exc:  # SafetensorError is not exported under a stable name
         raise ValueError(f"{source}: corrupt safetensors body ({exc})") from exc
     if _tensor_digest(tensors) != header.get("sha256"):
