@@ -190,9 +190,11 @@ def plan_placement(nodes: list[dict], requested: int | None, head_node: str) -> 
 
 
 class ActorPool:
-    def __init__(self, cfg: DictConfig, url: str, password: str | None) -> None:
+    def __init__(self, cfg: DictConfig, url: str, password: str | None, client: Any) -> None:
+        """``client``: the caller's Redis client, for the actors' counters (``metrics``)."""
         self.cfg = cfg
         self.url, self.password = url, password
+        self._client = client
         self.actors: list[Any] = []
         self.refs: dict[Any, Any] = {}
         self.nodes = 0
@@ -249,16 +251,6 @@ class ActorPool:
         self.refs.clear()
 
     def metrics(self) -> dict[str, float]:
-        from learner.replay import connect
-
-        if not hasattr(self, "_client"):
-            replay = self.cfg.replay
-            self._client = connect(
-                self.url,
-                self.password,
-                retries=replay.connect_retries,
-                backoff_s=replay.connect_backoff_s,
-            )
         raw = self._client.hgetall(stats_key(self.cfg.replay.namespace))
         stats = {k.decode(): int(v) for k, v in raw.items()}
         now = time.monotonic()

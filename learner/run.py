@@ -24,6 +24,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from game.openings import load_openings
 from learner.metrics import MetricsLogger
 from learner.redis_server import EmbeddedRedis, RedisServerError
 from learner.replay import Prefetcher, ReplayStore, ReplayUnavailable, SampleRatio, connect
@@ -119,6 +120,8 @@ class Run:
         self.run_dir = Path(cfg.run_dir)
         self.ckpt_dir = self.run_dir / CHECKPOINT_DIR
         self._stop = threading.Event()
+        # Openings named in the PDN samples of self-play games (_sample_games).
+        self._deck = load_openings(cfg.selfplay.openings, int(cfg.game.size))
 
     def request_stop(self, *_: Any) -> None:
         if not self._stop.is_set():
@@ -178,7 +181,7 @@ class Run:
             run_name=self.run_dir.name,
             config=OmegaConf.to_container(cfg, resolve=True),
         )
-        pool = ActorPool(cfg, url, password)
+        pool = ActorPool(cfg, url, password, client)
         ratio = SampleRatio(cfg.replay.sample_ratio, min_positions=cfg.replay.min_positions)
         decode = make_decoder(size, records.GameRecord.from_bytes, records.training_samples)
         prefetcher: Prefetcher | None = None
@@ -326,7 +329,6 @@ class Run:
         """The newest self-play games as PDN under <run_dir>/games/, for a person to read."""
         from actors.records import GameRecord
         from actors.self_play import record_to_pdn
-        from game.openings import load_openings
         from game.pdn import write_pdn
 
         count = int(self.cfg.logging.pdn_sample_games)
@@ -340,16 +342,11 @@ class Run:
                 record = GameRecord.from_bytes(data)
             except ValueError:
                 continue  # counted by the prefetcher when sampled; a sample file just skips it
-            games.append(record_to_pdn(record, len(games), self._openings(load_openings)))
+            games.append(record_to_pdn(record, len(games), self._deck))
         if games:
             out = self.run_dir / "games"
             out.mkdir(exist_ok=True)
             (out / f"selfplay_v{version:05d}.pdn").write_text(write_pdn(games))
-
-    def _openings(self, load: Any) -> list[Any]:
-        if not hasattr(self, "_deck"):
-            self._deck = load(self.cfg.selfplay.openings, int(self.cfg.game.size))
-        return self._deck
 
     def _progress(
         self, trainer: Trainer, stats: Any, row: dict[str, float], elapsed: float

@@ -119,7 +119,7 @@ def loop(tmp_path_factory) -> Iterator[Loop]:
         WeightsChannel(client, namespace=cfg.replay.namespace).publish(
             encode_checkpoint(model, step=0, version=1), 1
         )
-        pool = ActorPool(cfg, redis_server.url, redis_server.password)
+        pool = ActorPool(cfg, redis_server.url, redis_server.password, client)
         pool.start()
         yield Loop(nodes, store, client, pool, cfg)
     finally:

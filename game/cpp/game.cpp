@@ -287,9 +287,12 @@ void Game::legal_action_mask(uint8_t* mask) const {
 
 bool Game::is_legal_action(int action) const {
   if (action < 0 || action >= num_actions()) return false;
-  std::vector<uint8_t> mask(num_actions());
-  legal_action_mask(mask.data());
-  return mask[action] != 0;
+  bool found = false;  // no allocation: this checks every action a user or PDN hands in
+  dispatch(size_, [&](auto s) {
+    Rules<decltype(s)::value>::for_each_action(
+        st_, [&](int sq, int d) { found |= action_of(size_, st_.board.side, sq, d) == action; });
+  });
+  return found;
 }
 
 void Game::step(int action) {
