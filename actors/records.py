@@ -266,14 +266,24 @@ def histories(positions: np.ndarray, indices: np.ndarray) -> np.ndarray:
 
 
 def training_samples(
-    record: GameRecord, indices: np.ndarray | list[int]
+    record: GameRecord, indices: np.ndarray | list[int], q_weight: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Learner inputs and targets for decisions `indices` of a record.
 
     Returns packed histories uint32 (n, HISTORY, 4) (encode with game._core.encode_packed),
-    target_pi float32 (n, A) (root visit fractions) and target_wdl float32 (n, 3) (the game's
-    result from the view of the side to move at each position: win, draw, loss).
+    target_pi float32 (n, A) (root visit fractions) and target_wdl float32 (n, 3): the game's
+    result from the view of the side to move at each position (win, draw, loss), mixed with the
+    search's root value at that position when `q_weight` > 0::
+
+        target_wdl = (1 - q_weight) * result + q_weight * root_wdl
+
+    The root value is a less noisy target than one game's result early in training, when most
+    results are decided by blunders long after the position (Oracle's "Lessons from AlphaZero"
+    found the average of the two best for Connect Four). Decisions played without a search
+    (forced moves, NaN root value) keep the result alone.
     """
+    if not 0.0 <= q_weight <= 1.0:
+        raise ValueError(f"q_weight must be in [0, 1], got {q_weight}")
     idx = np.asarray(indices, dtype=np.int64)
     t = record.num_decisions
     if idx.size and (idx.min() < 0 or idx.max() >= t):
@@ -292,4 +302,8 @@ def training_samples(
         mover_won = white == (record.result == Result.WHITE_WIN)
         wdl[mover_won, 0] = 1.0
         wdl[~mover_won, 2] = 1.0
+    if q_weight > 0.0:
+        root = record.root_wdl[idx].astype(np.float32)
+        searched = ~np.isnan(root).any(axis=1)
+        wdl[searched] = (1.0 - q_weight) * wdl[searched] + q_weight * root[searched]
     return histories(record.positions, idx), pi, wdl

@@ -51,6 +51,12 @@ def validate(cfg: DictConfig) -> None:
     _check(cfg, "learner.keep_checkpoints", positive, "keep at least one checkpoint")
     _check(
         cfg,
+        "learner.value_target_q_weight",
+        lambda v: isinstance(v, int | float) and 0 <= v <= 1,
+        "a share in [0, 1] of the search's root value in the value target",
+    )
+    _check(
+        cfg,
         "learner.device",
         lambda v: isinstance(v, str) and v.split(":")[0] in ("auto", "cpu", "cuda", "mps"),
         "auto, cpu, cuda[:N] or mps",

@@ -174,6 +174,22 @@ def test_training_targets():
         training_samples(record, [record.num_decisions])
 
 
+def test_value_target_mixes_the_result_with_the_searched_root_value():
+    record, _ = random_record(3)
+    root = np.tile(np.array([0.25, 0.5, 0.25], np.float16), (record.num_decisions, 1))
+    root[1] = np.nan  # a forced move, played without a search
+    drawn = GameRecord(**{**record.__dict__, "result": Result.DRAW, "root_wdl": root})
+    idx = np.arange(record.num_decisions)
+    _, _, wdl = training_samples(drawn, idx, q_weight=0.5)
+    np.testing.assert_allclose(wdl[0], [0.125, 0.75, 0.125])
+    np.testing.assert_array_equal(wdl[1], [0, 1, 0])  # the result alone
+    np.testing.assert_allclose(wdl.sum(axis=1), 1.0, rtol=1e-6)
+    _, _, pure = training_samples(drawn, idx, q_weight=0.0)
+    np.testing.assert_array_equal(pure, np.tile([0, 1, 0], (len(idx), 1)))
+    with pytest.raises(ValueError, match="q_weight"):
+        training_samples(drawn, idx, q_weight=1.5)
+
+
 def test_sparse_visits_scale_large_counts():
     visits = np.zeros(128, np.int64)
     visits[[3, 7, 100]] = [200_000, 100_000, 1]
