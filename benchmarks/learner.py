@@ -5,9 +5,9 @@ device and thread count), measured in alternating rounds so the machine's load i
 
 - raw: `Trainer.step` on one synthetic batch made in advance (the step alone: host->device copy,
   forward, loss, backward, optimizer; the ceiling);
-- end to end: what `python -m learner` does, with a `Prefetcher` sampling batches uniformly from
-  a private `EmbeddedRedis` (append-only file on) filled with real self-play records, decoding
-  and encoding them on its thread while the training thread steps.
+- end to end: what `python -m learner` does, with a `MirrorPrefetcher` sampling batches uniformly
+  from a private `EmbeddedRedis` (append-only file on) filled with real self-play records, kept
+  decoded in a `ReplayMirror` and encoded on its thread while the training thread steps.
 
 The ratio end to end / raw is the share of the step rate the data path keeps (target: >= 70%).
 Also printed: the prefetcher alone (sampling + decoding, nothing training), the feeder's ceiling.
@@ -46,10 +46,11 @@ from actors.search import UniformEvaluator  # noqa: E402
 from actors.self_play import run_self_play  # noqa: E402
 from learner.config import SOURCE_CONF, validate  # noqa: E402
 from learner.losses import TrainBatch  # noqa: E402
+from learner.mirror import MirrorPrefetcher, ReplayMirror  # noqa: E402
 from learner.network import count_parameters  # noqa: E402
 from learner.redis_server import EmbeddedRedis  # noqa: E402
-from learner.replay import Prefetcher, ReplayStore, connect  # noqa: E402
-from learner.trainer import Trainer, make_decoder  # noqa: E402
+from learner.replay import ReplayStore, connect  # noqa: E402
+from learner.trainer import Trainer  # noqa: E402
 
 NAMESPACE = "bench"
 LEGAL_FRACTION = 0.08  # about 10 of 128 actions legal, typical of a checkers middlegame
@@ -140,7 +141,7 @@ def timed_steps(
     return samples / elapsed, waited / elapsed
 
 
-def prefetch_only(prefetcher: Prefetcher, batch: int, warmup: int, seconds: float) -> float:
+def prefetch_only(prefetcher: MirrorPrefetcher, batch: int, warmup: int, seconds: float) -> float:
     """Samples/s the prefetcher delivers with nothing training (its queue drained first)."""
     for _ in range(warmup):
         prefetcher.get(timeout=120.0)
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
             f"store: {games} self-play games, {positions} positions, {record_bytes / 1024:.1f} KB "
             f"per record (filled in {time.perf_counter() - t0:.1f} s; redis {server.url})"
         )
-        decode = make_decoder(size, records.GameRecord.from_bytes, records.training_samples)
+        mirror = ReplayMirror(store, size)  # one owner at a time: each prefetcher below in turn
         fixed = synthetic_batch(batch, size, int(m.in_planes))
         print(
             f"{'round':>5} {'raw samples/s':>14} {'end-to-end samples/s':>21} {'ratio':>6}  waiting"
@@ -186,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
         raw_total = e2e_total = 0.0
         for r in range(1, args.rounds + 1):
             raw, _ = timed_steps(lambda: fixed, trainer, warmup, args.seconds)
-            with Prefetcher(store, decode, batch, depth=depth, seed=r) as prefetcher:
+            with MirrorPrefetcher(mirror, batch, depth=depth, seed=r) as prefetcher:
                 e2e, waiting = timed_steps(
                     lambda p=prefetcher: p.get(timeout=120.0), trainer, warmup, args.seconds
                 )
@@ -194,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
             raw_total += raw
             e2e_total += e2e
             print(f"{r:>5} {raw:>14.0f} {e2e:>21.0f} {e2e / raw:>6.0%}  {waiting:.0%} of the time")
-        with Prefetcher(store, decode, batch, depth=depth, seed=0) as prefetcher:
+        with MirrorPrefetcher(mirror, batch, depth=depth, seed=0) as prefetcher:
             feeder = prefetch_only(prefetcher, batch, depth + 1, args.seconds)
         print(
             f"end to end / raw over {args.rounds} rounds: {e2e_total / raw_total:.0%} "

@@ -1,8 +1,9 @@
 """The replay store: a window of the newest self-play games in Redis, sampled uniformly by position.
 
 Actors call `ReplayStore.add_game(record, n_positions)` once per finished game; the learner
-samples batches through a `Prefetcher` and paces itself with `SampleRatio`. Values are the raw
-record bytes the caller gives (their layout belongs to the record codec); nothing is pickled.
+samples batches through a `Prefetcher` (or `learner.mirror.MirrorPrefetcher`, which keeps the
+window decoded locally) and paces itself with `SampleRatio`. Values are the raw record bytes the
+caller gives (their layout belongs to the record codec); nothing is pickled.
 
 Redis layout (`ns` = namespace; the braces are a hash tag, so a Redis Cluster would keep every
 key of one store in one slot, which the Lua scripts need):
@@ -40,7 +41,7 @@ import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 import numpy as np
 import redis
@@ -396,46 +397,33 @@ class ReplayStore:
             ) from e
 
 
-class Prefetcher(Generic[Batch]):
-    """Samples and decodes batches on a background thread into a bounded queue.
+class PrefetchThread(Generic[Batch]):
+    """A background thread that keeps a bounded queue of batches filled; the training thread gets.
 
-    `decode_fn(list[(record bytes, position index)]) -> batch` turns samples into a training
-    batch; when it raises ValueError the batch's items are decoded one by one to find the bad
-    records, which are dropped, counted in `malformed` and replaced by fresh draws, so every batch
-    has `batch_size` items. Any other error (or Redis becoming unreachable) stops the thread and
-    is raised by the next `get()`.
+    Subclasses implement `_next_batch()` (one batch, or None when nothing is usable yet, after a
+    short wait of their own) and `malformed`, set their own state, then call `_start()`. Any
+    error of `_next_batch()` (Redis becoming unreachable included) stops the thread and is raised
+    by the next `get()`.
     """
 
-    def __init__(
-        self,
-        store: ReplayStore,
-        decode_fn: Callable[[list[tuple[bytes, int]]], Batch],
-        batch_size: int,
-        *,
-        depth: int,
-        seed: int,
-    ):
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    def __init__(self, *, depth: int, name: str = "replay-prefetch"):
         if depth < 1:
             raise ValueError(f"prefetch depth must be >= 1, got {depth}")
-        self._store = store
-        self._decode = decode_fn
-        self._batch_size = batch_size
-        self._rng = np.random.default_rng(seed)
         self._queue: queue.Queue[Batch] = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._error: BaseException | None = None
-        self._malformed = 0
-        self._counter_lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="replay-prefetch", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _start(self) -> None:
         self._thread.start()
 
     @property
     def malformed(self) -> int:
-        """Samples skipped so far because their record did not decode."""
-        with self._counter_lock:
-            return self._malformed
+        """Malformed data skipped so far (what is counted is the subclass's to say)."""
+        raise NotImplementedError
+
+    def _next_batch(self) -> Batch | None:
+        raise NotImplementedError
 
     def get(self, timeout: float | None = None) -> Batch:
         """The next batch; raises queue.Empty after `timeout` s, or the worker's error."""
@@ -462,7 +450,7 @@ class Prefetcher(Generic[Batch]):
                 pass
             self._thread.join(timeout=EMPTY_POLL_S)
 
-    def __enter__(self) -> Prefetcher[Batch]:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -483,6 +471,44 @@ class Prefetcher(Generic[Batch]):
         except BaseException as e:  # handed to the training thread by get()
             logger.exception("replay prefetcher stopped")
             self._error = e
+
+
+class Prefetcher(PrefetchThread[Batch]):
+    """Samples and decodes batches on a background thread into a bounded queue.
+
+    `decode_fn(list[(record bytes, position index)]) -> batch` turns samples into a training
+    batch; when it raises ValueError the batch's items are decoded one by one to find the bad
+    records, which are dropped, counted in `malformed` and replaced by fresh draws, so every batch
+    has `batch_size` items. Any other error (or Redis becoming unreachable) stops the thread and
+    is raised by the next `get()`. (`learner.mirror.MirrorPrefetcher` does the same from a local
+    decoded copy of the window, decoding each record once.)
+    """
+
+    def __init__(
+        self,
+        store: ReplayStore,
+        decode_fn: Callable[[list[tuple[bytes, int]]], Batch],
+        batch_size: int,
+        *,
+        depth: int,
+        seed: int,
+    ):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        super().__init__(depth=depth)
+        self._store = store
+        self._decode = decode_fn
+        self._batch_size = batch_size
+        self._rng = np.random.default_rng(seed)
+        self._malformed = 0
+        self._counter_lock = threading.Lock()
+        self._start()
+
+    @property
+    def malformed(self) -> int:
+        """Samples skipped so far because their record did not decode."""
+        with self._counter_lock:
+            return self._malformed
 
     def _next_batch(self) -> Batch | None:
         """One decoded batch, or None if the store has nothing usable yet (after a short wait)."""

@@ -26,9 +26,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from game.openings import load_openings
 from learner.metrics import MetricsLogger
+from learner.mirror import MirrorPrefetcher, ReplayMirror
 from learner.redis_server import EmbeddedRedis, RedisServerError
-from learner.replay import Prefetcher, ReplayStore, ReplayUnavailable, SampleRatio, connect
-from learner.trainer import Trainer, make_decoder
+from learner.replay import ReplayStore, ReplayUnavailable, SampleRatio, connect
+from learner.trainer import Trainer
 from learner.weights import WeightsChannel
 
 logger = logging.getLogger(__name__)
@@ -164,7 +165,6 @@ class Run:
         channel: WeightsChannel,
         client: Any,
     ) -> dict[str, Any]:
-        from actors import records
         from actors.actor import ActorPool
         from evaluation.evaluator import read_eval_metrics, start_evaluator
 
@@ -183,8 +183,8 @@ class Run:
         )
         pool = ActorPool(cfg, url, password, client)
         ratio = SampleRatio(cfg.replay.sample_ratio, min_positions=cfg.replay.min_positions)
-        decode = make_decoder(size, records.GameRecord.from_bytes, records.training_samples)
-        prefetcher: Prefetcher | None = None
+        mirror = ReplayMirror(store, size)  # each game decoded once, on the prefetch thread
+        prefetcher: MirrorPrefetcher | None = None
         t_start = time.monotonic()
         last_progress = last_csv = last_plot = last_ckpt = t_start
         last_ckpt_step = trainer.counters.step
@@ -218,12 +218,12 @@ class Run:
                     self._stop.wait(cfg.learner.wait_poll_s)
                 else:
                     if prefetcher is None:
-                        prefetcher = Prefetcher(
-                            store,
-                            decode,
+                        prefetcher = MirrorPrefetcher(
+                            mirror,
                             cfg.learner.batch_size,
                             depth=cfg.replay.prefetch_depth,
                             seed=cfg.seed + trainer.counters.step,
+                            q_weight=cfg.learner.value_target_q_weight,
                         )
                     batch = prefetcher.get(timeout=60.0)
                     losses = trainer.step(batch)

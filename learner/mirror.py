@@ -1,0 +1,469 @@
+"""A learner-side mirror of the replay window: each game decoded once, batches drawn in NumPy.
+
+`ReplayStore.sample` plus `trainer.make_decoder` fetch the whole record of every drawn game from
+Redis and parse it in Python for every batch (~0.45 ms per record), which a GPU learner at
+batch 4096 outruns. `ReplayMirror` keeps the window decoded in flat arrays instead:
+
+    per game       start row of its positions, the length the store lists for it
+    per position   packed state uint32 (4,), index within its game, first visit entry and
+                   number of entries, result code from the mover's view (win, draw, loss),
+                   root_wdl float32 (3,) (NaN for a forced move played unsearched)
+    per visit      action uint8, visit fraction float32 (count / the position's total)
+
+Every array is indexed by an absolute row (game rows are game ids; position and visit rows count
+what was appended since the mirror last started afresh), so dropping the oldest games never
+rewrites an offset. `refresh()` reads the window's ids and lengths (one round trip), drops the
+games that left it and fetches and decodes only the new ones (pipelined MGETs); `sample()` draws
+positions uniformly and builds the batch with vectorised gathers and the C++ encoder, identical
+to what `make_decoder(size, GameRecord.from_bytes, training_samples)` gives for the same draws.
+
+`MirrorPrefetcher` runs refresh and sample on the prefetch thread, with `Prefetcher`'s interface.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from actors.records import (
+    _META_WHITE_TO_MOVE,
+    HISTORY,
+    PACKED_WORDS,
+    GameRecord,
+    Result,
+    num_actions,
+)
+from game import encoding
+from learner.losses import NUM_WDL, TrainBatch
+from learner.replay import (
+    EMPTY_POLL_S,
+    MALFORMED_LOG_EVERY,
+    PrefetchThread,
+    ReplayEmpty,
+    ReplayStore,
+)
+
+logger = logging.getLogger(__name__)
+
+MIN_ROWS = 256  # capacity a column starts with and never shrinks below (a few KB)
+FETCH_GAMES = 1024  # new records per pipelined round trip when catching up: bounds one reply
+# (1024 x ~4 KB typical, 64 MB at the 64 KB worst case) and the decoded-but-unappended memory
+REFRESH_S = 0.5  # the prefetcher's pause between refreshes: a new game can be drawn within
+# about this long, and a refresh with nothing new (one round trip, ~1 ms) stays a small share
+
+# Result code per position (an index into _WDL_OF_CODE): the game's result from the mover's view.
+_WIN, _DRAW, _LOSS = 0, 1, 2
+_WDL_OF_CODE = np.eye(NUM_WDL, dtype=np.float32)  # code -> one-hot (win, draw, loss)
+
+
+class _Column:
+    """A growable array indexed by absolute row; rows below `lo` have been dropped.
+
+    Row r lives at `data[r - origin]`. Appends go to the tail. When the tail has no room, or the
+    dropped prefix outgrows the live rows, the live rows move to the front, into a fresh array
+    when the current one is under 2x or over 4x what they need: memory stays within a small
+    factor of the live rows, and each row is copied O(1) times on average.
+    """
+
+    def __init__(self, dtype: type, width: int | None = None):
+        self._shape = () if width is None else (width,)
+        self.data = np.empty((MIN_ROWS, *self._shape), dtype)
+        self.origin = self.lo = self.hi = 0
+
+    def reset(self, row: int) -> None:
+        """Drop everything; the next append starts at `row`."""
+        self.data = np.empty((MIN_ROWS, *self._shape), self.data.dtype)
+        self.origin = self.lo = self.hi = row
+
+    @property
+    def size(self) -> int:
+        return self.hi - self.lo
+
+    def view(self) -> np.ndarray:
+        """The live rows lo..hi-1 (a view, valid until the next append or drop)."""
+        return self.data[self.lo - self.origin : self.hi - self.origin]
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """The values of absolute `rows` (all live; not checked here)."""
+        return np.take(self.data, rows - self.origin, axis=0)
+
+    def at(self, row: int) -> int:
+        return int(self.data[row - self.origin])
+
+    def append(self, values: np.ndarray) -> None:
+        n = len(values)
+        if self.hi - self.origin + n > len(self.data):
+            self._move(self.size + n)
+        at = self.hi - self.origin
+        self.data[at : at + n] = values
+        self.hi += n
+
+    def drop_below(self, row: int) -> None:
+        if not self.lo <= row <= self.hi:
+            raise ValueError(f"cannot drop below row {row}: live rows are {self.lo}..{self.hi}")
+        self.lo = row
+        if self.lo - self.origin > self.size:  # the dropped prefix is over half the used rows
+            self._move(self.size)
+
+    def _move(self, need: int) -> None:
+        """Live rows to the front of an array with room for `need` rows and as many again."""
+        live = self.view()
+        target = max(MIN_ROWS, 2 * need)
+        if target <= len(self.data) <= 2 * target:
+            self.data[: len(live)] = live  # NumPy copies overlapping ranges correctly
+        else:
+            fresh = np.empty((target, *self._shape), self.data.dtype)
+            fresh[: len(live)] = live
+            self.data = fresh
+        self.origin = self.lo
+
+
+class ReplayMirror:
+    """The replay window decoded locally; refreshed incrementally, sampled without Redis.
+
+    Not thread-safe: one thread at a time calls `refresh`, `sample`, `draw`, `batch_at` and
+    `locate` (in a run, the prefetch thread); a second thread calling while one is inside raises
+    RuntimeError rather than corrupt the arrays. The counters (`num_positions`, `num_games`,
+    `malformed`) may be read from any thread.
+
+    A record that does not decode (GameRecord.from_bytes raises ValueError), is for another board
+    size or holds a different number of decisions than the store lists is counted in `malformed`,
+    logged the first time and every MALFORMED_LOG_EVERY-th, and contributes no positions.
+    """
+
+    def __init__(self, store: ReplayStore, board_size: int):
+        if board_size not in (6, 8):
+            raise ValueError(f"board_size must be 6 or 8, got {board_size}")
+        self.store = store
+        self.board_size = board_size
+        self._num_actions = num_actions(board_size)
+        self._busy = threading.Lock()
+        self._malformed = 0
+        self.rebuilds = 0  # times the store was found emptied or rewritten and read afresh
+        # per game (row = game id)
+        self._game_start = _Column(np.int64)  # absolute row of its first position
+        self._game_length = _Column(np.int64)  # positions the store lists for it
+        # per position
+        self._positions = _Column(np.uint32, PACKED_WORDS)
+        self._index = _Column(np.int32)  # decision index within its game
+        self._visit_start = _Column(np.int64)  # absolute row of its first visit entry
+        self._visit_len = _Column(np.int32)  # visit entries (>= 1)
+        self._result = _Column(np.uint8)  # _WIN, _DRAW or _LOSS for the side to move
+        self._root_wdl = _Column(np.float32, NUM_WDL)
+        # per visit entry
+        self._actions = _Column(np.uint8)
+        self._fractions = _Column(np.float32)
+        self._clear(first_id=1)
+
+    @property
+    def num_positions(self) -> int:
+        """Positions that can be drawn (the window's, less those of malformed records)."""
+        return self._positions.size
+
+    @property
+    def num_games(self) -> int:
+        """Games of the window held, malformed ones (no positions) included."""
+        return self._game_start.size
+
+    @property
+    def first_id(self) -> int:
+        """Id of the oldest game held (the next id to read when none is)."""
+        return self._game_start.lo
+
+    @property
+    def malformed(self) -> int:
+        """Records skipped so far because they did not decode or did not fit (games, not draws)."""
+        return self._malformed
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the arrays (capacity, not just the live rows)."""
+        return sum(c.data.nbytes for c in self._columns())
+
+    def refresh(self) -> int:
+        """Catch up with the store's window; returns how many new games were read.
+
+        One round trip reads the window's ids and lengths; the games that left it are dropped,
+        and only ids not held yet are fetched (pipelined MGETs of FETCH_GAMES) and decoded. When
+        the ids went backwards (the store was emptied, or rewritten with fewer games), everything
+        is read afresh. A store emptied and refilled beyond the newest id held between two
+        refreshes goes unnoticed: ids and lengths are all that is compared, and the lengths come
+        through ReplayStore's local copy, which keeps those it had (`ReplayStore.sample` shares
+        that blind spot).
+        """
+        with self._exclusive(), self.store._unavailable_as_error("refresh the replay mirror"):
+            first, cumulative = self.store._refresh_window()
+            lengths = np.diff(cumulative, prepend=0)
+            last = first + len(lengths) - 1
+            if self._rewritten(first, last, lengths):
+                logger.warning(
+                    "replay store %r went back to games %d..%d (held %d..%d): reading it afresh",
+                    self.store.namespace,
+                    first,
+                    last,
+                    self._game_start.lo,
+                    self._game_start.hi - 1,
+                )
+                self.rebuilds += 1
+                self._clear(first)
+            self._drop_games_below(first)
+            new_ids = np.arange(self._game_start.hi, last + 1)
+            new_lengths = lengths[self._game_start.hi - first :]
+            for lo in range(0, len(new_ids), FETCH_GAMES):
+                ids = new_ids[lo : lo + FETCH_GAMES].tolist()
+                self._append_games(ids, new_lengths[lo : lo + FETCH_GAMES], self.store._fetch(ids))
+            return len(new_ids)
+
+    def draw(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+        """`batch_size` absolute position rows drawn uniformly, with replacement."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        with self._exclusive():
+            if self._positions.size == 0:
+                raise ReplayEmpty(
+                    f"replay mirror of {self.store.namespace!r} holds no position yet "
+                    f"({self.num_games} games held, {self._malformed} malformed records)"
+                )
+            return rng.integers(self._positions.lo, self._positions.hi, size=batch_size)
+
+    def sample(
+        self, batch_size: int, rng: np.random.Generator, q_weight: float = 0.0
+    ) -> TrainBatch:
+        """A training batch of `batch_size` uniform draws (`draw` then `batch_at`)."""
+        return self.batch_at(self.draw(batch_size, rng), q_weight)
+
+    def locate(self, rows: np.ndarray | Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(game ids, decision indices within the game) of absolute position `rows`."""
+        with self._exclusive():
+            p = self._checked(rows)
+            starts = self._game_start.view()
+            ids = self._game_start.lo + np.searchsorted(starts, p, side="right") - 1
+            return ids, self._index.take(p).astype(np.int64)
+
+    def batch_at(self, rows: np.ndarray | Sequence[int], q_weight: float = 0.0) -> TrainBatch:
+        """The training batch of absolute position `rows`, in their order.
+
+        The same values as `actors.records.training_samples(record, indices, q_weight)` encoded
+        as `trainer.make_decoder` does: histories (earlier slots zero before the game's first
+        position), visit fractions, the result mixed with the root value where one was searched.
+        """
+        if not 0.0 <= q_weight <= 1.0:
+            raise ValueError(f"q_weight must be in [0, 1], got {q_weight}")
+        with self._exclusive():
+            p = self._checked(rows)
+            n = len(p)
+            index = self._index.take(p)
+            packed = np.zeros((n, HISTORY, PACKED_WORDS), np.uint32)
+            for k in range(HISTORY):
+                ok = index >= k
+                packed[ok, k] = self._positions.take(p[ok] - k)
+            lens = self._visit_len.take(p).astype(np.int64)
+            owner = np.repeat(np.arange(n), lens)  # the draw each gathered visit entry is for
+            shift = self._visit_start.take(p) - (np.cumsum(lens) - lens)
+            entries = np.arange(len(owner)) + shift[owner]  # absolute visit rows, draw by draw
+            pi = np.zeros((n, self._num_actions), np.float32)
+            pi[owner, self._actions.take(entries)] = self._fractions.take(entries)
+            wdl = _WDL_OF_CODE[self._result.take(p)]
+            if q_weight > 0.0:  # the same expression as training_samples, for equal roundings
+                root = self._root_wdl.take(p)
+                searched = ~np.isnan(root).any(axis=1)
+                wdl[searched] = (1.0 - q_weight) * wdl[searched] + q_weight * root[searched]
+        return TrainBatch(
+            planes=encoding.encode(packed, self.board_size),
+            mask=encoding.legal_masks(packed, self.board_size),
+            target_pi=pi,
+            target_wdl=wdl,
+        )
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError("ReplayMirror is used from two threads at once; it has one owner")
+        try:
+            yield
+        finally:
+            self._busy.release()
+
+    def _columns(self) -> list[_Column]:
+        return [v for v in vars(self).values() if isinstance(v, _Column)]
+
+    def _per_position(self) -> tuple[_Column, ...]:
+        return (
+            self._positions,
+            self._index,
+            self._visit_start,
+            self._visit_len,
+            self._result,
+            self._root_wdl,
+        )
+
+    def _clear(self, first_id: int) -> None:
+        for column in self._columns():
+            column.reset(0)
+        self._game_start.reset(first_id)
+        self._game_length.reset(first_id)
+
+    def _checked(self, rows: np.ndarray | Sequence[int]) -> np.ndarray:
+        p = np.asarray(rows, dtype=np.int64).reshape(-1)
+        lo, hi = self._positions.lo, self._positions.hi
+        if p.size and (p.min() < lo or p.max() >= hi):
+            raise IndexError(f"position rows must be in [{lo}, {hi}), got {p.min()}..{p.max()}")
+        return p
+
+    def _rewritten(self, first: int, last: int, lengths: np.ndarray) -> bool:
+        """True when the window read cannot follow from the one held: the window's ids went
+        backwards, or a game held and still in the window has another length now."""
+        held_lo, held_hi = self._game_start.lo, self._game_start.hi
+        if first < held_lo or last < held_hi - 1:
+            return True
+        if first >= held_hi:
+            return False
+        held = self._game_length.view()[first - held_lo :]
+        return not np.array_equal(held, lengths[: held_hi - first])
+
+    def _drop_games_below(self, first: int) -> None:
+        games = self._game_start
+        if first >= games.hi:  # every game held left the window (or none was held)
+            for column in self._columns():
+                column.drop_below(column.hi)
+            self._game_start.reset(first)
+            self._game_length.reset(first)
+            return
+        if first <= games.lo:
+            return
+        pos_row = games.at(first)
+        visit_row = self._visit_start.at(pos_row) if pos_row < self._positions.hi else None
+        games.drop_below(first)
+        self._game_length.drop_below(first)
+        for column in self._per_position():
+            column.drop_below(pos_row)
+        if visit_row is None:
+            visit_row = self._actions.hi
+        self._actions.drop_below(visit_row)
+        self._fractions.drop_below(visit_row)
+
+    def _decode(self, game_id: int, data: bytes, listed: int) -> GameRecord | None:
+        """The record, or None (counted, logged) when it is malformed or does not fit."""
+        try:
+            record = GameRecord.from_bytes(data)
+            if record.board_size != self.board_size:
+                raise ValueError(
+                    f"record for a {record.board_size}x{record.board_size} board, "
+                    f"expected {self.board_size}"
+                )
+            if record.num_decisions != listed:
+                raise ValueError(
+                    f"record holds {record.num_decisions} decisions, the store lists {listed}"
+                )
+            return record
+        except ValueError as e:
+            self._malformed += 1
+            if self._malformed == 1 or self._malformed % MALFORMED_LOG_EVERY == 0:
+                logger.warning(
+                    "skipped malformed replay record (game %d): %s [%d skipped so far]",
+                    game_id,
+                    e,
+                    self._malformed,
+                )
+            return None
+
+    def _append_games(self, ids: list[int], listed: np.ndarray, data: dict[int, bytes]) -> None:
+        """Decodes and appends games `ids` (consecutive, from the next row); absent ones are
+        games evicted since the window was read: they hold no positions and leave at the next
+        refresh."""
+        starts = np.empty(len(ids), np.int64)
+        row = self._positions.hi
+        decoded: list[GameRecord] = []
+        for k, (game_id, n) in enumerate(zip(ids, listed.tolist(), strict=True)):
+            starts[k] = row
+            record = data.get(game_id)
+            if record is None:
+                continue
+            game = self._decode(game_id, record, n)
+            if game is not None:
+                decoded.append(game)
+                row += game.num_decisions
+        if decoded:
+            self._append_positions(decoded)
+        self._game_start.append(starts)
+        self._game_length.append(listed)
+
+    def _append_positions(self, games: list[GameRecord]) -> None:
+        lengths = np.array([g.num_decisions for g in games], np.int64)
+        positions = np.concatenate([g.positions for g in games])
+        first_of_game = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        visit_len = np.concatenate([np.diff(g.visit_offsets.astype(np.int64)) for g in games])
+        local_start = np.cumsum(visit_len) - visit_len
+        counts = np.concatenate([g.visit_counts for g in games])
+        # A position's total in int64, then float32: exact, as training_samples' float32 sum is
+        # (integers below 2^24: at most 128 actions of at most 65535 visits), so equal quotients.
+        totals = np.add.reduceat(counts.astype(np.int64), local_start).astype(np.float32)
+        result = np.repeat(np.array([int(g.result) for g in games], np.int64), lengths)
+        white = (positions[:, 3] & _META_WHITE_TO_MOVE).astype(bool)
+        mover_won = white == (result == Result.WHITE_WIN)
+        code = np.where(result == Result.DRAW, _DRAW, np.where(mover_won, _WIN, _LOSS))
+        self._visit_start.append(self._actions.hi + local_start)
+        self._visit_len.append(visit_len.astype(np.int32))
+        self._actions.append(np.concatenate([g.visit_actions for g in games]))
+        self._fractions.append(counts.astype(np.float32) / np.repeat(totals, visit_len))
+        self._index.append((np.arange(len(positions)) - first_of_game).astype(np.int32))
+        self._result.append(code.astype(np.uint8))
+        self._root_wdl.append(np.concatenate([g.root_wdl for g in games]).astype(np.float32))
+        self._positions.append(positions)
+
+
+class MirrorPrefetcher(PrefetchThread[TrainBatch]):
+    """`Prefetcher`'s interface over a `ReplayMirror`: batches made on a background thread.
+
+    The thread refreshes the mirror at most every `refresh_s` seconds (and on every turn while
+    it holds no position, waiting EMPTY_POLL_S in between), then samples a batch of
+    `batch_size` with `q_weight` of the root value in the value target. The mirror belongs to
+    this thread from then on. `malformed` counts skipped records (games), where `Prefetcher`
+    counts skipped draws. A Redis failure (ReplayUnavailable) or any other error stops the thread
+    and is raised by the next `get()`.
+    """
+
+    def __init__(
+        self,
+        mirror: ReplayMirror,
+        batch_size: int,
+        *,
+        depth: int,
+        seed: int,
+        q_weight: float = 0.0,
+        refresh_s: float = REFRESH_S,
+    ):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if not 0.0 <= q_weight <= 1.0:
+            raise ValueError(f"q_weight must be in [0, 1], got {q_weight}")
+        if not refresh_s >= 0:
+            raise ValueError(f"refresh_s must be >= 0, got {refresh_s}")
+        super().__init__(depth=depth)
+        self._mirror = mirror
+        self._batch_size = batch_size
+        self._q_weight = q_weight
+        self._refresh_s = refresh_s
+        self._rng = np.random.default_rng(seed)
+        self._refreshed_at = -float("inf")
+        self._start()
+
+    @property
+    def malformed(self) -> int:
+        """Records skipped so far because they did not decode or did not fit."""
+        return self._mirror.malformed
+
+    def _next_batch(self) -> TrainBatch | None:
+        now = time.monotonic()
+        if self._mirror.num_positions == 0 or now - self._refreshed_at >= self._refresh_s:
+            self._mirror.refresh()
+            self._refreshed_at = now
+        if self._mirror.num_positions == 0:
+            self._stop.wait(EMPTY_POLL_S)
+            return None
+        return self._mirror.sample(self._batch_size, self._rng, self._q_weight)
