@@ -35,3 +35,25 @@ def shared_file(shared_data: Path) -> Callable[[str], Path]:
         return path
 
     return find
+
+
+# A private redis-server per test (real, never faked) and a client with a fast retry schedule:
+# the replay store's and the mirror's tests share them.
+REDIS_TEST_BACKOFF_S = 0.001
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    from learner.redis_server import EmbeddedRedis
+
+    with EmbeddedRedis(tmp_path / "run") as srv:
+        yield srv
+
+
+@pytest.fixture
+def client(server):
+    from learner.replay import connect
+
+    c = connect(server.url, server.password, retries=2, backoff_s=REDIS_TEST_BACKOFF_S)
+    yield c
+    c.close()

@@ -13,7 +13,6 @@ import os
 import queue
 import shutil
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,19 +31,6 @@ pytestmark = pytest.mark.skipif(
 
 TINY_BACKOFF_S = 0.001  # keeps the dead-server test fast
 WAIT_S = 30.0  # upper bound on waits for the prefetch thread; a healthy run takes milliseconds
-
-
-@pytest.fixture
-def server(tmp_path: Path):
-    with EmbeddedRedis(tmp_path / "run") as srv:
-        yield srv
-
-
-@pytest.fixture
-def client(server: EmbeddedRedis):
-    c = connect(server.url, server.password, retries=2, backoff_s=TINY_BACKOFF_S)
-    yield c
-    c.close()
 
 
 def _play(size: int, n_games: int, seed: int) -> list[GameRecord]:

@@ -41,19 +41,6 @@ pytestmark = pytest.mark.skipif(
 TINY_BACKOFF_S = 0.001  # keeps the retry tests fast; the schedule is what is tested, not the pace
 
 
-@pytest.fixture
-def server(tmp_path: Path):
-    with EmbeddedRedis(tmp_path / "run") as srv:
-        yield srv
-
-
-@pytest.fixture
-def client(server: EmbeddedRedis):
-    c = connect(server.url, server.password, retries=2, backoff_s=TINY_BACKOFF_S)
-    yield c
-    c.close()
-
-
 def _record(game: int, size: int, seed: int = 0) -> bytes:
     """Distinct bytes per game: an 8-byte game tag then random bytes."""
     rng = np.random.default_rng([seed, game])
