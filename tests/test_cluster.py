@@ -151,9 +151,16 @@ def test_actors_on_every_node_and_all_their_games_reach_the_store(loop):
         "two finished games from every actor",
     )
     assert set(by_actor) == set(range(NODES))
-    records = loop.records()
+
+    # The actors keep writing: compare the records with counters read before and after them,
+    # and only when no game arrived in between (else a new game would look lost or extra).
+    def quiet_snapshot():
+        before = loop.store.stats()
+        records = loop.records()
+        return (records, before) if loop.store.stats() == before else None
+
+    records, stats = wait_until(quiet_snapshot, GAMES_TIMEOUT_S, "a read with no game arriving")
     positions = sum(GameRecord.from_bytes(r).num_decisions for r in records.values())
-    stats = loop.store.stats()
     assert stats.window_games == len(records) == stats.games_added  # nothing evicted or lost
     assert stats.window_positions == positions
     # The actors' own counters (written after each game is stored) never exceed the store's.
