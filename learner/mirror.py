@@ -1,8 +1,9 @@
 """A learner-side mirror of the replay window: each game decoded once, batches drawn in NumPy.
 
-`ReplayStore.sample` plus `trainer.make_decoder` fetch the whole record of every drawn game from
-Redis and parse it in Python for every batch (~0.45 ms per record), which a GPU learner at
-batch 4096 outruns. `ReplayMirror` keeps the window decoded in flat arrays instead:
+Sampling with `ReplayStore.sample` fetches the whole record of every drawn game from Redis, and
+decoding it with `actors.records.training_samples` parses it in Python for every batch
+(~0.45 ms per record), which a GPU learner at batch 4096 outruns. `ReplayMirror` keeps the
+window decoded in flat arrays instead:
 
     per game       start row of its positions, the length the store lists for it
     per position   packed state uint32 (4,), index within its game, first visit entry and
@@ -15,9 +16,9 @@ what was appended since the mirror last started afresh), so dropping the oldest 
 rewrites an offset. `refresh()` reads the window's ids and lengths (one round trip), drops the
 games that left it and fetches and decodes only the new ones (pipelined MGETs); `sample()` draws
 positions uniformly and builds the batch with vectorised gathers and the C++ encoder, identical
-to what `make_decoder(size, GameRecord.from_bytes, training_samples)` gives for the same draws.
+to `training_samples` of each drawn record, encoded, for the same draws (tests/test_mirror.py).
 
-`MirrorPrefetcher` runs refresh and sample on the prefetch thread, with `Prefetcher`'s interface.
+`MirrorPrefetcher` runs refresh and sample on a prefetch thread and queues the batches.
 """
 
 from __future__ import annotations
@@ -248,9 +249,10 @@ class ReplayMirror:
     def batch_at(self, rows: np.ndarray | Sequence[int], q_weight: float = 0.0) -> TrainBatch:
         """The training batch of absolute position `rows`, in their order.
 
-        The same values as `actors.records.training_samples(record, indices, q_weight)` encoded
-        as `trainer.make_decoder` does: histories (earlier slots zero before the game's first
-        position), visit fractions, the result mixed with the root value where one was searched.
+        The same values as `actors.records.training_samples(record, indices, q_weight)` through
+        `game.encoding.encode` and `legal_masks`: histories (earlier slots zero before the game's
+        first position), visit fractions, the result mixed with the root value where one was
+        searched.
         """
         if not 0.0 <= q_weight <= 1.0:
             raise ValueError(f"q_weight must be in [0, 1], got {q_weight}")
@@ -418,14 +420,13 @@ class ReplayMirror:
 
 
 class MirrorPrefetcher(PrefetchThread[TrainBatch]):
-    """`Prefetcher`'s interface over a `ReplayMirror`: batches made on a background thread.
+    """Training batches from a `ReplayMirror`, made on a background thread.
 
     The thread refreshes the mirror at most every `refresh_s` seconds (and on every turn while
     it holds no position, waiting EMPTY_POLL_S in between), then samples a batch of
     `batch_size` with `q_weight` of the root value in the value target. The mirror belongs to
-    this thread from then on. `malformed` counts skipped records (games), where `Prefetcher`
-    counts skipped draws. A Redis failure (ReplayUnavailable) or any other error stops the thread
-    and is raised by the next `get()`.
+    this thread from then on. `malformed` counts skipped records (games). A Redis failure
+    (ReplayUnavailable) or any other error stops the thread and is raised by the next `get()`.
     """
 
     def __init__(

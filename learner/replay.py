@@ -1,8 +1,8 @@
 """The replay store: a window of the newest self-play games in Redis, sampled uniformly by position.
 
 Actors call `ReplayStore.add_game(record, n_positions)` once per finished game; the learner
-samples batches through a `Prefetcher` (or `learner.mirror.MirrorPrefetcher`, which keeps the
-window decoded locally) and paces itself with `SampleRatio`. Values are the raw record bytes the
+keeps the window decoded locally and samples batches from it (`learner.mirror`), and paces
+itself with `SampleRatio`. Values are the raw record bytes the
 caller gives (their layout belongs to the record codec); nothing is pickled.
 
 Redis layout (`ns` = namespace; the braces are a hash tag, so a Redis Cluster would keep every
@@ -39,7 +39,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Self, TypeVar
 
@@ -471,84 +471,6 @@ class PrefetchThread(Generic[Batch]):
         except BaseException as e:  # handed to the training thread by get()
             logger.exception("replay prefetcher stopped")
             self._error = e
-
-
-class Prefetcher(PrefetchThread[Batch]):
-    """Samples and decodes batches on a background thread into a bounded queue.
-
-    `decode_fn(list[(record bytes, position index)]) -> batch` turns samples into a training
-    batch; when it raises ValueError the batch's items are decoded one by one to find the bad
-    records, which are dropped, counted in `malformed` and replaced by fresh draws, so every batch
-    has `batch_size` items. Any other error (or Redis becoming unreachable) stops the thread and
-    is raised by the next `get()`. (`learner.mirror.MirrorPrefetcher` does the same from a local
-    decoded copy of the window, decoding each record once.)
-    """
-
-    def __init__(
-        self,
-        store: ReplayStore,
-        decode_fn: Callable[[list[tuple[bytes, int]]], Batch],
-        batch_size: int,
-        *,
-        depth: int,
-        seed: int,
-    ):
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        super().__init__(depth=depth)
-        self._store = store
-        self._decode = decode_fn
-        self._batch_size = batch_size
-        self._rng = np.random.default_rng(seed)
-        self._malformed = 0
-        self._counter_lock = threading.Lock()
-        self._start()
-
-    @property
-    def malformed(self) -> int:
-        """Samples skipped so far because their record did not decode."""
-        with self._counter_lock:
-            return self._malformed
-
-    def _next_batch(self) -> Batch | None:
-        """One decoded batch, or None if the store has nothing usable yet (after a short wait)."""
-        items: list[Sample] = []
-        while not self._stop.is_set():
-            try:
-                items += self._store.sample(self._batch_size - len(items), self._rng)
-            except ReplayEmpty:
-                self._stop.wait(EMPTY_POLL_S)
-                return None
-            try:
-                return self._decode([(record, index) for _, record, index in items])
-            except ValueError:
-                items = self._drop_malformed(items)
-                if not items:
-                    self._stop.wait(EMPTY_POLL_S)  # everything drawn was bad: do not spin
-        return None
-
-    def _drop_malformed(self, items: list[Sample]) -> list[Sample]:
-        """The items that decode on their own; the others are counted and logged."""
-        good = []
-        for game_id, record, index in items:
-            try:
-                self._decode([(record, index)])
-            except ValueError as e:
-                with self._counter_lock:
-                    self._malformed += 1
-                    count = self._malformed
-                if count == 1 or count % MALFORMED_LOG_EVERY == 0:
-                    logger.warning(
-                        "skipped malformed replay record (game %d, position %d): %s "
-                        "[%d skipped so far]",
-                        game_id,
-                        index,
-                        e,
-                        count,
-                    )
-            else:
-                good.append((game_id, record, index))
-        return good
 
 
 class SampleRatio:

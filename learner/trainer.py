@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import logging
 import re
-from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from hydra.utils import instantiate
 
@@ -165,39 +163,3 @@ class Trainer:
         if not ckpt_dir.is_dir():
             return []
         return [p for p in ckpt_dir.iterdir() if STATE_PATTERN.match(p.name)]
-
-
-def make_decoder(board_size: int, decode_record: Any, samples_of: Any):
-    """A replay decode function: [(record bytes, position index)] -> TrainBatch.
-
-    ``decode_record(bytes) -> record`` raises ValueError on a malformed record (the prefetcher
-    then drops it); ``samples_of(record, indices) -> (packed, target_pi, target_wdl)``.
-    Samples of one record are decoded together, then the batch is encoded in one C++ call.
-    """
-
-    def decode(items: Sequence[tuple[bytes, int]]) -> TrainBatch:
-        by_record: dict[bytes, list[int]] = defaultdict(list)
-        order: list[tuple[bytes, int]] = []
-        for data, index in items:
-            by_record[data].append(index)
-            order.append((data, index))
-        packed, pis, wdls = [], [], []
-        for data, indices in by_record.items():
-            record = decode_record(data)
-            if getattr(record, "size", board_size) != board_size:
-                raise ValueError(
-                    f"record for a {record.size}x{record.size} board, expected {board_size}"
-                )
-            p, pi, wdl = samples_of(record, np.asarray(indices))
-            packed.append(p)
-            pis.append(pi)
-            wdls.append(wdl)
-        packed_all = np.concatenate(packed)
-        return TrainBatch(
-            planes=encoding.encode(packed_all, board_size),
-            mask=encoding.legal_masks(packed_all, board_size),
-            target_pi=np.concatenate(pis).astype(np.float32, copy=False),
-            target_wdl=np.concatenate(wdls).astype(np.float32, copy=False),
-        )
-
-    return decode

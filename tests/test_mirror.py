@@ -1,7 +1,8 @@
 """The learner's decoded mirror of the replay window, against a real redis-server (learner/mirror).
 
-The reference for every batch is the path the mirror replaces: the record bytes in Redis decoded
-by `trainer.make_decoder(size, GameRecord.from_bytes, training_samples)`.
+The reference for every batch is the one-record path: each drawn game's bytes read back from Redis,
+decoded with `GameRecord.from_bytes`, its positions turned into targets by
+`actors.records.training_samples` and encoded by `game.encoding`.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import numpy as np
 import pytest
 
 from actors.records import GameRecord, Result, training_samples
+from game import encoding
 from learner.losses import TrainBatch
 from learner.mirror import MIN_ROWS, MirrorPrefetcher, ReplayMirror, _Column
 from learner.redis_server import EmbeddedRedis
 from learner.replay import ReplayEmpty, ReplayStore, ReplayUnavailable, connect
-from learner.trainer import make_decoder
 
 pytestmark = pytest.mark.skipif(
     shutil.which("redis-server") is None and not os.environ.get("CHECKERZERO_REDIS_SERVER"),
@@ -68,30 +69,32 @@ def _add(store: ReplayStore, record: GameRecord, **changes) -> int:
     return store.add_game(record.to_bytes(), record.num_decisions)
 
 
+def _encode(size: int, draws: list[tuple[GameRecord, int]], q_weight: float) -> TrainBatch:
+    """The reference batch of (record, position index) draws, in their order, one at a time."""
+    parts = [training_samples(record, [index], q_weight) for record, index in draws]
+    packed = np.concatenate([p for p, _, _ in parts])
+    return TrainBatch(
+        planes=encoding.encode(packed, size),
+        mask=encoding.legal_masks(packed, size),
+        target_pi=np.concatenate([pi for _, pi, _ in parts]),
+        target_wdl=np.concatenate([wdl for _, _, wdl in parts]),
+    )
+
+
 def _reference(
     store: ReplayStore, size: int, game_ids: np.ndarray, indices: np.ndarray, q_weight: float
-) -> tuple[list[int], TrainBatch]:
-    """The old decode path for draws (game_ids[j], indices[j]) and the order it returns them in.
-
-    make_decoder groups the draws by record, records in order of first appearance, so row r of
-    its batch is draw order[r].
-    """
-    decode = make_decoder(
-        size, GameRecord.from_bytes, functools.partial(training_samples, q_weight=q_weight)
-    )
-    data = {g: store.get(g) for g in set(game_ids.tolist())}
-    rank: dict[int, int] = {}
-    for g in game_ids.tolist():
-        rank.setdefault(g, len(rank))
-    order = sorted(range(len(game_ids)), key=lambda j: (rank[int(game_ids[j])], j))
-    return order, decode([(data[int(game_ids[j])], int(indices[j])) for j in order])
+) -> TrainBatch:
+    """The reference batch of draws (game_ids[j], indices[j]), read back from Redis."""
+    records = {g: GameRecord.from_bytes(store.get(g)) for g in set(game_ids.tolist())}
+    draws = [(records[g], i) for g, i in zip(game_ids.tolist(), indices.tolist(), strict=True)]
+    return _encode(size, draws, q_weight)
 
 
-def _assert_same(mirror_batch: TrainBatch, order: list[int], reference: TrainBatch) -> None:
+def _assert_same(mirror_batch: TrainBatch, reference: TrainBatch) -> None:
     """Bit for bit: the same float32 operations on the same values."""
     for field in ("planes", "mask", "target_pi", "target_wdl"):
         np.testing.assert_array_equal(
-            getattr(mirror_batch, field)[order], getattr(reference, field), err_msg=field
+            getattr(mirror_batch, field), getattr(reference, field), err_msg=field
         )
 
 
@@ -113,8 +116,7 @@ def test_batches_equal_the_record_decoder_for_the_same_draws(client, size, q_wei
         0 <= i < lengths[g] for g, i in zip(game_ids.tolist(), indices.tolist(), strict=True)
     )
     assert len(set(game_ids.tolist())) == len(played)  # every game drawn, so all are compared
-    order, reference = _reference(store, size, game_ids, indices, q_weight)
-    _assert_same(batch, order, reference)
+    _assert_same(batch, _reference(store, size, game_ids, indices, q_weight))
     # The values themselves, not just agreement: visit fractions sum to 1 on legal actions, and
     # the value target is one-hot except where the root value was mixed in.
     np.testing.assert_allclose(batch.target_pi.sum(axis=1), 1.0, rtol=1e-6)
@@ -199,8 +201,7 @@ def test_evicted_games_leave_and_the_arrays_stay_bounded(client):
     rows = np.arange(positions.lo, positions.hi)
     game_ids, indices = mirror.locate(rows)
     assert game_ids.min() == mirror.first_id and game_ids.max() == n
-    order, reference = _reference(store, 6, game_ids, indices, 0.5)
-    _assert_same(mirror.batch_at(rows, q_weight=0.5), order, reference)
+    _assert_same(mirror.batch_at(rows, q_weight=0.5), _reference(store, 6, game_ids, indices, 0.5))
     # A mirror started late (a restarted learner) begins at the window's first game.
     late = ReplayMirror(store, 6)
     assert late.refresh() == mirror.num_games
@@ -254,8 +255,7 @@ def test_malformed_records_are_skipped_counted_and_logged_once(client, caplog):
     rows = mirror.draw(500, np.random.default_rng(3))
     game_ids, indices = mirror.locate(rows)
     assert set(game_ids.tolist()) == set(ids["good"])
-    order, reference = _reference(store, 6, game_ids, indices, 0.0)
-    _assert_same(mirror.batch_at(rows), order, reference)
+    _assert_same(mirror.batch_at(rows), _reference(store, 6, game_ids, indices, 0.0))
 
 
 def test_empty_store_raises_and_the_prefetcher_waits_then_serves(client):
@@ -273,9 +273,7 @@ def test_empty_store_raises_and_the_prefetcher_waits_then_serves(client):
         _add(store, record)
         batch = prefetcher.get(timeout=WAIT_S)  # empty: refreshed every turn despite refresh_s
     assert len(batch) == 4
-    whole_game = make_decoder(6, GameRecord.from_bytes, training_samples)(
-        [(record.to_bytes(), i) for i in range(record.num_decisions)]
-    )
+    whole_game = _encode(6, [(record, i) for i in range(record.num_decisions)], 0.0)
     for row in range(4):  # each row is one of that game's positions, exactly
         same = (whole_game.planes == batch.planes[row]).all(axis=(1, 2, 3))
         assert same.any()
@@ -316,8 +314,7 @@ def test_store_rewritten_with_fewer_games_is_read_afresh(client):
     assert (mirror.first_id, mirror.num_games) == (1, 4)
     assert mirror.num_positions == sum(r.num_decisions for r in played[10:14])
     rows = mirror.draw(300, np.random.default_rng(5))
-    order, reference = _reference(store, 6, *mirror.locate(rows), 0.0)
-    _assert_same(mirror.batch_at(rows), order, reference)
+    _assert_same(mirror.batch_at(rows), _reference(store, 6, *mirror.locate(rows), 0.0))
 
 
 def test_prefetcher_raises_replay_unavailable_when_redis_is_gone(tmp_path):

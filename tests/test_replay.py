@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import queue
 import shutil
 import signal
 import socket
@@ -24,7 +23,6 @@ from scipy import stats as scipy_stats
 
 from learner.redis_server import EmbeddedRedis, RedisServerError, find_redis_server, free_port
 from learner.replay import (
-    Prefetcher,
     ReplayEmpty,
     ReplayStore,
     ReplayUnavailable,
@@ -268,61 +266,6 @@ def test_store_operations_on_a_dead_server_raise_replay_unavailable(tmp_path):
     with pytest.raises(ReplayUnavailable, match=url):
         store.add_game(b"y", 1)
     c.close()
-
-
-def _decode(items: list[tuple[bytes, int]]) -> list[tuple[int, int]]:
-    """A stand-in codec: good records start with b"OK" and carry their game tag."""
-    out = []
-    for record, index in items:
-        if not record.startswith(b"OK"):
-            raise ValueError(f"bad magic {record[:2]!r}")
-        out.append((int.from_bytes(record[2:10], "little"), index))
-    return out
-
-
-def test_prefetcher_skips_and_counts_malformed_records(client):
-    store = ReplayStore(client, window_positions=10_000)
-    good = set()
-    for g in range(20):
-        if g % 2:
-            store.add_game(b"BAD" + bytes(g), 10)
-        else:
-            store.add_game(b"OK" + g.to_bytes(8, "little"), 10)
-            good.add(g)
-    with Prefetcher(store, _decode, batch_size=16, depth=2, seed=7) as prefetcher:
-        batches = [prefetcher.get(timeout=30) for _ in range(5)]
-        malformed = prefetcher.malformed
-    for batch in batches:
-        assert len(batch) == 16  # bad draws are replaced, so batches stay full
-        assert {tag for tag, _ in batch} <= good
-        assert all(0 <= index < 10 for _, index in batch)
-    # half the positions are bad: 80+ good draws with no bad one has probability 2**-80
-    assert malformed > 0
-
-
-def test_prefetcher_waits_for_data_then_serves_it(client):
-    store = ReplayStore(client, window_positions=100)
-    with Prefetcher(store, _decode, batch_size=4, depth=1, seed=0) as prefetcher:
-        with pytest.raises(queue.Empty):
-            prefetcher.get(timeout=0.3)  # empty store: no batch, no crash
-        store.add_game(b"OK" + (5).to_bytes(8, "little"), 3)
-        batch = prefetcher.get(timeout=30)
-    assert len(batch) == 4 and {tag for tag, _ in batch} == {5}
-    assert all(0 <= index < 3 for _, index in batch)
-
-
-def test_prefetcher_hands_other_errors_to_the_caller(client):
-    store = ReplayStore(client, window_positions=100)
-    store.add_game(b"OK" + bytes(8), 3)
-
-    def broken(items):
-        raise KeyError("codec bug")
-
-    with (
-        Prefetcher(store, broken, batch_size=2, depth=1, seed=0) as prefetcher,
-        pytest.raises(KeyError, match="codec bug"),
-    ):
-        prefetcher.get(timeout=30)
 
 
 def test_sampling_while_a_writer_evicts_returns_only_consistent_records(client):
