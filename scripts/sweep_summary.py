@@ -1,0 +1,137 @@
+"""The table of a sweep made by scripts/sweep.sh, as Markdown for docs/tuning.md.
+
+    python scripts/sweep_summary.py runs/sweep-control runs/sweep-lr0.1 ... [--plot sweep.png]
+
+For each run directory: its overrides (from Hydra's record), the self-play games, positions and
+training steps it reached (the learner's last log line), and its final match against minimax
+depth 4 (final_match.log, written by the sweep). A run that has not finished its match is
+listed with what it has. `--plot` draws the arms side by side: each final match's Elo with its
+95% interval, and the in-run curves (the evaluator's ladder Elo and the training loss) against
+minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from learner.metrics import read_metrics
+
+LOSS_SMOOTHING = 12  # log lines (10 s apart) averaged in the loss curve: one noisy batch each
+FINISHED = re.compile(r"run finished: (\{.*\})")
+MATCH = re.compile(
+    r"(\d+) games, \+(\d+) =(\d+) -(\d+) .*score ([\d.]+)%, "
+    r"Elo ([+-]?\d+) \[([+-]?\d+), ([+-]?\d+)\]"
+)
+
+
+def summarize(run_dir: Path) -> dict[str, str]:
+    row = {
+        "run": run_dir.name.removeprefix("sweep-"),
+        "overrides": "",
+        "games": "",
+        "positions": "",
+        "steps": "",
+        "vs minimax:4": "(no match yet)",
+    }
+    overrides = run_dir / ".hydra" / "overrides.yaml"
+    if overrides.exists():
+        kept = [
+            o
+            for o in yaml.safe_load(overrides.read_text()) or []
+            if not o.startswith(("run_dir=", "learner.time_limit_min=", "cluster.address="))
+        ]
+        row["overrides"] = " ".join(kept) or "(defaults)"
+    log = run_dir / "__main__.log"
+    if log.exists():
+        for line in log.read_text().splitlines():
+            if m := FINISHED.search(line):
+                done = ast.literal_eval(m.group(1))  # a dict of literals; never eval
+                row.update(
+                    games=f"{done['games']:,}",
+                    positions=f"{done['positions']:,}",
+                    steps=f"{done['step']:,}",
+                )
+    match_log = run_dir / "final_match.log"
+    if match_log.exists() and (m := MATCH.search(match_log.read_text())):
+        n, w, d, loss, score, elo, lo, hi = m.groups()
+        row["vs minimax:4"] = f"{score}% (+{w} ={d} -{loss}; Elo {elo} [{lo}, {hi}]; {n} games)"
+        row["_elo"] = (int(elo), int(lo), int(hi))
+    return row
+
+
+def plot(run_dirs: list[Path], rows: list[dict], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_match, ax_elo, ax_loss) = plt.subplots(1, 3, figsize=(16, 4.5), dpi=100)
+    for i, row in enumerate(rows):
+        if "_elo" in row:
+            elo, lo, hi = row["_elo"]
+            ax_match.errorbar([elo], [i], xerr=[[elo - lo], [hi - elo]], fmt="o", capsize=4)
+    ax_match.set_yticks(range(len(rows)), [r["run"] for r in rows])
+    ax_match.invert_yaxis()
+    ax_match.axvline(0, color="grey", lw=0.8)
+    ax_match.set_xlabel("Elo vs minimax:4 (final match, 95% interval)")
+    ax_match.grid(alpha=0.3)
+    for run_dir, row in zip(run_dirs, rows, strict=True):
+        series = read_metrics(run_dir / "metrics.csv")
+        t0 = min((points[0][1] for points in series.values()), default=0.0)
+        elo = series.get("eval/elo", [])
+        # the logger repeats the last rating every line: keep the first line of each new rating
+        rated = [p for i, p in enumerate(elo) if i == 0 or p[2] != elo[i - 1][2]]
+        ax_elo.plot(
+            [(t - t0) / 60 for _, t, _ in rated],
+            [v for _, _, v in rated],
+            label=row["run"],
+            marker="o",
+            ms=3,
+        )
+        loss = series.get("learner/loss_total", [])
+        if len(loss) >= LOSS_SMOOTHING:
+            smooth = np.convolve(
+                [v for _, _, v in loss], np.ones(LOSS_SMOOTHING) / LOSS_SMOOTHING, mode="valid"
+            )
+            minutes = [(t - t0) / 60 for _, t, _ in loss[LOSS_SMOOTHING - 1 :]]
+            ax_loss.plot(minutes, smooth, label=row["run"])
+    ax_elo.set_title("in-run ladder Elo (random = 0; coarse)")
+    ax_loss.set_title(f"training loss (policy + value; mean of {LOSS_SMOOTHING} log lines)")
+    for ax in (ax_elo, ax_loss):
+        ax.set_xlabel("minutes")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories of the sweep")
+    parser.add_argument("--plot", type=Path, help="also draw the arms into this PNG")
+    args = parser.parse_args(argv)
+    missing = [str(r) for r in args.runs if not r.is_dir()]
+    if missing:
+        parser.error(f"not a run directory: {', '.join(missing)}")
+    rows = [summarize(r) for r in args.runs]
+    columns = [c for c in rows[0] if not c.startswith("_")]
+    print("| " + " | ".join(columns) + " |")
+    print("| " + " | ".join("---" for _ in columns) + " |")
+    for row in rows:
+        print("| " + " | ".join(row[c] for c in columns) + " |")
+    if args.plot:
+        plot(args.runs, rows, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
