@@ -2,7 +2,8 @@
 
     python scripts/sweep_summary.py runs/sweep-control runs/sweep-lr0.1 ... [--plot sweep.png]
 
-For each run directory: its overrides (from Hydra's record), the self-play games, positions and
+For each run directory (or its copy under docs/results/, with overrides.yaml and learner.log):
+its overrides (from Hydra's record), the self-play games, positions and
 training steps it reached (the learner's last log line), and its final match against minimax
 depth 4 (final_match.log, written by the sweep). A run that has not finished its match is
 listed with what it has. `--plot` draws the arms side by side: each final match's Elo with its
@@ -31,6 +32,11 @@ MATCH = re.compile(
 )
 
 
+def _first(*paths: Path) -> Path | None:
+    """The first of `paths` that exists: a run directory, or its copy under docs/results/."""
+    return next((p for p in paths if p.exists()), None)
+
+
 def summarize(run_dir: Path) -> dict[str, str]:
     row = {
         "run": run_dir.name.removeprefix("sweep-"),
@@ -40,16 +46,16 @@ def summarize(run_dir: Path) -> dict[str, str]:
         "steps": "",
         "vs minimax:4": "(no match yet)",
     }
-    overrides = run_dir / ".hydra" / "overrides.yaml"
-    if overrides.exists():
+    overrides = _first(run_dir / ".hydra" / "overrides.yaml", run_dir / "overrides.yaml")
+    if overrides:
         kept = [
             o
             for o in yaml.safe_load(overrides.read_text()) or []
             if not o.startswith(("run_dir=", "learner.time_limit_min=", "cluster.address="))
         ]
         row["overrides"] = " ".join(kept) or "(defaults)"
-    log = run_dir / "__main__.log"
-    if log.exists():
+    log = _first(run_dir / "__main__.log", run_dir / "learner.log")
+    if log:
         for line in log.read_text().splitlines():
             if m := FINISHED.search(line):
                 done = ast.literal_eval(m.group(1))  # a dict of literals; never eval
