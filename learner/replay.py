@@ -2,8 +2,8 @@
 
 Actors call `ReplayStore.add_game(record, n_positions)` once per finished game; the learner
 keeps the window decoded locally and samples batches from it (`learner.mirror`), and paces
-itself with `SampleRatio`. Values are the raw record bytes the
-caller gives (their layout belongs to the record codec); nothing is pickled.
+itself with `SampleRatio`. Values are the raw record bytes the caller gives (their layout
+belongs to the record codec); nothing is pickled.
 
 Redis layout (`ns` = namespace; the braces are a hash tag, so a Redis Cluster would keep every
 key of one store in one slot, which the Lua scripts need):
