@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from typing import Self
 
 import numpy as np
 
@@ -41,13 +43,7 @@ from actors.records import (
 )
 from game import encoding
 from learner.losses import NUM_WDL, TrainBatch
-from learner.replay import (
-    EMPTY_POLL_S,
-    MALFORMED_LOG_EVERY,
-    PrefetchThread,
-    ReplayEmpty,
-    ReplayStore,
-)
+from learner.replay import ReplayEmpty, ReplayStore
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +52,8 @@ FETCH_GAMES = 1024  # new records per pipelined round trip when catching up: bou
 # (1024 x ~4 KB typical, 64 MB at the 64 KB worst case) and the decoded-but-unappended memory
 REFRESH_S = 0.5  # the prefetcher's pause between refreshes: a new game can be drawn within
 # about this long, and a refresh with nothing new (one round trip, ~1 ms) stays a small share
+EMPTY_POLL_S = 0.25  # the prefetcher's wait while the window is empty or malformed-only
+MALFORMED_LOG_EVERY = 1000  # log the first malformed record, then one in this many
 
 # Result code per position (an index into _WDL_OF_CODE): the game's result from the mover's view.
 _WIN, _DRAW, _LOSS = 0, 1, 2
@@ -419,14 +417,15 @@ class ReplayMirror:
         self._positions.append(positions)
 
 
-class MirrorPrefetcher(PrefetchThread[TrainBatch]):
-    """Training batches from a `ReplayMirror`, made on a background thread.
+class MirrorPrefetcher:
+    """Training batches from a `ReplayMirror`, made on a background thread and queued.
 
     The thread refreshes the mirror at most every `refresh_s` seconds (and on every turn while
     it holds no position, waiting EMPTY_POLL_S in between), then samples a batch of
-    `batch_size` with `q_weight` of the root value in the value target. The mirror belongs to
-    this thread from then on. `malformed` counts skipped records (games). A Redis failure
-    (ReplayUnavailable) or any other error stops the thread and is raised by the next `get()`.
+    `batch_size` with `q_weight` of the root value in the value target, and keeps up to `depth`
+    batches queued for `get()`. The mirror belongs to this thread from then on. `malformed`
+    counts skipped records (games). A Redis failure (ReplayUnavailable) or any other error stops
+    the thread and is raised by the next `get()`.
     """
 
     def __init__(
@@ -441,23 +440,59 @@ class MirrorPrefetcher(PrefetchThread[TrainBatch]):
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if depth < 1:
+            raise ValueError(f"prefetch depth must be >= 1, got {depth}")
         if not 0.0 <= q_weight <= 1.0:
             raise ValueError(f"q_weight must be in [0, 1], got {q_weight}")
         if not refresh_s >= 0:
             raise ValueError(f"refresh_s must be >= 0, got {refresh_s}")
-        super().__init__(depth=depth)
         self._mirror = mirror
         self._batch_size = batch_size
         self._q_weight = q_weight
         self._refresh_s = refresh_s
         self._rng = np.random.default_rng(seed)
         self._refreshed_at = -float("inf")
-        self._start()
+        self._queue: queue.Queue[TrainBatch] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="replay-prefetch", daemon=True)
+        self._thread.start()
 
     @property
     def malformed(self) -> int:
         """Records skipped so far because they did not decode or did not fit."""
         return self._mirror.malformed
+
+    def get(self, timeout: float | None = None) -> TrainBatch:
+        """The next batch; raises queue.Empty after `timeout` s, or the thread's error."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                return self._queue.get(timeout=EMPTY_POLL_S)
+            except queue.Empty:
+                if self._error is not None:
+                    raise self._error from None
+                if self._stop.is_set():
+                    raise RuntimeError("the prefetcher is closed") from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+    def close(self) -> None:
+        """Stop the thread and drop the queued batches."""
+        self._stop.set()
+        while self._thread.is_alive():
+            try:
+                while True:
+                    self._queue.get_nowait()  # unblock a put() in progress
+            except queue.Empty:
+                pass
+            self._thread.join(timeout=EMPTY_POLL_S)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _next_batch(self) -> TrainBatch | None:
         now = time.monotonic()
@@ -468,3 +503,19 @@ class MirrorPrefetcher(PrefetchThread[TrainBatch]):
             self._stop.wait(EMPTY_POLL_S)
             return None
         return self._mirror.sample(self._batch_size, self._rng, self._q_weight)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                batch = self._next_batch()
+                if batch is None:
+                    continue
+                while not self._stop.is_set():
+                    try:
+                        self._queue.put(batch, timeout=EMPTY_POLL_S)
+                        break
+                    except queue.Full:
+                        pass
+        except BaseException as e:  # handed to the training thread by get()
+            logger.exception("replay prefetcher stopped")
+            self._error = e

@@ -34,14 +34,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import queue
 import threading
 import time
 import urllib.parse
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Self, TypeVar
+from typing import Any
 
 import numpy as np
 import redis
@@ -50,7 +49,6 @@ from redis.retry import Retry
 
 logger = logging.getLogger(__name__)
 
-Batch = TypeVar("Batch")
 Sample = tuple[int, bytes, int]  # (game id, record bytes, position index within the game)
 
 SOCKET_TIMEOUT_S = 30.0  # a batch of 64 KB records is MBs; far above a healthy reply time
@@ -58,8 +56,6 @@ MAX_BACKOFF_S = 30.0  # cap of the exponential backoff between connection attemp
 MGET_CHUNK = 256  # keys per MGET inside one pipeline: bounds one reply (256 x 64 KB = 16 MB)
 STAGING_TTL_MS = 600_000  # a staged record outlives its transaction only if that failed: then
 # it expires after 10 minutes instead of leaking (the add script makes the game key persistent)
-EMPTY_POLL_S = 0.25  # the prefetcher's wait while the window is empty or malformed-only
-MALFORMED_LOG_EVERY = 1000  # log the first malformed record, then one in this many
 
 
 class ReplayUnavailable(ConnectionError):
@@ -395,82 +391,6 @@ class ReplayStore:
             raise ReplayUnavailable(
                 f"replay store {_describe(self._client)}: cannot {what}: {e}"
             ) from e
-
-
-class PrefetchThread(Generic[Batch]):
-    """A background thread that keeps a bounded queue of batches filled; the training thread gets.
-
-    Subclasses implement `_next_batch()` (one batch, or None when nothing is usable yet, after a
-    short wait of their own) and `malformed`, set their own state, then call `_start()`. Any
-    error of `_next_batch()` (Redis becoming unreachable included) stops the thread and is raised
-    by the next `get()`.
-    """
-
-    def __init__(self, *, depth: int, name: str = "replay-prefetch"):
-        if depth < 1:
-            raise ValueError(f"prefetch depth must be >= 1, got {depth}")
-        self._queue: queue.Queue[Batch] = queue.Queue(maxsize=depth)
-        self._stop = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-
-    def _start(self) -> None:
-        self._thread.start()
-
-    @property
-    def malformed(self) -> int:
-        """Malformed data skipped so far (what is counted is the subclass's to say)."""
-        raise NotImplementedError
-
-    def _next_batch(self) -> Batch | None:
-        raise NotImplementedError
-
-    def get(self, timeout: float | None = None) -> Batch:
-        """The next batch; raises queue.Empty after `timeout` s, or the worker's error."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            try:
-                return self._queue.get(timeout=EMPTY_POLL_S)
-            except queue.Empty:
-                if self._error is not None:
-                    raise self._error from None
-                if self._stop.is_set():
-                    raise RuntimeError("the prefetcher is closed") from None
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise
-
-    def close(self) -> None:
-        """Stop the thread and drop the queued batches."""
-        self._stop.set()
-        while self._thread.is_alive():
-            try:
-                while True:
-                    self._queue.get_nowait()  # unblock a put() in progress
-            except queue.Empty:
-                pass
-            self._thread.join(timeout=EMPTY_POLL_S)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                batch = self._next_batch()
-                if batch is None:
-                    continue
-                while not self._stop.is_set():
-                    try:
-                        self._queue.put(batch, timeout=EMPTY_POLL_S)
-                        break
-                    except queue.Full:
-                        pass
-        except BaseException as e:  # handed to the training thread by get()
-            logger.exception("replay prefetcher stopped")
-            self._error = e
 
 
 class SampleRatio:

@@ -366,5 +366,7 @@ def test_mirror_refuses_a_second_thread_and_bad_arguments(client):
         mirror.batch_at([mirror.num_positions])
     with pytest.raises(ValueError, match="batch_size"):
         MirrorPrefetcher(mirror, 0, depth=1, seed=0)
+    with pytest.raises(ValueError, match="depth"):
+        MirrorPrefetcher(mirror, 4, depth=0, seed=0)
     with pytest.raises(ValueError, match="board_size"):
         ReplayMirror(store, 7)
