@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import logging
+import math
 import os
 import random
 import sys
@@ -187,6 +189,29 @@ class MatchResult:
             for pair in self.pairs
             for k, game in enumerate((pair.a_black, pair.a_white))
         ]
+
+    def summary_dict(self) -> dict[str, Any]:
+        """The figures of `summary()` as plain values (what `--json` writes); an Elo bound that
+        is infinite (a 0% or 100% score) is None, so that the JSON stays strict."""
+        elo = self.elo()
+
+        def finite(x: float) -> float | None:
+            return x if math.isfinite(x) else None
+
+        return {
+            "player_a": self.player_a,
+            "player_b": self.player_b,
+            "games": self.num_games,
+            "wins": self.wins,
+            "draws": self.draws,
+            "losses": self.losses,
+            "score": self.score,
+            "elo": finite(elo.elo),
+            "elo_lower": finite(elo.elo_lower),
+            "elo_upper": finite(elo.elo_upper),
+            "confidence": elo.confidence,
+            "pentanomial": list(self.pentanomial()),
+        }
 
     def summary(self) -> str:
         elo = self.elo()
@@ -451,6 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("b", help="player B (same forms)")
     parser.add_argument("--games", type=int, default=20, help="number of games (even; default 20)")
     parser.add_argument("--out", type=Path, help="write every game to this PDN file")
+    parser.add_argument("--json", type=Path, help="write the result's figures to this JSON file")
     parser.add_argument("--openings", choices=OPENING_KINDS, default="deck")
     parser.add_argument("--seed", type=int, default=0, help="opening order (default 0)")
     parser.add_argument("--max-plies", type=int, default=DEFAULT_MAX_PLIES)
@@ -504,6 +530,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out:
         args.out.write_text(write_pdn(result.pdn_games()))
         print(f"wrote {result.num_games} games to {args.out}")
+    if args.json:
+        args.json.write_text(json.dumps(result.summary_dict(), indent=1, allow_nan=False) + "\n")
+        print(f"wrote the figures to {args.json}")
     return 0
 
 

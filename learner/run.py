@@ -10,6 +10,7 @@ a final checkpoint, actors stopped, Redis stopped if this process started it.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -35,6 +36,7 @@ from learner.weights import WeightsChannel
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_DIR = "checkpoints"
+SUMMARY_FILE = "summary.json"  # the run's end state, the same dict as "run finished" logs
 ACTOR_STOP_TIMEOUT_S = 30.0  # grace for actors to finish their current move and flush games
 
 
@@ -309,6 +311,9 @@ class Run:
             "checkpoint": str(path),
         }
         logger.info("run finished: %s", summary)
+        summary_path = self.run_dir / SUMMARY_FILE  # for scripts: no log parsing
+        summary_path.with_suffix(".tmp").write_text(json.dumps(summary, indent=1) + "\n")
+        summary_path.with_suffix(".tmp").replace(summary_path)
         return summary
 
     def _limits_reached(self, trainer: Trainer, t_start: float) -> bool:

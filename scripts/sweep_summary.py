@@ -3,18 +3,20 @@
     python scripts/sweep_summary.py runs/sweep-control runs/sweep-lr0.1 ... [--plot sweep.png]
 
 For each run directory (or its copy under docs/results/, with overrides.yaml and learner.log):
-its overrides (from Hydra's record), the self-play games, positions and
-training steps it reached (the learner's last log line), and its final match against minimax
-depth 4 (final_match.log, written by the sweep). A run that has not finished its match is
-listed with what it has. `--plot` draws the arms side by side: each final match's Elo with its
-95% interval, and the in-run curves (the evaluator's ladder Elo and the training loss) against
-minutes.
+its overrides (from Hydra's record), the self-play games, positions and training steps it
+reached (summary.json, written by the learner at its end), and its final match against minimax
+depth 4 (final_match.json, written by the sweep). Runs made before those files existed are read
+from the learner's last log line and the match's printed summary instead. A run that has not
+finished its match is listed with what it has. `--plot` draws the arms side by side: each final
+match's Elo with its 95% interval, and the in-run curves (the evaluator's ladder Elo and the
+training loss) against minutes.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import json
 import re
 import sys
 from pathlib import Path
@@ -54,22 +56,46 @@ def summarize(run_dir: Path) -> dict[str, str]:
             if not o.startswith(("run_dir=", "learner.time_limit_min=", "cluster.address="))
         ]
         row["overrides"] = " ".join(kept) or "(defaults)"
-    log = _first(run_dir / "__main__.log", run_dir / "learner.log")
-    if log:
+    if done := _learner_summary(run_dir):
+        row.update(
+            games=f"{done['games']:,}",
+            positions=f"{done['positions']:,}",
+            steps=f"{done['step']:,}",
+        )
+    if match := _match_figures(run_dir):
+        n, w, d, loss, score, elo, lo, hi = match
+        row["vs minimax:4"] = (
+            f"{100 * score:.1f}% (+{w} ={d} -{loss}; Elo {elo:+.0f} [{lo:+.0f}, {hi:+.0f}]; "
+            f"{n} games)"
+        )
+        row["_elo"] = (elo, lo, hi)
+    return row
+
+
+def _learner_summary(run_dir: Path) -> dict | None:
+    """The learner's end state: summary.json, else the last `run finished` log line."""
+    if (path := run_dir / "summary.json").exists():
+        return json.loads(path.read_text())
+    done = None
+    if log := _first(run_dir / "__main__.log", run_dir / "learner.log"):
         for line in log.read_text().splitlines():
             if m := FINISHED.search(line):
                 done = ast.literal_eval(m.group(1))  # a dict of literals; never eval
-                row.update(
-                    games=f"{done['games']:,}",
-                    positions=f"{done['positions']:,}",
-                    steps=f"{done['step']:,}",
-                )
-    match_log = run_dir / "final_match.log"
-    if match_log.exists() and (m := MATCH.search(match_log.read_text())):
+    return done
+
+
+def _match_figures(run_dir: Path) -> tuple | None:
+    """(games, W, D, L, score, Elo, lower, upper) of the final match: final_match.json, else
+    the summary line of final_match.log."""
+    if (path := run_dir / "final_match.json").exists():
+        f = json.loads(path.read_text())
+        bounds = [float("nan") if f[k] is None else f[k] for k in ("elo", "elo_lower", "elo_upper")]
+        return (f["games"], f["wins"], f["draws"], f["losses"], f["score"], *bounds)
+    log = run_dir / "final_match.log"
+    if log.exists() and (m := MATCH.search(log.read_text())):
         n, w, d, loss, score, elo, lo, hi = m.groups()
-        row["vs minimax:4"] = f"{score}% (+{w} ={d} -{loss}; Elo {elo} [{lo}, {hi}]; {n} games)"
-        row["_elo"] = (int(elo), int(lo), int(hi))
-    return row
+        return (int(n), int(w), int(d), int(loss), float(score) / 100, int(elo), int(lo), int(hi))
+    return None
 
 
 def plot(run_dirs: list[Path], rows: list[dict], out: Path) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import json
 import os
 import re
 import signal
@@ -168,6 +169,7 @@ def test_smoke_run_completes_end_to_end(tmp_path):
     assert summary["step"] == 20  # preset smoke: learner.max_steps=20
     assert summary["version"] >= 2  # v1 at start, then one per 10 steps: a learned version
     assert summary["games"] >= 1 and summary["positions"] >= 64  # replay.min_positions=64
+    assert json.loads((run_dir / "summary.json").read_text()) == summary  # what scripts read
     assert re.search(r"1 self-play actors on 1 node\(s\)", output)
     assert "actor 0 plays with weights version 1" in output  # the actor followed the channel
 

@@ -4,6 +4,7 @@ shallower one over a seeded match (a statistical test with a fixed seed, not a t
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -134,6 +135,8 @@ def test_command_line(tmp_path, capsys) -> None:
             "1",
             "--out",
             str(out),
+            "--json",
+            str(tmp_path / "match.json"),
             "--seed",
             "1",
         ]
@@ -141,7 +144,14 @@ def test_command_line(tmp_path, capsys) -> None:
     assert code == 0
     printed = capsys.readouterr().out
     assert "minimax:2 vs random: 2 games" in printed and "Elo" in printed
-    assert len(read_pdn(out.read_text())) == 2
+    games = read_pdn(out.read_text())
+    assert len(games) == 2
+    figures = json.loads((tmp_path / "match.json").read_text())
+    assert [figures[k] for k in ("player_a", "player_b", "games")] == ["minimax:2", "random", 2]
+    assert figures["wins"] + figures["draws"] + figures["losses"] == 2
+    assert figures["score"] == (figures["wins"] + figures["draws"] / 2) / 2
+    assert sum(figures["pentanomial"]) == 1
+    assert f"score {100 * figures['score']:.1f}%" in printed  # the same figures as printed
     assert main(["minimax:2", "alphabeta:9", "--games", "2", "--ray", "off"]) == 2
     assert "unknown player spec 'alphabeta:9'" in capsys.readouterr().err
 

@@ -1,0 +1,65 @@
+"""scripts/sweep_summary.py reads an arm's figures from its JSON files, and from the logs of the
+runs made before those existed (the arms recorded under docs/results/)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def sweep_summary():
+    spec = importlib.util.spec_from_file_location(
+        "sweep_summary", ROOT / "scripts" / "sweep_summary.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _arm(path: Path, overrides: list[str]) -> Path:
+    (path / ".hydra").mkdir(parents=True)
+    (path / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    return path
+
+
+def test_an_arm_is_read_from_its_json_files(tmp_path, sweep_summary):
+    run = _arm(tmp_path / "sweep-window160k", ["run_dir=x", "replay.window_positions=160000"])
+    (run / "summary.json").write_text(
+        json.dumps(
+            {"resumed": False, "step": 15123, "version": 80, "games": 4567, "positions": 480000}
+        )
+    )
+    figures = {"player_a": "a", "player_b": "minimax:4", "games": 312, "wins": 120, "draws": 150}
+    figures |= {"losses": 42, "score": 0.625, "elo": 88.7, "elo_lower": 60.2, "elo_upper": 117.9}
+    figures |= {"confidence": 0.95, "pentanomial": [1, 10, 80, 50, 15]}
+    (run / "final_match.json").write_text(json.dumps(figures))
+    row = sweep_summary.summarize(run)
+    assert row["run"] == "window160k"
+    assert row["overrides"] == "replay.window_positions=160000"  # run_dir is the sweep's own
+    assert (row["games"], row["positions"], row["steps"]) == ("4,567", "480,000", "15,123")
+    assert row["vs minimax:4"] == "62.5% (+120 =150 -42; Elo +89 [+60, +118]; 312 games)"
+
+
+def test_an_older_arm_is_read_from_its_logs(tmp_path, sweep_summary, capsys):
+    run = _arm(tmp_path / "sweep-control", ["run_dir=x", "learner.time_limit_min=20"])
+    done = {"resumed": False, "step": 5067, "version": 30, "games": 1574, "positions": 162196}
+    (run / "__main__.log").write_text(f"[...][learner.run][INFO] - run finished: {done}\n")
+    (run / "final_match.log").write_text(
+        "ckpt vs minimax:4: 312 games, +69 =143 -100 (W/D/L for ckpt), score 45.0%, "
+        "Elo -35 [-63, -6] (95%), pairs 0/½/1/1½/2: [10, 30, 60, 40, 16]\n"
+    )
+    unfinished = _arm(tmp_path / "sweep-late", ["replay.window_positions=40000"])
+    assert sweep_summary.main([str(run), str(unfinished)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[2] == (
+        "| control | (defaults) | 1,574 | 162,196 | 5,067 | "
+        "45.0% (+69 =143 -100; Elo -35 [-63, -6]; 312 games) |"
+    )
+    assert table[3] == "| late | replay.window_positions=40000 |  |  |  | (no match yet) |"
