@@ -8,7 +8,8 @@
 #   lr0.1 learner.optimizer.lr=0.1
 # Each arm trains from a random network for MINUTES of wall time in runs/sweep-<name>, alone on
 # the machine, then its last published weights play GAMES (default 312: the whole ACF deck,
-# both colours) against minimax depth 4 at the default 100 simulations. The file is re-read
+# both colours) against minimax depth 4 at the default 100 simulations; the learner leaves
+# summary.json and the match final_match.json for scripts/sweep_summary.py. The file is re-read
 # before every arm, so arms can be appended while the sweep runs. Arms whose match file exists
 # are skipped, so an interrupted sweep picks up where it stopped.
 set -euo pipefail
@@ -40,7 +41,7 @@ while true; do
     echo "== $name: match, $games games vs minimax:4 [$(date -u +%H:%M:%S)]"
     "$python" -m evaluation.match "$dir/checkpoints/latest.safetensors" minimax:4 \
         --games "$games" --workers 2 --ray off --out "$dir/final_match_minimax4.pdn.part" \
-        >"$dir/final_match.log" 2>&1
+        --json "$dir/final_match.json" >"$dir/final_match.log" 2>&1
     mv "$dir/final_match_minimax4.pdn.part" "$dir/final_match_minimax4.pdn"
     tail -n 4 "$dir/final_match.log"
 done
