@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -89,7 +90,10 @@ def _match_figures(run_dir: Path) -> tuple | None:
     the summary line of final_match.log."""
     if (path := run_dir / "final_match.json").exists():
         f = json.loads(path.read_text())
-        bounds = [float("nan") if f[k] is None else f[k] for k in ("elo", "elo_lower", "elo_upper")]
+        # null stands for an infinite value (a 0% or 100% score), as the match prints it
+        infinite = {"elo": math.copysign(math.inf, f["score"] - 0.5)}
+        infinite |= {"elo_lower": -math.inf, "elo_upper": math.inf}
+        bounds = [infinite[k] if f[k] is None else f[k] for k in infinite]
         return (f["games"], f["wins"], f["draws"], f["losses"], f["score"], *bounds)
     log = run_dir / "final_match.log"
     if log.exists() and (m := MATCH.search(log.read_text())):
@@ -106,7 +110,7 @@ def plot(run_dirs: list[Path], rows: list[dict], out: Path) -> None:
 
     fig, (ax_match, ax_elo, ax_loss) = plt.subplots(1, 3, figsize=(16, 4.5), dpi=100)
     for i, row in enumerate(rows):
-        if "_elo" in row:
+        if "_elo" in row and all(math.isfinite(x) for x in row["_elo"]):
             elo, lo, hi = row["_elo"]
             ax_match.errorbar([elo], [i], xerr=[[elo - lo], [hi - elo]], fmt="o", capsize=4)
     ax_match.set_yticks(range(len(rows)), [r["run"] for r in rows])

@@ -46,6 +46,13 @@ def test_an_arm_is_read_from_its_json_files(tmp_path, sweep_summary):
     assert (row["games"], row["positions"], row["steps"]) == ("4,567", "480,000", "15,123")
     assert row["vs minimax:4"] == "62.5% (+120 =150 -42; Elo +89 [+60, +118]; 312 games)"
 
+    figures |= {"wins": 0, "draws": 0, "losses": 312, "score": 0.0}  # a 0% score: no finite Elo
+    figures |= {"elo": None, "elo_lower": None, "elo_upper": -250.0}
+    (run / "final_match.json").write_text(json.dumps(figures))
+    assert sweep_summary.summarize(run)["vs minimax:4"] == (
+        "0.0% (+0 =0 -312; Elo -inf [-inf, -250]; 312 games)"
+    )
+
 
 def test_an_older_arm_is_read_from_its_logs(tmp_path, sweep_summary, capsys):
     run = _arm(tmp_path / "sweep-control", ["run_dir=x", "learner.time_limit_min=20"])
