@@ -311,9 +311,9 @@ class Run:
             "checkpoint": str(path),
         }
         logger.info("run finished: %s", summary)
-        summary_path = self.run_dir / SUMMARY_FILE  # for scripts: no log parsing
-        summary_path.with_suffix(".tmp").write_text(json.dumps(summary, indent=1) + "\n")
-        summary_path.with_suffix(".tmp").replace(summary_path)
+        tmp = self.run_dir / f"{SUMMARY_FILE}.tmp"  # for scripts (no log parsing), whole or absent
+        tmp.write_text(json.dumps(summary, indent=1) + "\n")
+        tmp.replace(self.run_dir / SUMMARY_FILE)
         return summary
 
     def _limits_reached(self, trainer: Trainer, t_start: float) -> bool:
