@@ -25,6 +25,7 @@ import numpy as np
 from game import encoding
 from game.pdn import PdnGame, iter_pdn
 from game.position import Position
+from learner.inference import load_evaluator
 
 DEFAULT_ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "OCA_2.0.pdn"
 SKIP_OPENING_PLIES = 6  # the first plies are book moves: every result shares them
@@ -95,8 +96,6 @@ def format_table(rows: list[Calibration]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from actors.self_play import load_evaluator
-
     parser = argparse.ArgumentParser(
         prog="python -m evaluation.calibration",
         description=__doc__,
