@@ -107,6 +107,12 @@ def iter_pdn(text: str, *, size: int = 8, replay: bool = True) -> Iterator[PdnGa
     def finish() -> Iterator[PdnGame]:
         nonlocal game, pos, in_moves
         if game is not None and (game.moves or game.tags):
+            if replay and pos is None and game.fen:  # no move was read: check the set-up alone
+                try:
+                    game.start()
+                except ValueError as e:
+                    where = f"game {index}, {game.describe()}"
+                    raise ValueError(f"{where}: bad [FEN] tag: {e}") from None
             yield game
         game, pos, in_moves = None, None, False
 
@@ -176,8 +182,7 @@ def iter_pdn(text: str, *, size: int = 8, replay: bool = True) -> Iterator[PdnGa
         raise ValueError(f"{where}: unexpected text {_excerpt(m.group(0))!r} at offset {m.start()}")
     if opened:
         raise ValueError(f"PDN variation '(' at offset {opened[0]} is never closed")
-    if game is not None and (game.moves or game.tags):
-        yield game
+    yield from finish()
 
 
 def read_pdn(text: str, *, size: int = 8, replay: bool = True) -> list[PdnGame]:

@@ -125,3 +125,11 @@ def test_a_megabyte_of_games_reads_in_full() -> None:
     assert len(text) > 1_000_000
     assert len(games) == text.count("[Event")
     assert {tuple(g.moves) for g in games} == {("11-15", "24-20", "8-11")}
+
+
+def test_a_set_up_game_without_moves_has_its_fen_checked() -> None:
+    # The FEN used to be read only at the first move, so a game without moves kept a bad one.
+    with pytest.raises(ValueError, match=r"game 1, .*bad \[FEN\] tag: .*square 51 out of range"):
+        read_pdn('[SetUp "1"]\n[FEN "B:W19,51:B2"]\n*\n')
+    (game,) = read_pdn('[SetUp "1"]\n[FEN "B:W19:B2"]\n*\n')
+    assert game.start().fen() == "B:W19:B2"
