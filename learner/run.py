@@ -256,7 +256,7 @@ class Run:
                         "selfplay/games": stats.games_added,
                         "replay/window_positions": stats.window_positions,
                         "replay/positions_added": stats.positions_added,
-                        "replay/malformed": prefetcher.malformed if prefetcher else 0,
+                        "replay/records_rejected": prefetcher.malformed if prefetcher else 0,
                         "learner/steps_per_s": (trainer.counters.step - steps_at_last) / dt,
                         "learner/samples_per_s": (trainer.counters.step - steps_at_last)
                         * cfg.learner.batch_size
@@ -345,9 +345,9 @@ class Run:
                 break
             try:
                 record = GameRecord.from_bytes(data)
-            except ValueError:
-                continue  # counted by the prefetcher when sampled; a sample file just skips it
-            games.append(record_to_pdn(record, len(games), self._deck))
+                games.append(record_to_pdn(record, len(games), self._deck))
+            except ValueError as e:  # counted by the mirror; a sample file just skips it
+                logger.debug("PDN sample skips game %d: %s", game_id, e)
         if games:
             out = self.run_dir / "games"
             out.mkdir(exist_ok=True)
