@@ -228,11 +228,14 @@ class Run:
                             q_weight=cfg.learner.value_target_q_weight,
                         )
                     batch = prefetcher.get(timeout=60.0)
-                    losses = trainer.step(batch)
-                    if trainer.counters.step % cfg.learner.publish_every_steps == 0:
-                        self._publish(trainer, channel)
-                        if trainer.counters.version % cfg.logging.pdn_every_versions == 0:
-                            self._sample_games(store, trainer.counters.version)
+                    step_losses = trainer.step(batch)
+                    # A skipped step (non-finite loss) leaves the step count, so no publication.
+                    if not step_losses.skipped:
+                        losses = step_losses
+                        if trainer.counters.step % cfg.learner.publish_every_steps == 0:
+                            self._publish(trainer, channel)
+                            if trainer.counters.version % cfg.logging.pdn_every_versions == 0:
+                                self._sample_games(store, trainer.counters.version)
                 now = time.monotonic()
                 # Once per multiple of checkpoint_every_steps (the step stays on that multiple
                 # while the learner waits for self-play), and at least every checkpoint_every_min.
@@ -262,6 +265,7 @@ class Run:
                         * cfg.learner.batch_size
                         / dt,
                         "learner/lr": trainer.lr,
+                        "learner/steps_skipped_nonfinite": trainer.counters.skipped_nonfinite,
                         "learner/weights_version": trainer.counters.version,
                     }
                     if losses is not None:
