@@ -305,16 +305,12 @@ def _check_root_wdl(wdl: np.ndarray) -> None:
     """Each row is a probability vector (finite, in [0, 1], summing to 1 within float16 rounding)
     or all NaN (a forced move played without a search)."""
     w = wdl.astype(np.float32)
-    nan = np.isnan(w)
-    unsearched = nan.all(axis=1)
-    bad = nan.any(axis=1) & ~unsearched
-    searched = w[~unsearched]
-    bad[~unsearched] |= (
-        ~np.isfinite(searched).all(axis=1)
-        | (searched < 0).any(axis=1)
-        | (searched > 1).any(axis=1)
-        | (np.abs(searched.sum(axis=1) - 1) > WDL_SUM_TOLERANCE)
+    unsearched = np.isnan(w).all(axis=1)
+    # Comparisons with NaN are False, so a row with any NaN or infinity fails `probability`.
+    probability = ((w >= 0) & (w <= 1)).all(axis=1) & (
+        np.abs(w.sum(axis=1) - 1) <= WDL_SUM_TOLERANCE
     )
+    bad = ~(unsearched | probability)
     if bad.any():
         t = int(np.argmax(bad))
         raise ValueError(
@@ -357,6 +353,8 @@ def _check_positions(size: int, positions: np.ndarray) -> None:
             f"a no-progress count above {_core.MAX_PLIES_WITHOUT_PROGRESS} plies",
         ),
     ]
+    if not np.logical_or.reduce([bad for bad, _ in problems]).any():  # one test when all is well
+        return
     for bad, what in problems:
         if bad.any():
             t = int(np.argmax(bad))

@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
 import random
 import struct
@@ -229,6 +230,13 @@ def _expect_kind(header: Mapping[str, Any], kind: str, source: str) -> None:
         raise ValueError(f"{source}: holds a {header.get('kind')!r}, expected a {kind!r}")
 
 
+def _int_field(header: Mapping[str, Any], key: str, source: str, default: int = 0) -> int:
+    value = header.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{source}: header's {key!r} is {value!r}, not an integer")
+    return value
+
+
 def _config_from_header(header: Mapping[str, Any], source: str) -> ModelConfig:
     try:
         return ModelConfig.from_dict(header["model_config"])
@@ -332,12 +340,15 @@ def decode_checkpoint(
     model = CheckersNet(config)
     _load_weights(model, tensors, source)
     model.to(device).eval()
+    extra = header.get("extra", {})
+    if not isinstance(extra, dict):
+        raise ValueError(f"{source}: header's 'extra' is {extra!r}, not a JSON object")
     meta = CheckpointMeta(
         config=config,
-        step=int(header.get("step", 0)),
-        version=int(header.get("version", 0)),
+        step=_int_field(header, "step", source),
+        version=_int_field(header, "version", source),
         schema_version=int(header["schema_version"]),
-        extra=header.get("extra", {}),
+        extra=extra,
     )
     return model, meta
 
@@ -427,6 +438,43 @@ def _unflatten_tree(obj: Any, tensors: Mapping[str, torch.Tensor], source: str) 
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{source}: malformed state entry {str(obj)[:80]} ({exc})") from exc
     return {k: _unflatten_tree(v, tensors, source) for k, v in obj.items()}
+
+
+def _check_like(saved: Any, fresh: Any, source: str, where: str = "optimizer") -> None:
+    """``saved`` has the form of ``fresh`` (what this code's own optimizer or scheduler holds):
+    the same kind of value at every key both have, numbers finite, lists of the same length.
+    Torch accepts nearly any mapping in ``load_state_dict`` and fails later, in a training step."""
+
+    def kind(v: Any) -> str:
+        if isinstance(v, bool):
+            return "bool"
+        if isinstance(v, (int, float)):
+            return "number"
+        if isinstance(v, (list, tuple)):
+            return "list"
+        if isinstance(v, Mapping):
+            return "mapping"
+        if isinstance(v, torch.Tensor):
+            return "tensor"
+        return type(v).__name__
+
+    if kind(saved) != kind(fresh):
+        raise ValueError(f"{source}: {where} is {str(saved)[:60]!r}, expected a {kind(fresh)}")
+    if kind(fresh) == "number":
+        try:
+            finite = math.isfinite(float(saved))
+        except OverflowError:
+            finite = False
+        if not finite:
+            raise ValueError(f"{source}: {where} is {str(saved)[:60]}, not a finite number")
+    if kind(fresh) == "list":
+        if len(saved) != len(fresh):
+            raise ValueError(f"{source}: {where} has {len(saved)} entries, expected {len(fresh)}")
+        for i, (a, b) in enumerate(zip(saved, fresh, strict=True)):
+            _check_like(a, b, source, f"{where}[{i}]")
+    elif kind(fresh) == "mapping":
+        for key in fresh.keys() & saved.keys():
+            _check_like(saved[key], fresh[key], source, f"{where}.{key}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -529,15 +577,34 @@ def load_training_state(
     if not isinstance(tree, dict):
         raise ValueError(f"{source}: training state has no 'tree' section")
     state = _unflatten_tree(tree, tensors, source)
+    if not isinstance(state, dict):
+        raise ValueError(f"{source}: training state's 'tree' section is not a JSON object")
+    saved_opt = state.get("optimizer")
+    if not isinstance(saved_opt, dict):
+        raise ValueError(f"{source}: training state holds no optimizer state")
+    _check_like(saved_opt.get("param_groups"), optimizer.state_dict()["param_groups"], source)
     try:
-        optimizer.load_state_dict(state["optimizer"])
-    except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as exc:
+        optimizer.load_state_dict(saved_opt)
+    except Exception as exc:  # torch raises what the damage leads to; all mean "does not fit"
         raise ValueError(f"{source}: optimizer state does not fit ({exc})") from exc
+    for param, slots in optimizer.state.items():  # per-parameter buffers (momentum, ...)
+        if not isinstance(param, torch.Tensor) or not isinstance(slots, Mapping):
+            raise ValueError(f"{source}: optimizer state {str(slots)[:60]!r} is for no parameter")
+        for name, value in slots.items():
+            if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+                continue
+            if not isinstance(value, torch.Tensor) or (value.dim() and value.shape != param.shape):
+                raise ValueError(
+                    f"{source}: optimizer state {name!r} ({str(value)[:40]}) does not fit a "
+                    f"parameter of shape {tuple(param.shape)}"
+                )
     if scheduler is not None:
         saved = state.get("scheduler")
         if not isinstance(saved, dict):
             raise ValueError(f"{source}: no scheduler state saved, but a scheduler was given")
+        _check_like(saved, scheduler.state_dict(), source, "scheduler")
         scheduler.load_state_dict(saved)
-    return TrainingState(
-        step=int(header["step"]), counters=state.get("counters", {}), rng=state.get("rng", {})
-    )
+    counters, rng = state.get("counters", {}), state.get("rng", {})
+    if not isinstance(counters, dict) or not isinstance(rng, dict):
+        raise ValueError(f"{source}: the counters and RNG states must be JSON objects")
+    return TrainingState(step=_int_field(header, "step", source), counters=counters, rng=rng)
