@@ -14,8 +14,8 @@ import zlib
 
 import numpy as np
 
-from actors.records import GameRecord, Result, Termination, sparse_visits
 from game import _core
+from game.records import GameRecord, Result, Termination, sparse_visits
 
 PREFIX_BYTES = 6  # magic + schema_version
 HEADER_BYTES = 36

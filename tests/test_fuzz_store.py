@@ -26,8 +26,8 @@ import torch
 from record_cases import CRC_BYTES, frame, random_game_record, with_crc
 from test_trainer import LEARNER, MODEL, batches
 
-from actors.records import GameRecord, training_samples
 from game import encoding
+from game.records import GameRecord, training_samples
 from learner.checkpoint import decode_checkpoint, encode_checkpoint
 from learner.mirror import ReplayMirror
 from learner.replay import ReplayStore

@@ -21,8 +21,8 @@ import pytest
 from omegaconf import OmegaConf
 from record_cases import frame, random_game_record
 
-from actors.records import GameRecord, Result, Termination
 from game import _core, encoding
+from game.records import GameRecord, Result, Termination
 from learner.mirror import ReplayMirror
 from learner.replay import ReplayStore
 

@@ -46,6 +46,7 @@ from enum import IntEnum
 import numpy as np
 
 from game import _core
+from game.encoding import HISTORY, META_WHITE_TO_MOVE, NUM_WDL, PACKED_WORDS, num_actions
 
 MAGIC = b"CZGR"
 SCHEMA_VERSION = 1
@@ -55,10 +56,6 @@ _CRC = struct.Struct("<I")
 _FLAG_RESIGN_ENABLED = 1
 # uint16 visit counts: the largest count stored as is.
 MAX_STORED_VISITS = np.iinfo(np.uint16).max
-PACKED_WORDS = _core.PACKED_WORDS
-HISTORY = _core.HISTORY
-# meta word of a packed state: bit 0 set when White is to move.
-_META_WHITE_TO_MOVE = 1
 # `played` value of a decision at which the side to move resigned (always the last one).
 RESIGNED = 255
 # A searched root value is a float16 probability vector: three roundings of at most 2^-12 each
@@ -71,7 +68,7 @@ _META_NO_PROGRESS_SHIFT = 8
 _META_PRESENT = 1 << 16
 _META_UNKNOWN_BITS = np.uint32(
     ~(
-        _META_WHITE_TO_MOVE
+        META_WHITE_TO_MOVE
         | _META_JUMP_MASK << _META_JUMP_SHIFT
         | 0xFF << _META_NO_PROGRESS_SHIFT
         | _META_PRESENT
@@ -96,10 +93,6 @@ class Termination(IntEnum):
     FORTY_MOVE = 3
     PLY_CAP = 4
     RESIGNATION = 5
-
-
-def num_actions(size: int) -> int:
-    return size * size // 2 * 4
 
 
 @dataclass(frozen=True)
@@ -267,7 +260,7 @@ def _validate(r: GameRecord) -> None:
         if not isinstance(arr, np.ndarray) or arr.dtype != dtype or arr.ndim != ndim:
             raise ValueError(f"{name} must be a {ndim}-d {np.dtype(dtype).name} array")
     t = len(r.positions)
-    if r.positions.shape != (t, PACKED_WORDS) or r.root_wdl.shape != (t, 3):
+    if r.positions.shape != (t, PACKED_WORDS) or r.root_wdl.shape != (t, NUM_WDL):
         raise ValueError(
             f"positions must be (T, 4) and root_wdl (T, 3), got "
             f"{r.positions.shape} and {r.root_wdl.shape}"
@@ -328,7 +321,7 @@ def _check_positions(size: int, positions: np.ndarray) -> None:
     geo = _GEOMETRY[size]
     black, white, kings, meta = (positions[:, k] for k in range(PACKED_WORDS))
     occupied = black | white
-    side = (meta & _META_WHITE_TO_MOVE).astype(bool)
+    side = (meta & META_WHITE_TO_MOVE).astype(bool)
     jumping = ((meta >> _META_JUMP_SHIFT) & _META_JUMP_MASK).astype(np.int64) - 1
     mover = np.where(side, white, black)
     on_jump_square = np.zeros(len(positions), bool)
@@ -447,7 +440,7 @@ def training_samples(
         actions, counts = record.visits(int(i))
         c = counts.astype(np.float32)
         pi[row, actions] = c / c.sum()
-    white = (record.positions[idx, 3] & _META_WHITE_TO_MOVE).astype(bool)
+    white = (record.positions[idx, 3] & META_WHITE_TO_MOVE).astype(bool)
     wdl = np.zeros((len(idx), 3), np.float32)
     if record.result == Result.DRAW:
         wdl[:, 1] = 1.0
