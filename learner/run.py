@@ -261,7 +261,10 @@ class Run:
                 q_weight=cfg.learner.value_target_q_weight,
             )
         batch = loop.prefetcher.get(timeout=PREFETCH_TIMEOUT_S)
-        loop.losses = trainer.step(batch)
+        losses = trainer.step(batch)
+        if losses.skipped:  # a non-finite loss: the step count stays, so nothing is published
+            return
+        loop.losses = losses
         if trainer.counters.step % cfg.learner.publish_every_steps == 0:
             self._publish(trainer, channel)
             if trainer.counters.version % cfg.logging.pdn_every_versions == 0:
@@ -308,10 +311,11 @@ class Run:
             "selfplay/games": stats.games_added,
             "replay/window_positions": stats.window_positions,
             "replay/positions_added": stats.positions_added,
-            "replay/malformed": loop.prefetcher.malformed if loop.prefetcher else 0,
+            "replay/records_rejected": loop.prefetcher.malformed if loop.prefetcher else 0,
             "learner/steps_per_s": steps / dt,
             "learner/samples_per_s": steps * self.cfg.learner.batch_size / dt,
             "learner/lr": trainer.lr,
+            "learner/steps_skipped_nonfinite": trainer.counters.skipped_nonfinite,
             "learner/weights_version": trainer.counters.version,
         }
         return row | _loss_metrics(loop.losses)
@@ -360,9 +364,9 @@ class Run:
                 break
             try:
                 record = GameRecord.from_bytes(data)
-            except ValueError:
-                continue  # counted by the prefetcher when sampled; a sample file just skips it
-            games.append(record_to_pdn(record, len(games), self._deck))
+                games.append(record_to_pdn(record, len(games), self._deck))
+            except ValueError as e:  # counted by the mirror; a sample file just skips it
+                logger.debug("PDN sample skips game %d: %s", game_id, e)
         if games:
             out = self.run_dir / "games"
             out.mkdir(exist_ok=True)
