@@ -75,7 +75,7 @@ def test_bad_values_are_rejected_naming_the_key(override, key):
 
 
 def test_command_line_fails_before_starting_anything(tmp_path):
-    """A wrong key or value exits non-zero with a message, creating no run directory."""
+    """A wrong key or value exits non-zero with a message, creating no run directory at all."""
     run_dir = tmp_path / "run"
     for override, needle in [("mcts.simulationz=3", "simulationz"), ("game.size=7", "game.size")]:
         proc = subprocess.run(
@@ -87,4 +87,4 @@ def test_command_line_fails_before_starting_anything(tmp_path):
         )
         assert proc.returncode != 0
         assert needle in proc.stderr
-        assert not (run_dir / "checkpoints").exists()
+        assert not run_dir.exists()

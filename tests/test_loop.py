@@ -8,9 +8,10 @@ would kill every Ray on the machine, so it is never used. Ray is started locally
 1. The smoke preset completes: actors, a private Redis, training steps, published weights, a
    checkpoint, metrics, plots, the resolved config and the git revision; Redis stopped after.
 2. Redis unreachable at start: a non-zero exit and one line naming the URL, after bounded retries.
-3. The learner SIGKILLed mid-run and started again on the same run directory resumes from its
-   checkpoint (the step continues), the replay window survives (its private Redis's append-only
-   file) and weights versions keep growing.
+3. The learner SIGKILLed mid-run and started again on the same run directory (with no other
+   override than a new step limit) resumes from its checkpoint with its saved config (the step
+   continues), the replay window survives (its private Redis's append-only file) and weights
+   versions keep growing; the run's original config record is untouched.
 """
 
 from __future__ import annotations
@@ -53,8 +54,10 @@ STATE = re.compile(r"^state_(\d{8})\.safetensors$")
 SUMMARY = re.compile(r"run finished: (\{.*\})")
 
 
-def learner_command(run_dir: Path, *overrides: str) -> list[str]:
-    return [sys.executable, "-m", "learner", *SMOKE, f"run_dir={run_dir}", *overrides]
+def learner_command(run_dir: Path, *overrides: str, resume: bool = False) -> list[str]:
+    """A new smoke run, or (resume) the run in `run_dir` with its saved config and `overrides`."""
+    given = () if resume else SMOKE
+    return [sys.executable, "-m", "learner", *given, f"run_dir={run_dir}", *overrides]
 
 
 def summary_of(output: str) -> dict:
@@ -94,7 +97,7 @@ def kill_all(procs: list[psutil.Process]) -> None:
 
 @contextlib.contextmanager
 def learner_process(
-    run_dir: Path, log: Path, *overrides: str
+    run_dir: Path, log: Path, *overrides: str, resume: bool = False
 ) -> Iterator[tuple[subprocess.Popen, list[psutil.Process]]]:
     """`python -m learner` in a session of its own, output to `log`; everything killed after.
 
@@ -104,7 +107,7 @@ def learner_process(
     seen: list[psutil.Process] = []
     with log.open("w") as out:
         proc = subprocess.Popen(
-            learner_command(run_dir, *overrides),
+            learner_command(run_dir, *overrides, resume=resume),
             cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -275,12 +278,13 @@ def test_killed_learner_resumes_from_its_checkpoint(tmp_path):
         # redis-server stays for the second run to find.
         kill_all([p for p in seen if p not in redis_processes(run_dir)])
 
-        # Inside the first run's block, whose clean-up would kill the orphaned server.
+        # Inside the first run's block, whose clean-up would kill the orphaned server. Only the
+        # directory and a new step limit: the rest (the smoke network above all) is the run's
+        # saved config, not the laptop default the command line would compose.
         resumed_to = killed_at + 10
-        with learner_process(run_dir, second_log, f"learner.max_steps={resumed_to}") as (
-            proc,
-            _,
-        ):
+        with learner_process(
+            run_dir, second_log, f"learner.max_steps={resumed_to}", resume=True
+        ) as (proc, _):
             rc = proc.wait(timeout=RUN_TIMEOUT_S)
     output = second_log.read_text(errors="replace")
     assert rc == 0, output[-4000:]
@@ -300,3 +304,7 @@ def test_killed_learner_resumes_from_its_checkpoint(tmp_path):
     assert summary["version"] > version_before  # weights versions only grow
     assert saved_steps(run_dir)[-1] == resumed_to
     assert redis_processes(run_dir) == []
+    assert yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text())[: len(SMOKE)] == (
+        list(SMOKE)
+    )
+    assert len(list((run_dir / ".hydra").glob("resume-*/config.yaml"))) == 1
