@@ -436,6 +436,18 @@ def read_eval_metrics(client: Any, namespace: str) -> dict[str, float]:
     return out
 
 
+def promoted_versions(client: Any, namespace: str) -> list[int]:
+    """Every weights version the gate ever promoted (the first best included), oldest first,
+    from the evaluator's decision records; a record that does not parse is skipped."""
+    versions = []
+    for raw in client.lrange(decisions_key(namespace), 0, -1):
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            decision = json.loads(raw)
+            if decision.get("promoted") and isinstance(decision.get("version"), int):
+                versions.append(decision["version"])
+    return versions
+
+
 class EvaluatorWorker:
     """The evaluator's loop and state; usable without Ray (tests call :meth:`step`)."""
 
@@ -842,16 +854,32 @@ class EvaluatorWorker:
         if not self.s.write_pdn:
             return
         self.eval_dir.mkdir(parents=True, exist_ok=True)
-        lines = ["player,elo,lower,upper,games,points,anchored"]
-        lines += [
-            f"{p.name},{p.elo:.1f},{p.lower:.1f},{p.upper:.1f},{p.games},{p.points:g},{p.anchored}"
-            for p in ratings.players
-        ]
-        (self.eval_dir / "ratings.csv").write_text("\n".join(lines) + "\n")
+        write_ratings_csv(ratings, self.eval_dir / "ratings.csv")
         try:
             plot_ratings(ratings, self.eval_dir / "ratings.png")
         except Exception as e:  # a plot must never stop the evaluation
             logger.warning("could not draw ratings.png: %s", e)
+
+
+def _candidate_version(name: str) -> int | None:
+    """N for a candidate's name ``vN``; None for a ladder player."""
+    return int(name[1:]) if name[:1] == "v" and name[1:].isdigit() else None
+
+
+def _player_order(player: Any) -> tuple[int, float]:
+    """ratings.csv's order: the ladder players by rating, then the candidates by version."""
+    version = _candidate_version(player.name)
+    return (0, player.elo) if version is None else (1, version)
+
+
+def write_ratings_csv(ratings: Ratings, path: Path) -> None:
+    """One row per player: the ladder by rating, then the candidates by version number."""
+    lines = ["player,elo,lower,upper,games,points,anchored"]
+    lines += [
+        f"{p.name},{p.elo:.1f},{p.lower:.1f},{p.upper:.1f},{p.games},{p.points:g},{p.anchored}"
+        for p in sorted(ratings.players, key=_player_order)
+    ]
+    path.write_text("\n".join(lines) + "\n")
 
 
 def plot_ratings(ratings: Ratings, path: Path) -> None:
@@ -861,8 +889,17 @@ def plot_ratings(ratings: Ratings, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    fig = draw_ratings(ratings)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def draw_ratings(ratings: Ratings) -> Any:
+    """The matplotlib figure of :func:`plot_ratings`."""
+    import matplotlib.pyplot as plt
+
     versions = sorted(
-        (int(p.name[1:]), p) for p in ratings.players if p.name[1:].isdigit() and p.name[0] == "v"
+        (v, p) for p in ratings.players if (v := _candidate_version(p.name)) is not None
     )
     fig, ax = plt.subplots(figsize=(8, 4.5))
     if versions:
@@ -871,15 +908,24 @@ def plot_ratings(ratings: Ratings, path: Path) -> None:
         err = [[p.elo - p.lower for _, p in versions], [p.upper - p.elo for _, p in versions]]
         ax.errorbar(xs, ys, yerr=err, fmt="o-", capsize=3, label="candidates")
     for p in ratings.players:
-        if not (p.name[0] == "v" and p.name[1:].isdigit()):
+        if _candidate_version(p.name) is None:
             ax.axhline(p.elo, linestyle="--", linewidth=0.8, color="grey")
-            ax.annotate(p.name, (0, p.elo), xycoords=("axes fraction", "data"), fontsize=7)
+            # Inside the plot, clear of the y axis and just above its line.
+            ax.annotate(
+                p.name,
+                (0.01, p.elo),
+                xycoords=("axes fraction", "data"),
+                xytext=(0, 2),
+                textcoords="offset points",
+                fontsize=7,
+                color="dimgrey",
+                va="bottom",
+            )
     ax.set_xlabel("weights version")
     ax.set_ylabel("Elo (random = 0)")
     ax.set_title("checkerzero: candidate ratings against the ladder")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
 
 
 # ----------------------------------------------------------------------------- Ray shell
@@ -981,6 +1027,8 @@ __all__ = [
     "gate",
     "ladder_results",
     "pair_results",
+    "promoted_versions",
     "read_eval_metrics",
     "start_evaluator",
+    "write_ratings_csv",
 ]

@@ -79,6 +79,7 @@ def validate(cfg: DictConfig) -> None:
     _check(cfg, "learner.publish_every_steps", positive, "publish at least every so many steps")
     _check(cfg, "learner.checkpoint_every_steps", positive, "checkpoint every so many steps")
     _check(cfg, "learner.keep_checkpoints", positive, "keep at least one checkpoint")
+    _check(cfg, "learner.keep_weights", non_negative, "weights files kept, >= 0 (0: all)")
     _check(
         cfg,
         "learner.value_target_q_weight",

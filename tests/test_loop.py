@@ -16,7 +16,6 @@ would kill every Ray on the machine, so it is never used. Ray is started locally
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import json
 import os
@@ -34,8 +33,10 @@ import pytest
 import redis
 import yaml
 
+from evaluation.players import make_player
 from game.pdn import read_pdn
 from learner.checkpoint import read_checkpoint_meta
+from learner.metrics import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 # One tiny configuration for every run here: the smoke preset (1-block net, 20 steps), one actor
@@ -51,7 +52,7 @@ SMOKE = (
 RUN_TIMEOUT_S = 240  # a smoke run takes ~20 s here; 2 shared cores can make it several times that
 POLL_S = 0.2
 STATE = re.compile(r"^state_(\d{8})\.safetensors$")
-SUMMARY = re.compile(r"run finished: (\{.*\})")
+FINISHED = re.compile(r"run finished after \d+ min \d\d s")
 
 
 def learner_command(run_dir: Path, *overrides: str, resume: bool = False) -> list[str]:
@@ -60,11 +61,10 @@ def learner_command(run_dir: Path, *overrides: str, resume: bool = False) -> lis
     return [sys.executable, "-m", "learner", *given, f"run_dir={run_dir}", *overrides]
 
 
-def summary_of(output: str) -> dict:
-    """The dict of the learner's last `run finished: {...}` line (a literal; nothing executed)."""
-    found = SUMMARY.findall(output)
-    assert found, f"no 'run finished' line in the output:\n{output[-3000:]}"
-    return ast.literal_eval(found[-1])
+def summary_of(run_dir: Path, output: str) -> dict:
+    """The run's summary.json, once the log said, as text, that the run finished."""
+    assert FINISHED.search(output), f"no 'run finished' lines in the output:\n{output[-3000:]}"
+    return json.loads((run_dir / "summary.json").read_text())
 
 
 def redis_processes(run_dir: Path) -> list[psutil.Process]:
@@ -163,23 +163,34 @@ def port_answers(port: int) -> bool:
 def test_smoke_run_completes_end_to_end(tmp_path):
     run_dir = tmp_path / "run"
     log = tmp_path / "learner.log"
-    with learner_process(run_dir, log) as (proc, _):
+    # One weights file kept (the newest), to see retention at work.
+    with learner_process(run_dir, log, "learner.keep_weights=1") as (proc, _):
         rc = proc.wait(timeout=RUN_TIMEOUT_S)
     output = log.read_text(errors="replace")
     assert rc == 0, output[-4000:]
 
-    summary = summary_of(output)
+    summary = summary_of(run_dir, output)
     assert summary["step"] == 20  # preset smoke: learner.max_steps=20
     assert summary["version"] >= 2  # v1 at start, then one per 10 steps: a learned version
     assert summary["games"] >= 1 and summary["positions"] >= 64  # replay.min_positions=64
-    assert json.loads((run_dir / "summary.json").read_text()) == summary  # what scripts read
+    assert summary["elapsed_s"] > 0 and summary["losses"]["total"] > 0
+    assert summary["elo"] is None  # the smoke preset runs no evaluator
     assert re.search(r"1 self-play actors on 1 node\(s\)", output)
-    assert "actor 0 plays with weights version 1" in output  # the actor followed the channel
 
-    # The checkpoint holds the final step and the last published version.
+    # The terminal: counts while waiting, no line per checkpoint file, the end as text.
+    assert re.search(r"waiting for data: \d+/64 positions", output), output[-4000:]
+    assert "saved checkpoint" not in output and "saved training state" not in output
+    assert "run finished: {" not in output
+
+    # The checkpoint holds the final step and the last published version; summary.json names
+    # the network file a match takes, not the training state.
     assert saved_steps(run_dir)[-1] == 20
     meta = read_checkpoint_meta(run_dir / "checkpoints" / "latest.safetensors")
     assert (meta.step, meta.version) == (20, summary["version"])
+    assert summary["model"] == str(run_dir / "checkpoints" / "latest.safetensors")
+    make_player(summary["model"])  # what `python -m evaluation.match` builds from it
+    weights = sorted(p.name for p in (run_dir / "checkpoints" / "weights").iterdir())
+    assert weights == ["step_00000020.safetensors"]
 
     # Metrics: rows of losses and self-play counters; plots drawn from them.
     csv_text = (run_dir / "metrics.csv").read_text()
@@ -188,6 +199,10 @@ def test_smoke_run_completes_end_to_end(tmp_path):
     assert final_loss and final_loss[-1].split(",")[1] == "20"
     assert float(final_loss[-1].split(",")[3]) > 0
     assert ",selfplay/games," in csv_text
+    # Throughput: the rates of the run's last stretch too, so a short run is not flat zero.
+    rates = read_metrics(run_dir / "metrics.csv")
+    assert max(v for _, _, v in rates["selfplay/positions_per_s"]) > 0
+    assert max(v for _, _, v in rates["learner/samples_per_s"]) > 0
     for plot in ("loss.png", "throughput.png", "replay.png"):
         assert (run_dir / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", plot
 
@@ -199,11 +214,14 @@ def test_smoke_run_completes_end_to_end(tmp_path):
         r"([0-9a-f]{40}(-dirty)?|unknown)\n", (run_dir / "git_revision.txt").read_text()
     )
 
-    # PDN samples of the self-play games, readable by the engine's PDN reader.
-    samples = sorted((run_dir / "games").glob("selfplay_v*.pdn"))
-    assert samples, "no PDN samples of self-play games in the run dir"
-    sampled = read_pdn(samples[-1].read_text())
-    assert sampled and all(g.moves for g in sampled)
+    # The self-play games: one file, each game once, from the initial position through the
+    # ballot's moves, played by a version the actor followed from the weights channel.
+    assert [p.name for p in (run_dir / "games").iterdir()] == ["selfplay.pdn"]
+    games = read_pdn((run_dir / "games" / "selfplay.pdn").read_text())
+    rounds = [int(g.tags["Round"]) for g in games]
+    assert games and rounds == sorted(set(rounds)) and all(g.moves for g in games)
+    assert all(not g.fen and g.tags["GameType"] == "21" and g.tags["Date"] for g in games)
+    assert all(re.fullmatch(r"checkerzero v\d+", g.tags["Black"]) for g in games)
 
     # The private redis-server was started, then stopped: its port is closed, its process gone.
     match = re.search(r"redis-server \S+ pid (\d+) on redis://127\.0\.0\.1:(\d+)/0", output)
@@ -296,7 +314,7 @@ def test_killed_learner_resumes_from_its_checkpoint(tmp_path):
     )
     assert match, output[-4000:]
     assert int(match.group(1)) == int(match.group(2)) == killed_at > 0
-    summary = summary_of(output)
+    summary = summary_of(run_dir, output)
     assert summary["resumed"] is True
     assert summary["step"] == resumed_to  # training continued from the saved step, not from 0
     assert summary["positions"] >= before["positions_added"]  # no game of the window was lost
