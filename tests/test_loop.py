@@ -180,6 +180,7 @@ def test_smoke_run_completes_end_to_end(tmp_path):
     # The terminal: counts while waiting, no line per checkpoint file, the end as text.
     assert re.search(r"waiting for data: \d+/64 positions", output), output[-4000:]
     assert "saved checkpoint" not in output and "saved training state" not in output
+    assert "plays with weights version" not in output and "loaded weights version" not in output
     assert "run finished: {" not in output
 
     # The checkpoint holds the final step and the last published version; summary.json names
