@@ -58,7 +58,9 @@ FINISHED = re.compile(r"run finished after \d+ min \d\d s")
 def learner_command(run_dir: Path, *overrides: str, resume: bool = False) -> list[str]:
     """A new smoke run, or (resume) the run in `run_dir` with its saved config and `overrides`."""
     given = () if resume else SMOKE
-    return [sys.executable, "-m", "learner", *given, f"run_dir={run_dir}", *overrides]
+    flags = [o for o in overrides if o.startswith("-")]  # Hydra's flags (-m) go first
+    overrides = tuple(o for o in overrides if not o.startswith("-"))
+    return [sys.executable, "-m", "learner", *flags, *given, f"run_dir={run_dir}", *overrides]
 
 
 def summary_of(run_dir: Path, output: str) -> dict:
@@ -327,3 +329,25 @@ def test_killed_learner_resumes_from_its_checkpoint(tmp_path):
         list(SMOKE)
     )
     assert len(list((run_dir / ".hydra").glob("resume-*/config.yaml"))) == 1
+
+
+@pytest.mark.slow
+def test_a_sweep_runs_each_job_in_its_own_run_directory(tmp_path):
+    """`-m` with two values: two whole runs, one after the other in one process, each from
+    step 0 in <run_dir>/<job>/ with its own config record, Redis and summary."""
+    root = tmp_path / "sweep"
+    log = tmp_path / "sweep.log"
+    with learner_process(root, log, "-m", "mcts.simulations=4,8") as (proc, _):
+        rc = proc.wait(timeout=2 * RUN_TIMEOUT_S)
+    output = log.read_text(errors="replace")
+    assert rc == 0, output[-4000:]
+    assert "resumed from" not in output
+    for job, sims in (("0", 4), ("1", 8)):
+        run_dir = root / job
+        saved = yaml.safe_load((run_dir / ".hydra" / "config.yaml").read_text())
+        assert saved["mcts"]["simulations"] == sims and saved["run_dir"] == str(run_dir)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["resumed"] is False and summary["step"] == 20
+        assert summary["model"] == str(run_dir / "checkpoints" / "latest.safetensors")
+        assert redis_processes(run_dir) == []
+    assert sorted(p.name for p in root.iterdir()) == ["0", "1", "multirun.yaml"]
