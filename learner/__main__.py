@@ -48,6 +48,10 @@ def _main(cfg: DictConfig) -> None:
         prepared.run_dir,
         record,
     )
+    if prepared.filled:
+        logging.getLogger(__name__).info(
+            "keys new since the run started take today's defaults: %s", ", ".join(prepared.filled)
+        )
     # Deferred: learner.run brings torch and Ray (1.9 s to import here, measured), so a bad
     # command line is answered in 0.4 s instead of 2.3 s.
     from learner.run import run

@@ -78,6 +78,7 @@ class Prepared:
     run_dir: Path
     overrides: list[str]  # this invocation's overrides, as typed
     resumed: bool
+    filled: tuple[str, ...] = ()  # keys a resumed run's saved config lacked: today's defaults
 
 
 def resumable(key: str) -> bool:
@@ -103,8 +104,9 @@ def prepare(cfg: DictConfig, overrides: Sequence[str], job_num: int | None = Non
     """
     run_dir = job_run_dir(cfg.run_dir, job_num)
     saved = saved_config_path(run_dir)
+    filled: tuple[str, ...] = ()
     if saved.is_file():
-        out = _resume_config(saved, run_dir, list(overrides))
+        out, filled = _resume_config(saved, run_dir, list(overrides), cfg)
         resumed = True
     else:
         if (run_dir / CHECKPOINT_DIR).is_dir():
@@ -118,16 +120,24 @@ def prepare(cfg: DictConfig, overrides: Sequence[str], job_num: int | None = Non
     out.run_dir = str(run_dir)
     OmegaConf.set_struct(out, True)
     validate(out)
-    return Prepared(out, run_dir, list(overrides), resumed)
+    return Prepared(out, run_dir, list(overrides), resumed, filled)
 
 
-def _resume_config(saved: Path, run_dir: Path, overrides: list[str]) -> DictConfig:
+def _resume_config(
+    saved: Path, run_dir: Path, overrides: list[str], composed: DictConfig
+) -> tuple[DictConfig, tuple[str, ...]]:
+    """The saved config with the allowed overrides; keys added to conf/ since the run started
+    (absent from the saved file) take their value from ``composed``, and are returned."""
     try:
-        base = OmegaConf.load(saved)
+        stored = OmegaConf.load(saved)
     except Exception as e:  # a YAML or OmegaConf error: name the file
         raise ConfigError(f"cannot read the saved config {saved}: {e}") from None
-    if not isinstance(base, DictConfig):
+    if not isinstance(stored, DictConfig):
         raise ConfigError(f"the saved config {saved} is not a mapping")
+    defaults = composed.copy()
+    OmegaConf.set_struct(defaults, False)
+    base = OmegaConf.merge(defaults, stored)
+    filled = tuple(sorted(_leaves(defaults) - _leaves(stored) - {"run_dir"}))
     saved_overrides: set[str] = set()
     saved_overrides_path = saved.parent / OVERRIDES_FILE
     if saved_overrides_path.is_file():
@@ -157,7 +167,22 @@ def _resume_config(saved: Path, run_dir: Path, overrides: list[str]) -> DictConf
                 f"({saved}); keys that may change on resume: {', '.join(RESUMABLE)}"
             )
         OmegaConf.update(base, key, value, merge=False)
-    return base
+    return base, filled
+
+
+def _leaves(cfg: DictConfig) -> set[str]:
+    """The dotted keys of every value (not mapping) in a config."""
+    out: set[str] = set()
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{prefix}{k}.")
+        else:
+            out.add(prefix[:-1])
+
+    walk(OmegaConf.to_container(cfg, resolve=False), "")
+    return out
 
 
 class _Absent:

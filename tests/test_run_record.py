@@ -73,6 +73,19 @@ def test_resume_runs_with_the_saved_config_not_the_current_defaults(tmp_path):
     assert {p.name: p.read_bytes() for p in record.iterdir() if p.is_file()} == original
 
 
+def test_keys_added_since_the_run_started_take_todays_defaults(tmp_path):
+    run_dir = tmp_path / "run"
+    new_run(run_dir, "preset=smoke")
+    saved = run_dir / ".hydra" / "config.yaml"
+    old = yaml.safe_load(saved.read_text())
+    del old["learner"]["keep_weights"]  # as a run started before the key existed
+    saved.write_text(yaml.safe_dump(old))
+    overrides = (f"run_dir={run_dir}",)
+    prepared = prepare(composed(*overrides), overrides)
+    assert prepared.filled == ("learner.keep_weights",)
+    assert prepared.cfg.learner.keep_weights == 20 and prepared.cfg.learner.batch_size == 32
+
+
 @pytest.mark.parametrize(
     ("override", "key"),
     [
