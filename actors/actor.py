@@ -19,7 +19,6 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from contextlib import suppress
 from typing import Any
 
 import ray
@@ -31,6 +30,7 @@ from actors.self_play import run_self_play
 from learner.checkpoint import decode_checkpoint
 from learner.inference import NetworkEvaluator
 from learner.replay import ReplayStore, connect
+from learner.supervisor import RunLoop, stop_loops
 from learner.weights import WeightsChannel
 
 logger = logging.getLogger(__name__)
@@ -194,14 +194,18 @@ class ActorPool:
         self.url, self.password = url, password
         self._client = client
         self.actors: list[Any] = []
-        self.refs: dict[Any, Any] = {}
+        self.loops: list[RunLoop] = []
         self.nodes = 0
-        self.restarts = 0
         self._last: tuple[float, dict[str, int]] | None = None
 
     @property
     def size(self) -> int:
         return len(self.actors)
+
+    @property
+    def restarts(self) -> int:
+        """run() calls restarted so far, over all actors."""
+        return sum(loop.restarts for loop in self.loops)
 
     def start(self) -> None:
         container = OmegaConf.to_container(self.cfg, resolve=True)
@@ -219,34 +223,18 @@ class ActorPool:
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
                 ).remote(container, actor_id, self.url, self.password)
                 self.actors.append(actor)
-                self.refs[actor.run.remote()] = actor
+                self.loops.append(RunLoop(actor, f"self-play actor {actor_id}"))
                 actor_id += 1
         self.nodes = sum(1 for c in plan.values() if c)
 
     def check(self) -> None:
         """Notices run() calls that ended (an error Ray could not retry) and restarts them."""
-        if not self.refs:
-            return
-        done, _ = ray.wait(list(self.refs), timeout=0)
-        for ref in done:
-            actor = self.refs.pop(ref)
-            try:
-                ray.get(ref)
-                logger.warning("a self-play actor returned early; restarting its loop")
-            except Exception as e:
-                logger.warning("a self-play actor failed (%s); restarting its loop", e)
-            self.restarts += 1
-            self.refs[actor.run.remote()] = actor
+        for loop in self.loops:
+            loop.check()
 
     def stop(self, timeout_s: float) -> None:
-        for actor in self.actors:
-            with suppress(Exception):  # an actor that is already dead needs no stop
-                actor.stop.remote()
-        if self.refs:
-            ray.wait(list(self.refs), num_returns=len(self.refs), timeout=timeout_s)
-        for actor in self.actors:
-            ray.kill(actor, no_restart=True)
-        self.refs.clear()
+        stop_loops(self.loops, timeout_s)
+        self.loops.clear()
 
     def metrics(self) -> dict[str, float]:
         raw = self._client.hgetall(stats_key(self.cfg.replay.namespace))

@@ -29,9 +29,9 @@ import numpy as np
 from game import _core
 from game import openings as op
 from game.encoding import META_WHITE_TO_MOVE
-from game.mcts import Evaluator, new_search
+from game.mcts import Evaluator, StepTimes, new_search, step
 from game.pdn import PdnGame, game_from_position
-from game.position import Position
+from game.position import END_REASONS, RESULT_TEXT, Position
 from game.records import RESIGNED, GameRecord, Result, Termination, sparse_visits
 
 log = logging.getLogger(__name__)
@@ -282,39 +282,27 @@ def run_self_play(
     for i in range(n_slots):
         start(i)
     evaluations = batches = decisions = 0
-    network_s = tree_s = 0.0
+    times = StepTimes()
     t_start = time.perf_counter()
     while any(slot is not None for slot in slots) and not (stop is not None and stop()):
         for i in mcts.ready():
             decide(i)
-        t0 = time.perf_counter()
-        planes, masks = mcts.gather()
-        t1 = time.perf_counter()
-        n = len(masks)
+        network_before, tree_before = times.network_s, times.tree_s
+        n = step(mcts, evaluator, times)
         if n == 0:
-            tree_s += t1 - t0
             continue
-        priors, values = evaluator.evaluate(planes, masks)
-        t2 = time.perf_counter()
-        mcts.expand(
-            np.ascontiguousarray(priors, dtype=np.float32),
-            np.ascontiguousarray(values, dtype=np.float32),
-        )
-        t3 = time.perf_counter()
-        tree_s += (t1 - t0) + (t3 - t2)
-        network_s += t2 - t1
         evaluations += n
         batches += 1
         if on_batch is not None:
-            on_batch(n, t2 - t1, (t1 - t0) + (t3 - t2))
+            on_batch(n, times.network_s - network_before, times.tree_s - tree_before)
     stats = SelfPlayStats(
         games=finished,
         positions=decisions,
         evaluations=evaluations,
         batches=batches,
         seconds=time.perf_counter() - t_start,
-        network_s=network_s,
-        tree_s=tree_s,
+        network_s=times.network_s,
+        tree_s=times.tree_s,
     )
     log.debug(
         "self-play: %d games, %d positions, %d evaluations in %d batches, %.1f s "
@@ -348,14 +336,7 @@ def resign_false_positive_rate(records: Sequence[GameRecord]) -> tuple[float, in
 # PDN
 # ----------------------------------------------------------------------------------------------
 
-PDN_RESULT = {Result.BLACK_WIN: "1-0", Result.WHITE_WIN: "0-1", Result.DRAW: "1/2-1/2"}
-TERMINATION_TEXT = {
-    Termination.NO_MOVES: "no legal move",
-    Termination.REPETITION: "threefold repetition",
-    Termination.FORTY_MOVE: "forty-move rule",
-    Termination.PLY_CAP: "ply cap",
-    Termination.RESIGNATION: "resignation",
-}
+TERMINATION_TEXT = {**END_REASONS, Termination.RESIGNATION: "resignation"}
 
 
 def start_game(record: GameRecord) -> _core.Game:
@@ -409,7 +390,7 @@ def record_to_pdn(
         game_tags["GameType"] = PDN_GAME_TYPE_ENGLISH
     game_tags |= dict(tags or {})
     game_tags["Termination"] = TERMINATION_TEXT[record.termination]
-    result = PDN_RESULT[record.result]
+    result = RESULT_TEXT[record.result]
     start = Position.from_game(start_game(record))
     moves = record_moves(record)
     ballot = next((o for o in openings if o.id == record.opening_id), None)

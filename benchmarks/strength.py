@@ -27,7 +27,6 @@ game as PDN and the fitted ratings as CSV.
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import sys
 import tempfile
@@ -36,7 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evaluation.elo import PairResult, Ratings, fit_ratings, match_elo
-from evaluation.evaluator import pair_results
+from evaluation.ladder import pair_results, rung_results
 from evaluation.match import MatchResult, load_openings, run_match
 from game.pdn import write_pdn
 
@@ -71,15 +70,15 @@ def network_spec(path: Path, sims: int, device: str) -> str:
     return spec if device == "cpu" else f"{spec},device={device}"
 
 
-def play(
+def played(
     a: str,
     b: str,
     games: int,
     args: argparse.Namespace,
     log: list[MatchResult],
     label: str | None = None,
-) -> list[PairResult]:
-    """A match of specs ``a`` and ``b``, printed; its games as PairResults (``a`` as ``label``)."""
+) -> MatchResult:
+    """A match of specs ``a`` and ``b``, printed (``a`` as ``label``) and logged."""
     deck = load_openings("deck")
     start = time.perf_counter()
     result = run_match(
@@ -101,7 +100,20 @@ def play(
         f"[{elo.elo_lower:+.0f}, {elo.elo_upper:+.0f}]  {time.perf_counter() - start:6.1f} s",
         flush=True,
     )
-    return pair_results(result.pairs, name, result.player_b)
+    return result
+
+
+def play(
+    a: str,
+    b: str,
+    games: int,
+    args: argparse.Namespace,
+    log: list[MatchResult],
+    label: str | None = None,
+) -> list[PairResult]:
+    """A match of specs ``a`` and ``b``, printed; its games as PairResults (``a`` as ``label``)."""
+    result = played(a, b, games, args, log, label)
+    return pair_results(result.pairs, label or result.player_a, result.player_b)
 
 
 def print_ratings(ratings: Ratings, budgets: dict[str, int]) -> None:
@@ -195,8 +207,7 @@ def run(args: argparse.Namespace, budgets_list: list[int]) -> int:
         log: list[MatchResult] = []
         started = time.perf_counter()
         print(f"Ladder rungs ({args.ladder_games} games each):")
-        for weaker, stronger in itertools.pairwise(ladder):
-            results += play(stronger, weaker, args.ladder_games, args, log)
+        results += rung_results(ladder, lambda a, b: played(a, b, args.ladder_games, args, log))
         budgets: dict[str, int] = {}
         for sims in budgets_list:
             spec = network_spec(checkpoint, sims, args.device)

@@ -41,6 +41,7 @@ from game.openings import KINDS as OPENING_KINDS
 from game.openings import Opening, load_openings
 from game.pdn import PdnGame, write_pdn
 from game.position import Position
+from learner.cluster import start_ray
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ PAIR_POINTS = (0.0, 0.5, 1.0, 1.5, 2.0)  # the pentanomial categories: A's point
 
 
 @dataclass(frozen=True)
-class GameRecord:
+class PlayedGame:
     """One finished game. ``moves`` include the opening's; ``result`` is PDN's ("1-0": Black)."""
 
     black: str
@@ -90,7 +91,7 @@ class GameRecord:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> GameRecord:
+    def from_dict(cls, d: Mapping[str, Any]) -> PlayedGame:
         return cls(
             black=str(d["black"]),
             white=str(d["white"]),
@@ -108,12 +109,16 @@ class PairRecord:
 
     index: int  # position in the match schedule
     opening: str
-    a_black: GameRecord
-    a_white: GameRecord
+    a_black: PlayedGame
+    a_white: PlayedGame
 
     @property
     def a_points(self) -> float:
-        return self.a_black.black_points() + (1.0 - self.a_white.black_points())
+        return sum(self.a_game_points())
+
+    def a_game_points(self) -> tuple[float, float]:
+        """A's points in the pair's two games: as Black, then as White."""
+        return self.a_black.black_points(), 1.0 - self.a_white.black_points()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -128,8 +133,8 @@ class PairRecord:
         return cls(
             index=int(d["index"]),
             opening=str(d["opening"]),
-            a_black=GameRecord.from_dict(d["a_black"]),
-            a_white=GameRecord.from_dict(d["a_white"]),
+            a_black=PlayedGame.from_dict(d["a_black"]),
+            a_white=PlayedGame.from_dict(d["a_white"]),
         )
 
 
@@ -139,7 +144,7 @@ class MatchResult:
     player_b: str
     pairs: tuple[PairRecord, ...]
 
-    def games(self) -> list[tuple[GameRecord, bool]]:
+    def games(self) -> list[tuple[PlayedGame, bool]]:
         """Every game with a flag telling whether A had Black, in schedule order."""
         return [
             (g, a_black)
@@ -147,7 +152,7 @@ class MatchResult:
             for g, a_black in ((p.a_black, True), (p.a_white, False))
         ]
 
-    def a_points(self, game: GameRecord, a_black: bool) -> float:
+    def a_points(self, game: PlayedGame, a_black: bool) -> float:
         return game.black_points() if a_black else 1.0 - game.black_points()
 
     @property
@@ -230,7 +235,7 @@ def play_game(
     *,
     max_plies: int = DEFAULT_MAX_PLIES,
     size: int = 8,
-) -> GameRecord:
+) -> PlayedGame:
     """One game from ``opening`` to its end (rules or ply cap). Resets both players first."""
     pos = Position(size, max_plies=max_plies)
     moves = []
@@ -248,7 +253,7 @@ def play_game(
             moves.append(str(pos.play(move)))
         except ValueError as e:
             raise ValueError(f"player {player.name} chose an illegal move: {e}") from None
-    return GameRecord(
+    return PlayedGame(
         black=black.name,
         white=white.name,
         opening=opening.name,
@@ -413,15 +418,8 @@ def _run_on_ray(
     timeout_s: float,
     finished: Callable[[Mapping[str, Any]], None],
 ) -> None:
-    started = False
-    if not ray.is_initialized():
-        try:
-            ray.init(address="auto", log_to_driver=False)
-            logger.info("joined the running Ray cluster")
-        except (ConnectionError, RuntimeError):
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
-            logger.info("started a local Ray instance with %d CPUs", workers)
-        started = True
+    owned = not ray.is_initialized()  # joined or started here: shut down here
+    start_ray("auto", num_cpus=workers, log_to_driver=False)
     try:
         task = ray.remote(num_cpus=1)(_pair_task)
         pending = [task.remote(*job) for job in jobs]
@@ -431,7 +429,7 @@ def _run_on_ray(
                 raise TimeoutError(f"no game pair finished within {timeout_s:.0f} s on Ray")
             finished(ray.get(ready[0], timeout=timeout_s))
     finally:
-        if started:
+        if owned:
             ray.shutdown()
 
 

@@ -257,6 +257,35 @@ def histories(positions: np.ndarray, indices: np.ndarray) -> np.ndarray:
     return out
 
 
+# Outcome codes of `mover_outcome`: indices into (win, draw, loss).
+WIN, DRAW, LOSS = 0, 1, 2
+
+
+def mover_outcome(result: np.ndarray, meta: np.ndarray) -> np.ndarray:
+    """Each position's game result (`Result` values) from its mover's view, as WIN/DRAW/LOSS
+    (uint8); `meta` is the packed position's meta word (the side to move)."""
+    result = np.asarray(result)
+    white = (np.asarray(meta) & META_WHITE_TO_MOVE).astype(bool)
+    mover_won = white == (result == Result.WHITE_WIN)
+    return np.where(result == Result.DRAW, DRAW, np.where(mover_won, WIN, LOSS)).astype(np.uint8)
+
+
+def value_targets(outcome: np.ndarray, root_wdl: np.ndarray, q_weight: float) -> np.ndarray:
+    """The value head's targets (n, 3) float32: the one-hot outcome (WIN/DRAW/LOSS codes), mixed
+    with the search's root value where there was a search (root_wdl not NaN)::
+
+        target_wdl = (1 - q_weight) * result + q_weight * root_wdl
+    """
+    if not 0.0 <= q_weight <= 1.0:
+        raise ValueError(f"q_weight must be in [0, 1], got {q_weight}")
+    wdl = np.eye(NUM_WDL, dtype=np.float32)[np.asarray(outcome, dtype=np.intp)]
+    if q_weight > 0.0:
+        root = np.asarray(root_wdl).astype(np.float32)
+        searched = ~np.isnan(root).any(axis=1)
+        wdl[searched] = (1.0 - q_weight) * wdl[searched] + q_weight * root[searched]
+    return wdl
+
+
 def training_samples(
     record: GameRecord, indices: np.ndarray | list[int], q_weight: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -286,16 +315,6 @@ def training_samples(
         actions, counts = record.visits(int(i))
         c = counts.astype(np.float32)
         pi[row, actions] = c / c.sum()
-    white = (record.positions[idx, 3] & META_WHITE_TO_MOVE).astype(bool)
-    wdl = np.zeros((len(idx), 3), np.float32)
-    if record.result == Result.DRAW:
-        wdl[:, 1] = 1.0
-    else:
-        mover_won = white == (record.result == Result.WHITE_WIN)
-        wdl[mover_won, 0] = 1.0
-        wdl[~mover_won, 2] = 1.0
-    if q_weight > 0.0:
-        root = record.root_wdl[idx].astype(np.float32)
-        searched = ~np.isnan(root).any(axis=1)
-        wdl[searched] = (1.0 - q_weight) * wdl[searched] + q_weight * root[searched]
+    outcome = mover_outcome(np.full(len(idx), int(record.result)), record.positions[idx, 3])
+    wdl = value_targets(outcome, record.root_wdl[idx], q_weight)
     return histories(record.positions, idx), pi, wdl

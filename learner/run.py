@@ -30,10 +30,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from actors.actor import ActorPool
 from actors.self_play import record_to_pdn
-from evaluation.evaluator import promoted_versions, read_eval_metrics, start_evaluator
+from evaluation.evaluator_actor import start_evaluator
+from evaluation.keys import promoted_versions, read_eval_metrics
 from game.openings import load_openings
 from game.pdn import write_pdn
 from game.records import GameRecord
+from learner.cluster import start_ray
 from learner.metrics import MetricsLogger
 from learner.mirror import MirrorPrefetcher, ReplayMirror
 from learner.redis_server import EmbeddedRedis, RedisServerError
@@ -91,42 +93,6 @@ def redis_for_run(cfg: DictConfig, run_dir: Path) -> Iterator[tuple[str, str | N
         logger.info("stopped the private redis-server")
 
 
-def start_ray(cluster_cfg: DictConfig) -> bool:
-    """Joins a running cluster if one is reachable, else starts a local one; True if started."""
-    if ray.is_initialized():
-        return False
-    env = {
-        "env_vars": {
-            "PYTHONPATH": os.pathsep.join(
-                filter(
-                    None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]
-                )
-            )
-        }
-    }
-    if cluster_cfg.address and cluster_cfg.address != "local":
-        try:
-            ray.init(address=cluster_cfg.address, runtime_env=env, log_to_driver=True)
-            logger.info("joined the Ray cluster at %s", cluster_cfg.address)
-            return False
-        except ConnectionError:
-            if cluster_cfg.address != "auto":
-                raise
-    # address="local": a plain ray.init() would join whatever cluster the machine's
-    # /tmp/ray/ray_current_cluster names (the last `ray start` or test cluster), and then fail
-    # because num_cpus cannot be given to an existing cluster.
-    ray.init(
-        address="local",
-        num_cpus=cluster_cfg.num_cpus,
-        include_dashboard=cluster_cfg.include_dashboard,
-        object_store_memory=int(cluster_cfg.object_store_memory_mb) * 1024 * 1024,
-        runtime_env=env,
-        log_to_driver=True,
-    )
-    logger.info("started a local Ray (%s CPUs)", ray.cluster_resources().get("CPU"))
-    return True
-
-
 class Run:
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
@@ -157,7 +123,12 @@ class Run:
                 client, namespace=cfg.replay.namespace, window_positions=cfg.replay.window_positions
             )
             channel = WeightsChannel(client, namespace=cfg.replay.namespace)
-            started_ray = start_ray(cfg.cluster)
+            started_ray = start_ray(
+                cfg.cluster.address,
+                num_cpus=cfg.cluster.num_cpus,
+                include_dashboard=cfg.cluster.include_dashboard,
+                object_store_memory_mb=cfg.cluster.object_store_memory_mb,
+            )
             if threading.current_thread() is threading.main_thread():
                 # After ray.init, which installs its own SIGTERM handler that exits at once:
                 # ours lets the loop save a checkpoint and stop the actors and Redis first.

@@ -26,22 +26,13 @@ from learner.checkpoint import (
     save_checkpoint,
     save_training_state,
 )
+from learner.inference import select_device
 from learner.losses import Losses, TrainBatch, train_step
 from learner.network import CheckersNet, ModelConfig
 
 logger = logging.getLogger(__name__)
 
 STATE_PATTERN = re.compile(r"^state_(\d{8})\.safetensors$")
-
-
-def pick_device(spec: str) -> torch.device:
-    if spec != "auto":
-        return torch.device(spec)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
 
 
 def model_config(model_cfg: Mapping[str, Any], board_size: int) -> ModelConfig:
@@ -73,7 +64,7 @@ class Trainer:
         device: torch.device | None = None,
     ) -> None:
         self.cfg = cfg
-        self.device = device or pick_device(cfg.device)
+        self.device = device or select_device(cfg.device)
         if self.device.type == "cpu" and cfg.threads:
             torch.set_num_threads(int(cfg.threads))
         self.model = CheckersNet(model_config(model_cfg, board_size)).to(self.device)

@@ -12,21 +12,14 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from evaluation.evaluator import (
-    EvalSettings,
-    EvaluatorWorker,
-    calibration_results,
-    decisions_key,
-    fit_all,
-    gate,
-    ladder_results,
-    pair_results,
-    read_eval_metrics,
-    results_key,
-)
+from evaluation.evaluator import EvaluatorWorker
+from evaluation.gate import gate
+from evaluation.keys import decisions_key, read_eval_metrics, results_key
+from evaluation.ladder import fit_all, in_process, ladder_results, pair_results, rung_results
 from evaluation.match import play_match, run_match
 from evaluation.network_player import MCTSPlayer, parse_spec
 from evaluation.players import make_player
+from evaluation.settings import EvalSettings
 from game.openings import extend_openings, load_openings, random_openings
 from game.pdn import read_pdn, write_pdn
 from game.position import Position
@@ -152,8 +145,8 @@ def test_gate_plays_each_opening_at_most_once(deck) -> None:
 
 
 def test_ladder_ratings_are_ordered_with_random_at_zero(deck) -> None:
-    rows = calibration_results(
-        ["random", "minimax:1", "minimax:3"], 10, deck, seed=0, max_plies=MAX_PLIES
+    rows = rung_results(
+        ["random", "minimax:1", "minimax:3"], in_process(deck, 10, seed=0, max_plies=MAX_PLIES)
     )
     rows += ladder_results(
         "minimax:3",
@@ -261,7 +254,7 @@ def small_config(**evaluation) -> dict:
         "simulations": 8,
         "ladder": "[random,minimax:1]",
         "ladder_pairs": 1,
-        "calibration_pairs": 2,
+        "rung_pairs": 2,
         "gate.max_games": 8,
         "gating": "true",  # the laptop preset (the default) rates without gating
     } | evaluation
@@ -303,7 +296,7 @@ def test_worker_records_everything_and_a_restart_loses_nothing(redis_server, tmp
     for v in (1, 2, 3):
         publish_tiny(channel, v)
     worker = EvaluatorWorker(EvalSettings.from_config(cfg), client, tmp_path)
-    assert worker.step()  # calibration, v1 made best (and laddered), v3 gated and laddered
+    assert worker.step()  # the rungs, v1 made best (and laddered), v3 gated and laddered
     assert channel.version("best") in (1, 3)
     decisions = worker.decisions()
     assert [d["version"] for d in decisions] == [1, 3]  # v2 skipped: v3 was newer
@@ -338,7 +331,7 @@ def test_worker_records_everything_and_a_restart_loses_nothing(redis_server, tmp
 
 
 def test_worker_stopped_mid_gate_resumes_where_it_stopped(redis_server, tmp_path) -> None:
-    cfg = small_config(calibration_pairs=0, ladder_pairs=0, **{"gate.max_games": 10})
+    cfg = small_config(rung_pairs=0, ladder_pairs=0, **{"gate.max_games": 10})
     client = connect(redis_server.url, redis_server.password, retries=2, backoff_s=0.05)
     channel = WeightsChannel(client, namespace="t")
     publish_tiny(channel, 1)
@@ -383,9 +376,9 @@ def local_ray():
 
 def test_evaluator_actor_on_ray(local_ray, redis_server, tmp_path) -> None:
     """The actor evaluates published versions; killed, Ray restarts it and it carries on."""
-    from evaluation.evaluator import start_evaluator
+    from evaluation.evaluator_actor import start_evaluator
 
-    cfg = small_config(calibration_pairs=1, poll_s=0.2)
+    cfg = small_config(rung_pairs=1, poll_s=0.2)
     client = connect(redis_server.url, redis_server.password, retries=2, backoff_s=0.05)
     channel = WeightsChannel(client, namespace="t")
     publish_tiny(channel, 1)

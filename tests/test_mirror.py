@@ -128,8 +128,8 @@ def test_batches_equal_the_record_decoder_for_the_same_draws(client, size, q_wei
 def test_refresh_reads_only_new_games_and_decodes_each_once(client, monkeypatch):
     store = ReplayStore(client, window_positions=100_000)
     fetched: list[list[int]] = []
-    fetch = store._fetch
-    monkeypatch.setattr(store, "_fetch", lambda ids: fetched.append(list(ids)) or fetch(ids))
+    fetch = store.fetch
+    monkeypatch.setattr(store, "fetch", lambda ids: fetched.append(list(ids)) or fetch(ids))
     decoded = []
     from_bytes = GameRecord.from_bytes
     monkeypatch.setattr(
@@ -155,10 +155,8 @@ def test_a_game_evicted_between_window_and_fetch_holds_no_positions(client, monk
     played = games(6)[:3]
     for record in played:
         _add(store, record)
-    fetch = store._fetch
-    monkeypatch.setattr(
-        store, "_fetch", lambda ids: {g: v for g, v in fetch(ids).items() if g != 2}
-    )
+    fetch = store.fetch
+    monkeypatch.setattr(store, "fetch", lambda ids: {g: v for g, v in fetch(ids).items() if g != 2})
     mirror = ReplayMirror(store, 6)
     mirror.refresh()
     assert (mirror.num_games, mirror.malformed) == (3, 0)  # not malformed: just gone

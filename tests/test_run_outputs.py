@@ -16,12 +16,8 @@ from hydra import compose, initialize_config_dir
 
 from actors.self_play import load_config, play_games, record_moves, record_to_pdn
 from evaluation.elo import PairResult, fit_ratings
-from evaluation.evaluator import (
-    decisions_key,
-    draw_ratings,
-    promoted_versions,
-    write_ratings_csv,
-)
+from evaluation.keys import decisions_key, promoted_versions
+from evaluation.ladder import draw_ratings, write_ratings_csv
 from game.mcts import UniformEvaluator
 from game.openings import load_openings
 from game.pdn import read_pdn, write_pdn
