@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
+import redis
 from omegaconf import DictConfig, OmegaConf
 
 from actors.actor import ActorPool
@@ -248,15 +249,19 @@ class Run:
             if evaluator is not None:
                 evaluator.stop(ACTOR_STOP_TIMEOUT_S)
             path = self._save(trainer, client, channel)
-            self._write_games(store)
+            stats = last_stats
+            with _redis_trouble_logged("the last self-play games and counters"):
+                self._write_games(store)
+                stats = store.stats()
             # The last state, rates since the last row included, so that a run shorter than
             # logging.csv_every_s still has its losses and throughput in metrics.csv and plots.
             now = time.monotonic()
-            stats = store.stats()
             final = self._row(trainer, stats, last_stats, now - last_stats_t, steps_at_last, losses)
             metrics.log(final, trainer.counters.step)
             metrics.close()
-        elo = read_eval_metrics(client, cfg.replay.namespace)
+        elo: dict[str, float] = {}
+        with _redis_trouble_logged("the newest Elo"):
+            elo = read_eval_metrics(client, cfg.replay.namespace)
         summary |= {
             "step": trainer.counters.step,
             "version": trainer.counters.version,
@@ -320,7 +325,8 @@ class Run:
         versions saved first, so none is lost)."""
         path = trainer.save(self.ckpt_dir, keep=self.cfg.learner.keep_checkpoints)
         logger.debug("saved %s", path)
-        self._keep_promoted(client, channel)
+        with _redis_trouble_logged("the promoted weights"):
+            self._keep_promoted(client, channel)
         prune_weights(self.ckpt_dir / WEIGHTS_DIR, int(self.cfg.learner.keep_weights))
         return path
 
@@ -430,6 +436,16 @@ class Run:
             )
         parts.append(f"weights v{trainer.counters.version}")
         logger.info("[%5.0fs] %s", elapsed, " | ".join(parts))
+
+
+@contextmanager
+def _redis_trouble_logged(what: str) -> Iterator[None]:
+    """Runs a step that reads Redis on the way out of a run: a lost connection is logged
+    (naming ``what`` was skipped) instead of hiding the error that ended the run."""
+    try:
+        yield
+    except (redis.RedisError, ConnectionError) as e:
+        logger.warning("skipped %s: Redis failed (%s)", what, e)
 
 
 def _finite(value: float | None) -> float | None:
