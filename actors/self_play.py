@@ -21,7 +21,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,7 +35,6 @@ from game.records import RESIGNED, GameRecord, Result, Termination, sparse_visit
 
 log = logging.getLogger(__name__)
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 PDN_GAME_TYPE_ENGLISH = "21"  # PDN's GameType for English draughts (8x8, Black moves first)
 # Root WDL index of a loss for the side to move.
 _LOSS = 2
@@ -400,21 +398,3 @@ def record_to_pdn(
             initial = Position(record.board_size)
             return game_from_position(initial, [*ballot.moves, *moves], result, game_tags)
     return game_from_position(start, moves, result, game_tags)
-
-
-# ----------------------------------------------------------------------------------------------
-# Config for callers without Hydra
-# ----------------------------------------------------------------------------------------------
-
-
-def load_config(size: int) -> dict[str, Any]:
-    """The default game, mcts and selfplay groups from conf/ (no Hydra needed)."""
-    import yaml
-
-    game_file = {8: "english.yaml", 6: "small.yaml"}[size]
-    groups = {
-        "game": f"game/{game_file}",
-        "mcts": "mcts/default.yaml",
-        "selfplay": "selfplay/default.yaml",
-    }
-    return {g: yaml.safe_load((CONF_DIR / f).read_text()) for g, f in groups.items()}

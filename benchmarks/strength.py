@@ -53,15 +53,16 @@ def shipped_checkpoint() -> Path | None:
 def random_init_checkpoint(directory: Path, seed: int) -> Path:
     """A randomly initialised network of the default model config, saved for the workers."""
     import torch
-    import yaml
 
     from learner.checkpoint import save_checkpoint
-    from learner.network import CheckersNet, ModelConfig
+    from learner.config import compose
+    from learner.network import CheckersNet
+    from learner.trainer import model_config
 
-    values = yaml.safe_load((ROOT / "conf" / "model" / "default.yaml").read_text())
+    cfg = compose(["run_dir=unused"])
     torch.manual_seed(seed)
     path = directory / "random_init.safetensors"
-    save_checkpoint(path, CheckersNet(ModelConfig(**values)), step=0, version=0)
+    save_checkpoint(path, CheckersNet(model_config(cfg.model, 8)), step=0, version=0)
     return path
 
 

@@ -36,12 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.elo import EloEstimate, match_elo
-from evaluation.players import Player, make_player
+from evaluation.players import Player, make_player, minimax_options
 from game.openings import KINDS as OPENING_KINDS
 from game.openings import Opening, load_openings
 from game.pdn import PdnGame, write_pdn
 from game.position import Position
 from learner.cluster import start_ray
+from learner.config import compose
 
 logger = logging.getLogger(__name__)
 
@@ -436,26 +437,7 @@ def _run_on_ray(
 # ----------------------------------------------------------------------------- command line
 
 
-def load_baseline(path: Path | str | None) -> dict[str, Any]:
-    """Options for minimax players from conf/evaluation/baseline.yaml (weights, tt_mb)."""
-    if path is None:
-        return {}
-    import yaml  # comes with hydra-core
-
-    with Path(path).open() as f:
-        cfg = yaml.safe_load(f) or {}
-    options: dict[str, Any] = {}
-    if "weights" in cfg:
-        options["weights"] = dict(cfg["weights"])
-    if "search" in cfg and "tt_mb" in cfg["search"]:
-        options["tt_mb"] = int(cfg["search"]["tt_mb"])
-    return options
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    default_baseline = (
-        Path(__file__).resolve().parent.parent / "conf" / "evaluation" / "baseline.yaml"
-    )
     parser = argparse.ArgumentParser(
         prog="python -m evaluation.match",
         description="Play a match between two players from an opening deck, colours reversed.",
@@ -474,16 +456,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ray", choices=("auto", "on", "off"), default="auto")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument(
-        "--baseline",
-        type=Path,
-        default=default_baseline if default_baseline.is_file() else None,
-        help="YAML with the minimax weights (default conf/evaluation/baseline.yaml)",
+        "overrides",
+        nargs="*",
+        help="config overrides, key=value (the minimax players read evaluation.baseline)",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         openings = load_openings(args.openings, size=args.size)
-        options = load_baseline(args.baseline)
+        options = minimax_options(compose(args.overrides).evaluation.baseline)
         started = time.monotonic()
 
         def report(pair: PairRecord, done: int, total: int) -> None:
@@ -506,7 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             player_options=options,
             progress=report,
         )
-    except ValueError as e:
+    except ValueError as e:  # ConfigError included
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(result.summary())

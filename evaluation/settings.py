@@ -8,7 +8,7 @@ from typing import Any
 
 from evaluation.gate import GATE_SPRT_KEYS, sprt_from_config
 from evaluation.network_player import play_settings
-from evaluation.players import make_player
+from evaluation.players import make_player, minimax_options
 from game.openings import KINDS as OPENING_KINDS
 
 
@@ -62,12 +62,7 @@ class EvalSettings:
         mcts.update(
             simulations=int(get("simulations")), leaves_per_game=int(get("leaves_per_game"))
         )
-        baseline = ev.get("baseline") or {}
-        options: dict[str, Any] = {}
-        if baseline.get("weights") is not None:
-            options["weights"] = dict(baseline["weights"])
-        if (baseline.get("search") or {}).get("tt_mb") is not None:
-            options["tt_mb"] = int(baseline["search"]["tt_mb"])
+        options = minimax_options(ev.get("baseline"))
         s = cls(
             namespace=str(replay["namespace"]),
             size=int(game["size"]),

@@ -16,11 +16,16 @@ from typing import Any
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir, initialize_config_module
 from hydra.errors import HydraException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+
+from game.encoding import NUM_PLANES
 
 SOURCE_CONF = Path(__file__).resolve().parents[1] / "conf"
 PACKAGE_CONF = "pkg://learner.conf"  # where a non-editable install puts conf/ (CMakeLists.txt)
+
+# `${encoder_planes:}` in conf/model: the network's input planes are the encoder's, not a choice.
+OmegaConf.register_new_resolver("encoder_planes", lambda: NUM_PLANES, replace=True)
 
 
 def config_path() -> str:

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from game.openings import load_openings
 from game.pdn import write_pdn
 from game.records import GameRecord
 from learner.cluster import start_ray
+from learner.losses import Losses
 from learner.metrics import MetricsLogger
 from learner.mirror import MirrorPrefetcher, ReplayMirror
 from learner.redis_server import EmbeddedRedis, RedisServerError
@@ -53,6 +55,7 @@ MODEL_FILE = "latest.safetensors"  # under checkpoints/: the newest weights, a m
 GAMES_FILE = "games/selfplay.pdn"  # under the run dir: self-play games, each once, appended
 GAME_ID_TAG = re.compile(r'^\[Round "(\d+)"\]', re.MULTILINE)  # a game's record id in GAMES_FILE
 ACTOR_STOP_TIMEOUT_S = 30.0  # grace for actors to finish their current move and flush games
+PREFETCH_TIMEOUT_S = 60.0  # longest wait for a batch once training started: a stuck thread errors
 
 
 def git_revision() -> str:
@@ -92,6 +95,40 @@ def redis_for_run(cfg: DictConfig, run_dir: Path) -> Iterator[tuple[str, str | N
     finally:
         server.stop()
         logger.info("stopped the private redis-server")
+
+
+@dataclass
+class _Loop:
+    """The training loop's clocks and handles, shared by the steps of `Run._train`."""
+
+    t_start: float
+    store: InitVar[ReplayStore]
+    trainer: Trainer
+    prefetcher: MirrorPrefetcher | None = None  # started with the first training step
+    losses: Losses | None = None  # of the newest step
+    last_progress: float = field(init=False)  # monotonic times of the last progress line, ...
+    last_csv: float = field(init=False)  # ... metrics row, ...
+    last_plot: float = field(init=False)  # ... plots ...
+    last_ckpt: float = field(init=False)  # ... and checkpoint
+    last_ckpt_step: int = field(init=False)
+    last_stats: ReplayStats = field(init=False)  # the store's counters at the last metrics row
+    last_stats_t: float = field(init=False)
+    steps_at_last: int = field(init=False)  # the step at the last metrics row
+
+    def __post_init__(self, store: ReplayStore) -> None:
+        self.last_progress = self.last_csv = self.last_plot = self.last_ckpt = self.t_start
+        self.last_ckpt_step = self.steps_at_last = self.trainer.counters.step
+        self.last_stats, self.last_stats_t = store.stats(), self.t_start
+
+
+def _loss_metrics(losses: Losses | None) -> dict[str, float]:
+    if losses is None:
+        return {}
+    return {
+        "learner/loss_policy": losses.policy,
+        "learner/loss_value": losses.value,
+        "learner/loss_total": losses.total,
+    }
 
 
 class Run:
@@ -164,15 +201,7 @@ class Run:
         pool = ActorPool(cfg, url, password, client)
         ratio = SampleRatio(cfg.replay.sample_ratio, min_positions=cfg.replay.min_positions)
         mirror = ReplayMirror(store, size)  # each game decoded once, on the prefetch thread
-        prefetcher: MirrorPrefetcher | None = None
-        t_start = time.monotonic()
-        last_progress = last_csv = last_plot = last_ckpt = t_start
-        last_ckpt_step = trainer.counters.step
-        last_stats = store.stats()
-        last_stats_t = t_start
-        steps_at_last = trainer.counters.step
-        summary: dict[str, Any] = {"resumed": resumed}
-        losses = None
+        loop = _Loop(t_start=time.monotonic(), store=store, trainer=trainer)
         evaluator = None
         try:
             # The evaluator first: under gating it promotes the first version, which the
@@ -185,9 +214,7 @@ class Run:
                 pool.nodes,
                 trainer.device,
             )
-            while not self._stop.is_set():
-                if self._limits_reached(trainer, t_start):
-                    break
+            while not self._stop.is_set() and not self._limits_reached(trainer, loop.t_start):
                 pool.check()
                 if evaluator is not None:
                     evaluator.check()
@@ -197,128 +224,76 @@ class Run:
                 ):
                     self._stop.wait(cfg.learner.wait_poll_s)
                 else:
-                    if prefetcher is None:
-                        prefetcher = MirrorPrefetcher(
-                            mirror,
-                            cfg.learner.batch_size,
-                            depth=cfg.replay.prefetch_depth,
-                            seed=cfg.seed + trainer.counters.step,
-                            q_weight=cfg.learner.value_target_q_weight,
-                        )
-                    batch = prefetcher.get(timeout=60.0)
-                    losses = trainer.step(batch)
-                    if trainer.counters.step % cfg.learner.publish_every_steps == 0:
-                        self._publish(trainer, channel)
-                        self._keep_promoted(client, channel)
-                        if trainer.counters.version % cfg.logging.pdn_every_versions == 0:
-                            self._write_games(store)
+                    self._train_step(loop, mirror, store, channel, client)
                 now = time.monotonic()
-                # Once per multiple of checkpoint_every_steps (the step stays on that multiple
-                # while the learner waits for self-play), and at least every checkpoint_every_min.
+                self._maybe_checkpoint(loop, now, client, channel)
                 if (
-                    trainer.counters.step % cfg.learner.checkpoint_every_steps == 0
-                    and trainer.counters.step > last_ckpt_step
-                ) or (now - last_ckpt > 60 * cfg.learner.checkpoint_every_min):
-                    self._save(trainer, client, channel)
-                    last_ckpt, last_ckpt_step = now, trainer.counters.step
-                if (
-                    now - last_csv >= cfg.logging.csv_every_s
-                    or now - last_progress >= cfg.logging.progress_every_s
+                    now - loop.last_csv >= cfg.logging.csv_every_s
+                    or now - loop.last_progress >= cfg.logging.progress_every_s
                 ):
-                    row = self._row(
-                        trainer, stats, last_stats, now - last_stats_t, steps_at_last, losses
-                    )
-                    row["replay/malformed"] = prefetcher.malformed if prefetcher else 0
-                    row |= pool.metrics()
-                    row |= read_eval_metrics(client, cfg.replay.namespace)
-                    metrics.log(row, trainer.counters.step)
-                    last_csv = now
-                    if now - last_progress >= cfg.logging.progress_every_s:
-                        self._progress(trainer, stats, row, now - t_start, ratio)
-                        last_progress = now
-                    last_stats, last_stats_t, steps_at_last = stats, now, trainer.counters.step
-                if now - last_plot >= 60 * cfg.logging.plot_every_min:
+                    extra = pool.metrics() | read_eval_metrics(client, cfg.replay.namespace)
+                    self._report(loop, stats, now, metrics, extra, ratio)
+                if now - loop.last_plot >= 60 * cfg.logging.plot_every_min:
                     metrics.plot()
-                    last_plot = now
+                    loop.last_plot = now
         except KeyboardInterrupt:
             logger.info("interrupted")
         finally:
-            if prefetcher is not None:
-                prefetcher.close()
+            if loop.prefetcher is not None:
+                loop.prefetcher.close()
             pool.stop(ACTOR_STOP_TIMEOUT_S)
             if evaluator is not None:
                 evaluator.stop(ACTOR_STOP_TIMEOUT_S)
             path = self._save(trainer, client, channel)
-            stats = last_stats
+            stats = loop.last_stats
             with _redis_trouble_logged("the last self-play games and counters"):
                 self._write_games(store)
                 stats = store.stats()
             # The last state, rates since the last row included, so that a run shorter than
             # logging.csv_every_s still has its losses and throughput in metrics.csv and plots.
-            now = time.monotonic()
-            final = self._row(trainer, stats, last_stats, now - last_stats_t, steps_at_last, losses)
-            metrics.log(final, trainer.counters.step)
+            metrics.log(self._metrics_row(loop, stats, time.monotonic()), trainer.counters.step)
             metrics.close()
-        elo: dict[str, float] = {}
-        with _redis_trouble_logged("the newest Elo"):
-            elo = read_eval_metrics(client, cfg.replay.namespace)
-        summary |= {
-            "step": trainer.counters.step,
-            "version": trainer.counters.version,
-            "games": stats.games_added,
-            "positions": stats.positions_added,
-            "elapsed_s": round(time.monotonic() - t_start, 1),
-            # What `python -m evaluation.match` and `evaluation.calibration` take as a player.
-            "model": str(self.ckpt_dir / MODEL_FILE),
-            "training_state": str(path),  # what a resume loads
-            "losses": None
-            if losses is None
-            else {"policy": losses.policy, "value": losses.value, "total": losses.total},
-            "elo": None
-            if "eval/elo" not in elo
-            else {
-                "version": int(elo.get("eval/version", 0)),
-                "elo": _finite(elo["eval/elo"]),
-                "lower": _finite(elo.get("eval/elo_lower")),
-                "upper": _finite(elo.get("eval/elo_upper")),
-            },
-        }
-        logger.info("%s", describe_summary(summary, self.run_dir / SUMMARY_FILE))
-        tmp = self.run_dir / f"{SUMMARY_FILE}.tmp"  # for scripts (no log parsing), whole or absent
-        tmp.write_text(json.dumps(summary, indent=1) + "\n")
-        tmp.replace(self.run_dir / SUMMARY_FILE)
-        return summary
+        return self._summary(resumed, loop, stats, path, client)
 
-    def _row(
+    def _train_step(
         self,
-        trainer: Trainer,
-        stats: ReplayStats,
-        last_stats: ReplayStats,
-        seconds: float,
-        steps_at_last: int,
-        losses: Any,
-    ) -> dict[str, float]:
-        """One row of metrics: rates since the previous row, counters, the last losses."""
-        dt = max(seconds, 1e-9)
-        steps = trainer.counters.step - steps_at_last
-        row = {
-            "selfplay/positions_per_s": (stats.positions_added - last_stats.positions_added) / dt,
-            "selfplay/games_per_s": (stats.games_added - last_stats.games_added) / dt,
-            "selfplay/games": stats.games_added,
-            "replay/window_positions": stats.window_positions,
-            "replay/positions_added": stats.positions_added,
-            "learner/steps_per_s": steps / dt,
-            "learner/samples_per_s": steps * self.cfg.learner.batch_size / dt,
-            "learner/lr": trainer.lr,
-            "learner/weights_version": trainer.counters.version,
-        }
-        if losses is not None:
-            row |= {
-                "learner/loss_policy": losses.policy,
-                "learner/loss_value": losses.value,
-                "learner/loss_total": losses.total,
-            }
-        return row
+        loop: _Loop,
+        mirror: ReplayMirror,
+        store: ReplayStore,
+        channel: WeightsChannel,
+        client: Any,
+    ) -> None:
+        """One optimizer step on the next prefetched batch; publishes (keeping any newly
+        promoted version on disk, and writing new self-play games as PDN) on its multiples. The
+        prefetcher starts with the first step, once the window has positions."""
+        cfg, trainer = self.cfg, loop.trainer
+        if loop.prefetcher is None:
+            loop.prefetcher = MirrorPrefetcher(
+                mirror,
+                cfg.learner.batch_size,
+                depth=cfg.replay.prefetch_depth,
+                seed=cfg.seed + trainer.counters.step,
+                q_weight=cfg.learner.value_target_q_weight,
+            )
+        batch = loop.prefetcher.get(timeout=PREFETCH_TIMEOUT_S)
+        loop.losses = trainer.step(batch)
+        if trainer.counters.step % cfg.learner.publish_every_steps == 0:
+            self._publish(trainer, channel)
+            self._keep_promoted(client, channel)
+            if trainer.counters.version % cfg.logging.pdn_every_versions == 0:
+                self._write_games(store)
+
+    def _maybe_checkpoint(
+        self, loop: _Loop, now: float, client: Any, channel: WeightsChannel
+    ) -> None:
+        """Once per multiple of checkpoint_every_steps (the step stays on that multiple while
+        the learner waits for self-play), and at least every checkpoint_every_min."""
+        lc, step = self.cfg.learner, loop.trainer.counters.step
+        if (step % lc.checkpoint_every_steps == 0 and step > loop.last_ckpt_step) or (
+            now - loop.last_ckpt > 60 * lc.checkpoint_every_min
+        ):
+            self._save(loop.trainer, client, channel)
+            loop.last_ckpt, loop.last_ckpt_step = now, step
 
     def _save(self, trainer: Trainer, client: Any, channel: WeightsChannel) -> Path:
         """A checkpoint, then the weights files pruned to learner.keep_weights (promoted
@@ -344,6 +319,82 @@ class Run:
             return data
 
         save_promoted(self.ckpt_dir / WEIGHTS_DIR, versions, fetch)
+
+    def _report(
+        self,
+        loop: _Loop,
+        stats: ReplayStats,
+        now: float,
+        metrics: MetricsLogger,
+        extra: dict[str, float],
+        ratio: SampleRatio,
+    ) -> None:
+        """A metrics row (with the actors' and the evaluator's `extra`), and the progress line
+        when it is due."""
+        trainer = loop.trainer
+        row = self._metrics_row(loop, stats, now) | extra
+        metrics.log(row, trainer.counters.step)
+        loop.last_csv = now
+        if now - loop.last_progress >= self.cfg.logging.progress_every_s:
+            self._progress(trainer, stats, row, now - loop.t_start, ratio)
+            loop.last_progress = now
+        loop.last_stats, loop.last_stats_t = stats, now
+        loop.steps_at_last = trainer.counters.step
+
+    def _metrics_row(self, loop: _Loop, stats: ReplayStats, now: float) -> dict[str, float]:
+        """Self-play, replay and learner rates since the last row, and the newest losses."""
+        trainer, last = loop.trainer, loop.last_stats
+        dt = max(now - loop.last_stats_t, 1e-9)
+        steps = trainer.counters.step - loop.steps_at_last
+        row = {
+            "selfplay/positions_per_s": (stats.positions_added - last.positions_added) / dt,
+            "selfplay/games_per_s": (stats.games_added - last.games_added) / dt,
+            "selfplay/games": stats.games_added,
+            "replay/window_positions": stats.window_positions,
+            "replay/positions_added": stats.positions_added,
+            "replay/malformed": loop.prefetcher.malformed if loop.prefetcher else 0,
+            "learner/steps_per_s": steps / dt,
+            "learner/samples_per_s": steps * self.cfg.learner.batch_size / dt,
+            "learner/lr": trainer.lr,
+            "learner/weights_version": trainer.counters.version,
+        }
+        return row | _loss_metrics(loop.losses)
+
+    def _summary(
+        self, resumed: bool, loop: _Loop, stats: ReplayStats, state: Path, client: Any
+    ) -> dict[str, Any]:
+        """The run's end state: written to summary.json, logged as text."""
+        trainer, losses = loop.trainer, loop.losses
+        elo: dict[str, float] = {}
+        with _redis_trouble_logged("the newest Elo"):
+            elo = read_eval_metrics(client, self.cfg.replay.namespace)
+        summary = {
+            "resumed": resumed,
+            "step": trainer.counters.step,
+            "version": trainer.counters.version,
+            "games": stats.games_added,
+            "positions": stats.positions_added,
+            "elapsed_s": round(time.monotonic() - loop.t_start, 1),
+            # What `python -m evaluation.match` and `evaluation.calibration` take as a player.
+            "model": str(self.ckpt_dir / MODEL_FILE),
+            "training_state": str(state),  # what a resume loads
+            "losses": None
+            if losses is None
+            else {"policy": losses.policy, "value": losses.value, "total": losses.total},
+            "elo": None
+            if "eval/elo" not in elo
+            else {
+                "version": int(elo.get("eval/version", 0)),
+                "elo": _finite(elo["eval/elo"]),
+                "lower": _finite(elo.get("eval/elo_lower")),
+                "upper": _finite(elo.get("eval/elo_upper")),
+            },
+        }
+        logger.info("%s", describe_summary(summary, self.run_dir / SUMMARY_FILE))
+        tmp = self.run_dir / f"{SUMMARY_FILE}.tmp"  # for scripts (no log parsing), whole or absent
+        tmp.write_text(json.dumps(summary, indent=1) + "\n")
+        tmp.replace(self.run_dir / SUMMARY_FILE)
+        return summary
 
     def _limits_reached(self, trainer: Trainer, t_start: float) -> bool:
         lc = self.cfg.learner

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from evaluation.evaluator import EvaluatorWorker
@@ -24,9 +23,7 @@ from game.openings import extend_openings, load_openings, random_openings
 from game.pdn import read_pdn, write_pdn
 from game.position import Position
 from learner.checkpoint import encode_checkpoint, save_checkpoint
-from learner.config import SOURCE_CONF
 from learner.network import CheckersNet, ModelConfig
-from learner.redis_server import EmbeddedRedis, find_redis_server
 from learner.replay import connect
 from learner.weights import WeightsChannel
 
@@ -247,8 +244,14 @@ def test_extended_openings_continue_the_deck_to_new_positions(deck) -> None:
 # ----------------------------------------------------------------------------- the worker
 
 
-def small_config(**evaluation) -> dict:
-    """The real composed config, shrunk: tiny searches, a short ladder, a short gate."""
+@pytest.fixture()
+def small_config(config):
+    """``small_config(**evaluation)``: the real composed config, shrunk: tiny searches, a short
+    ladder, a short gate."""
+    return lambda **evaluation: shrunk(config, **evaluation)
+
+
+def shrunk(config, **evaluation) -> dict:
     settings = {
         "every_versions": 1,
         "simulations": 8,
@@ -258,20 +261,9 @@ def small_config(**evaluation) -> dict:
         "gate.max_games": 8,
         "gating": "true",  # the laptop preset (the default) rates without gating
     } | evaluation
-    overrides = ["run_dir=/tmp/unused", "replay.namespace=t", "game.max_plies=150"]
+    overrides = ["replay.namespace=t", "game.max_plies=150"]
     overrides += [f"evaluation.{k}={v}" for k, v in settings.items()]
-    with initialize_config_dir(config_dir=str(SOURCE_CONF), version_base="1.3"):
-        return OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
-
-
-@pytest.fixture()
-def redis_server(tmp_path):
-    try:
-        find_redis_server()
-    except Exception as e:  # pragma: no cover - the set-up installs it
-        pytest.skip(f"redis-server not available: {e}")
-    with EmbeddedRedis(tmp_path) as server:
-        yield server
+    return OmegaConf.to_container(config(*overrides), resolve=True)
 
 
 def publish_tiny(channel: WeightsChannel, version: int) -> None:
@@ -279,7 +271,7 @@ def publish_tiny(channel: WeightsChannel, version: int) -> None:
     channel.publish(encode_checkpoint(CheckersNet(TINY), step=version, version=version), version)
 
 
-def test_config_is_read_and_checked() -> None:
+def test_config_is_read_and_checked(small_config) -> None:
     s = EvalSettings.from_config(small_config())
     assert s.mcts["simulations"] == 8 and s.mcts["dirichlet_epsilon"] == 0.0
     assert s.ladder == ("random", "minimax:1") and s.player_options["weights"]["man"] == 100
@@ -289,9 +281,11 @@ def test_config_is_read_and_checked() -> None:
         EvalSettings.from_config(small_config(ladder="[minimax:1,minimax:2]"))
 
 
-def test_worker_records_everything_and_a_restart_loses_nothing(redis_server, tmp_path) -> None:
+def test_worker_records_everything_and_a_restart_loses_nothing(
+    server, tmp_path, small_config
+) -> None:
     cfg = small_config()
-    client = connect(redis_server.url, redis_server.password, retries=2, backoff_s=0.05)
+    client = connect(server.url, server.password, retries=2, backoff_s=0.05)
     channel = WeightsChannel(client, namespace="t")
     for v in (1, 2, 3):
         publish_tiny(channel, v)
@@ -330,9 +324,9 @@ def test_worker_records_everything_and_a_restart_loses_nothing(redis_server, tmp
     assert read_eval_metrics(client, "t")["eval/version"] == 4.0
 
 
-def test_worker_stopped_mid_gate_resumes_where_it_stopped(redis_server, tmp_path) -> None:
+def test_worker_stopped_mid_gate_resumes_where_it_stopped(server, tmp_path, small_config) -> None:
     cfg = small_config(rung_pairs=0, ladder_pairs=0, **{"gate.max_games": 10})
-    client = connect(redis_server.url, redis_server.password, retries=2, backoff_s=0.05)
+    client = connect(server.url, server.password, retries=2, backoff_s=0.05)
     channel = WeightsChannel(client, namespace="t")
     publish_tiny(channel, 1)
     publish_tiny(channel, 2)
@@ -374,16 +368,16 @@ def local_ray():
         ray.shutdown()
 
 
-def test_evaluator_actor_on_ray(local_ray, redis_server, tmp_path) -> None:
+def test_evaluator_actor_on_ray(local_ray, server, tmp_path, small_config) -> None:
     """The actor evaluates published versions; killed, Ray restarts it and it carries on."""
     from evaluation.evaluator_actor import start_evaluator
 
     cfg = small_config(rung_pairs=1, poll_s=0.2)
-    client = connect(redis_server.url, redis_server.password, retries=2, backoff_s=0.05)
+    client = connect(server.url, server.password, retries=2, backoff_s=0.05)
     channel = WeightsChannel(client, namespace="t")
     publish_tiny(channel, 1)
     publish_tiny(channel, 2)
-    handle = start_evaluator(cfg, redis_server.url, redis_server.password, Path(tmp_path))
+    handle = start_evaluator(cfg, server.url, server.password, Path(tmp_path))
     assert handle is not None
 
     def wait_for_version(version: int) -> None:
@@ -405,4 +399,5 @@ def test_evaluator_actor_on_ray(local_ray, redis_server, tmp_path) -> None:
     after = client.lrange(results_key("t"), 0, -1)
     assert after[: len(before)] == before and len(after) > len(before)
     assert (tmp_path / "eval" / "v00003_ladder.pdn").is_file()
-    assert start_evaluator(small_config(enabled=False), redis_server.url, None, tmp_path) is None
+    disabled = small_config(enabled=False, gating="false")
+    assert start_evaluator(disabled, server.url, None, tmp_path) is None

@@ -12,9 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
-from actors.self_play import load_config, play_games, record_moves, record_to_pdn
+from actors.self_play import play_games, record_moves, record_to_pdn
 from evaluation.elo import PairResult, fit_ratings
 from evaluation.keys import decisions_key, promoted_versions
 from evaluation.ladder import draw_ratings, write_ratings_csv
@@ -22,7 +21,7 @@ from game.mcts import UniformEvaluator
 from game.openings import load_openings
 from game.pdn import read_pdn, write_pdn
 from learner.checkpoint import encode_checkpoint, load_checkpoint, save_checkpoint
-from learner.config import SOURCE_CONF
+from learner.config import compose
 from learner.metrics import draw_plot
 from learner.network import CheckersNet, ModelConfig
 from learner.replay import ReplayStats, ReplayStore, SampleRatio
@@ -35,8 +34,7 @@ TINY = ModelConfig(board_size=8, blocks=0, channels=4, policy_channels=2, value_
 
 
 def composed(*overrides: str):
-    with initialize_config_dir(config_dir=str(SOURCE_CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+    return compose(list(overrides))
 
 
 def tiny_net(seed: int) -> CheckersNet:
@@ -88,10 +86,14 @@ def test_weights_keep_the_newest_and_every_promoted_version(client, tmp_path):
 
 def deck_games(n: int, seed: int):
     """Quick 8x8 games from random ballots of the ACF deck (uniform search, a 40-ply cap)."""
-    cfg = load_config(8)
-    cfg["game"]["max_plies"] = 40
-    cfg["mcts"].update(simulations=2, leaves_per_game=1)
-    cfg["selfplay"].update(games_in_parallel=n, openings="deck", resign=False)
+    cfg = composed(
+        "game.max_plies=40",
+        "mcts.simulations=2",
+        "mcts.leaves_per_game=1",
+        f"selfplay.games_in_parallel={n}",
+        "selfplay.openings=deck",
+        "selfplay.resign=false",
+    )
     return play_games(UniformEvaluator(), cfg, n_games=n, seed=seed)
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from hydra import compose, initialize_config_dir
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
 
 from learner.config import SOURCE_CONF, ConfigError, validate
 from learner.run_record import RESUMABLE, prepare, resumable, write_record
@@ -32,8 +33,9 @@ DRIVER = (
 
 
 def composed(*overrides: str):
+    """The command line's composition; values are checked by `prepare` (or by the test)."""
     with initialize_config_dir(config_dir=str(SOURCE_CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+        return hydra_compose(config_name="config", overrides=list(overrides))
 
 
 def new_run(run_dir: Path, *overrides: str) -> None:
