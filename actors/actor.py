@@ -102,7 +102,7 @@ class SelfPlayWorker:
                     else:
                         self.evaluator.load_state(model.state_dict(), published.version)
                     self.version = published.version
-                    logger.info(
+                    logger.debug(
                         "actor %d plays with weights version %d", self.actor_id, self.version
                     )
             except ValueError as e:
@@ -164,7 +164,8 @@ class SelfPlayActor:
     """Ray shell: `run()` plays until `stop()` (a second call slot, hence max_concurrency=2)."""
 
     def __init__(self, cfg: dict, actor_id: int, url: str, password: str | None) -> None:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+        level = (cfg.get("logging") or {}).get("level", "INFO")  # the run's logging.level
+        logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s")
         self.worker = SelfPlayWorker(cfg, actor_id, url, password)
 
     def run(self, seconds: float | None = None) -> dict[str, float]:

@@ -364,7 +364,7 @@ def save_checkpoint(
     """Write ``model``'s weights and header to ``path`` atomically."""
     path = Path(path)
     _write_atomic(path, encode_checkpoint(model, step=step, version=version, extra=extra))
-    logger.info("saved checkpoint %s (step %d, version %d)", path, step, version)
+    logger.debug("saved checkpoint %s (step %d, version %d)", path, step, version)
 
 
 def load_checkpoint(
@@ -547,7 +547,7 @@ def save_training_state(
         "tree": tree,
     }
     _write_atomic(path, _encode(tensors, header))
-    logger.info("saved training state %s (step %d)", path, step)
+    logger.debug("saved training state %s (step %d)", path, step)
 
 
 def load_training_state(
