@@ -8,8 +8,26 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import Any
+
+import yaml
 
 from play.settings import load_settings, models_dir
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["limits.max_ms=500", ...]`` as nested dicts; values read as YAML scalars."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set {item!r}: use KEY=VALUE")
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(value)
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -21,6 +39,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", default=settings["models_dir"], help="the networks folder")
     parser.add_argument("--player", default=settings["default_player"], help="default opponent")
     parser.add_argument("--log-level", default="info", help="uvicorn's log level")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a key of conf/play/default.yaml, e.g. --set limits.max_simulations=800",
+    )
     args = parser.parse_args(argv)
 
     import uvicorn
@@ -29,7 +54,10 @@ def main(argv: list[str] | None = None) -> None:
     from play.paths import Roots
 
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
-    settings = load_settings({"default_player": args.player})
+    try:
+        settings = load_settings({"default_player": args.player, **parse_overrides(args.set)})
+    except ValueError as e:
+        parser.error(str(e))
     roots = Roots(args.runs, models_dir(args.models))
     app = create_app(settings, roots)
     print(
