@@ -48,6 +48,10 @@ def make_folders(root: Path) -> tuple[Path, Path, Path]:
     live = MetricsLogger(runs / "2026-01-02_00-00-00", wandb_cfg=None, run_name="live")
     live.log({"selfplay/games": 3}, 7)  # written just now: a running run
     live._csv_file.close()
+    done = runs / "2025-12-31_00-00-00"
+    done.mkdir()
+    (done / "summary.json").write_text('{"steps": 9, "weights_version": 1}\n')  # has ended
+    (runs / "not-a-run").mkdir()  # no metrics.csv, no summary.json: not listed
     pos = Position()
     moves = ["11-15", "23-19", "8-11", "22-17"]
     game = game_from_position(pos, moves, "*", {"Event": "checkerzero self-play"})

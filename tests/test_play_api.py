@@ -208,7 +208,9 @@ def test_runs_metrics_and_games(server):
     assert [(r["name"], r["status"]) for r in runs] == [
         ("2026-01-02_00-00-00", "running"),  # metrics.csv written moments ago
         ("2026-01-01_00-00-00", "stopped"),  # no summary.json, metrics.csv an hour old
+        ("2025-12-31_00-00-00", "finished"),  # summary.json is there
     ]
+    assert runs[2]["summary"] == {"steps": 9, "weights_version": 1}
     line = runs[1]
     assert line["step"] == 100 and line["weights_version"] == 5 and line["games"] == 40
     assert line["network"] == "2026-01-01_00-00-00/checkpoints/latest.safetensors"
