@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -70,6 +71,9 @@ def run_status(run_dir: Path, roots: Roots, running_within_s: float) -> dict[str
         out["status"] = "stopped"
     if metrics.is_file():
         out["updated"] = metrics.stat().st_mtime
+    curve = elo_curve(run_dir)
+    if curve:  # the newest fit of the newest rated candidate (metrics.csv may lag behind it)
+        out["elo"], out["elo_version"] = curve[-1]["elo"], curve[-1]["version"]
     latest = run_dir / LATEST
     if latest.is_file():
         try:
@@ -96,14 +100,41 @@ def metrics(run_dir: Path, keys: list[str] | None = None) -> dict[str, list[list
     return {k: [[s, t, v] for s, t, v in series.get(k, []) if math.isfinite(v)] for k in wanted}
 
 
-def elo_curve(run_dir: Path) -> list[dict[str, float | None]]:
-    """The rated candidates in order: step, version, Elo and its interval (from metrics.csv)."""
+def elo_curve(run_dir: Path) -> list[dict[str, float | int | None]]:
+    """Each rated candidate by weights version: Elo, its interval, the step it was published at.
+
+    The newest fit (eval/ratings.csv, rows ``vN``) wins over the figures metrics.csv logged when
+    each candidate was first rated, since every later game refines the whole fit.
+    """
     series = read_metrics(run_dir / METRICS)
-    by_step: dict[int, dict[str, float | None]] = defaultdict(dict)
+    first_step: dict[int, int] = {}
+    for step, _t, value in series.get("learner/weights_version", []):
+        if math.isfinite(value):
+            first_step.setdefault(int(value), step)
+    logged: dict[int, dict[str, float | None]] = defaultdict(dict)
     for key in ELO_KEYS:
         for step, _t, value in series.get(key, []):
-            by_step[step][key.removeprefix("eval/")] = _finite(value)
-    return [{"step": step, **v} for step, v in sorted(by_step.items()) if "elo" in v]
+            logged[step][key.removeprefix("eval/")] = _finite(value)
+    points: dict[int, dict[str, float | None]] = {}
+    for row in logged.values():
+        if row.get("version") is not None and row.get("elo") is not None:
+            points[int(row["version"])] = {
+                "elo": row["elo"],
+                "lower": row.get("elo_lower"),
+                "upper": row.get("elo_upper"),
+            }
+    for row in ratings(run_dir):
+        if re.fullmatch(r"v\d+", row["player"]):
+            points[int(row["player"][1:])] = {
+                "elo": _finite(row["elo"]),
+                "lower": _finite(row["lower"]),
+                "upper": _finite(row["upper"]),
+            }
+    return [
+        {"version": v, "step": first_step.get(v), **points[v]}
+        for v in sorted(points)
+        if points[v]["elo"] is not None
+    ]
 
 
 def ratings(run_dir: Path) -> list[dict[str, Any]]:

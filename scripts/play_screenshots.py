@@ -18,12 +18,13 @@ import time
 import urllib.request
 from pathlib import Path
 
+from PIL import Image
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 REPO = Path(__file__).resolve().parents[1]
-USER_MOVES = [("11", "15"), ("8", "11"), ("9", "14")]  # tried in order, the first legal each turn
+PLAY_SHOT_TURN = 3  # play.png shows the board after the user's 4th move and the reply
 
 
 def main() -> None:
@@ -31,6 +32,7 @@ def main() -> None:
     parser.add_argument("--runs", default="runs", help="the runs folder to show")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "play")
     parser.add_argument("--sims", type=int, default=200, help="the opponent's simulations")
+    parser.add_argument("--turns", type=int, default=10, help="moves the user plays")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     with socket.socket() as s:
@@ -67,27 +69,31 @@ def main() -> None:
         driver.get(url + "/")
         wait.until(lambda d: "(you)" in status())
         driver.find_element(By.ID, "numbers").click()
-        for frm, to in USER_MOVES:
-            squares = driver.find_elements(
-                By.CSS_SELECTOR, f'#board circle.movable[data-square="{frm}"]'
-            )
-            if not squares:
-                continue
-            squares[0].click()
-            targets = driver.find_elements(
-                By.CSS_SELECTOR, f'#board rect.sq-target[data-square="{to}"]'
-            )
-            if not targets:
-                continue
+        for turn in range(args.turns):
+            # The user plays by clicking: a movable piece, then landing squares until the move
+            # is complete (the piece chosen in turn, so the game is not the network's best).
             count = len(driver.find_elements(By.CSS_SELECTOR, "#movelist span"))
-            targets[0].click()
+            pieces = driver.find_elements(By.CSS_SELECTOR, "#board circle.movable")
+            if not pieces:
+                break
+            pieces[turn % len(pieces)].click()
+            while True:
+                targets = driver.find_elements(By.CSS_SELECTOR, "#board rect.sq-target")
+                if not targets:
+                    break
+                targets[0].click()
             wait.until(
-                lambda d, c=count: len(d.find_elements(By.CSS_SELECTOR, "#movelist span")) >= c + 2
+                lambda d, c=count: (
+                    len(d.find_elements(By.CSS_SELECTOR, "#movelist span")) >= c + 2
+                    or "wins" in status()
+                )
             )
-            wait.until(lambda d: "(you)" in status())
+            wait.until(lambda d: "(you)" in status() or "wins" in status() or "Draw" in status())
+            if turn == PLAY_SHOT_TURN:
+                wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#top tbody tr")) > 0)
+                time.sleep(1)
+                driver.save_screenshot(str(args.out / "play.png"))
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#top tbody tr")) > 0)
-        time.sleep(1)
-        driver.save_screenshot(str(args.out / "play.png"))
         driver.find_element(By.ID, "hint").click()
         wait.until(lambda d: "Hint" in status())
         driver.find_element(By.ID, "analyse-game").click()
@@ -101,6 +107,8 @@ def main() -> None:
             driver.find_element(By.ID, "v-next").click()
         time.sleep(2)
         driver.save_screenshot(str(args.out / "training.png"))
+        for png in args.out.glob("*.png"):  # 64 colours keep each picture small for the repo
+            Image.open(png).convert("RGB").quantize(colors=64).save(png, optimize=True)
         print(f"wrote {', '.join(p.name for p in sorted(args.out.glob('*.png')))} to {args.out}")
     finally:
         driver.quit()

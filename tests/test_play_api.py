@@ -215,9 +215,7 @@ def test_runs_metrics_and_games(server):
     assert line["step"] == 100 and line["weights_version"] == 5 and line["games"] == 40
     assert line["network"] == "2026-01-01_00-00-00/checkpoints/latest.safetensors"
     run = server.get("/api/runs/2026-01-01_00-00-00")
-    assert run["elo"] == [
-        {"step": 100, "elo": 700.5, "elo_lower": 640.0, "elo_upper": 760.0, "version": 5.0}
-    ]
+    assert run["elo"] == [{"version": 5, "step": 100, "elo": 700.5, "lower": 640.0, "upper": 760.0}]
     assert [r["player"] for r in run["ratings"]] == ["random", "minimax:2", "v5"]
     assert {"file": "games/selfplay_v00005.pdn"}.items() <= run["games"][0].items()
     series = server.get("/api/runs/2026-01-01_00-00-00/metrics?keys=selfplay/games")

@@ -14,6 +14,7 @@ const state = {
   openings: [],
   tags: {},
   result: null,
+  game: 0,             // bumped by every new game, so a late answer for an old one is dropped
 };
 
 async function api(path, body) {
@@ -140,10 +141,10 @@ async function opponentTurn() {
   state.thinking = true;
   board.enabled = false;
   renderStatus();
-  const ply = state.moves.length;
+  const ply = state.moves.length, game = state.game;
   try {
     const answer = await api("/api/move", { ...query(), player: state.opponent });
-    if (state.moves.length !== ply) return;  // the game changed meanwhile (undo, new game)
+    if (state.moves.length !== ply || state.game !== game) return;  // the game changed meanwhile
     if (answer.score !== undefined && answer.score !== null) {
       state.scores[ply] = answer.turn === "B" ? answer.score : 1 - answer.score;
     }
@@ -183,7 +184,7 @@ async function newGame() {
       fen = games[0].fen; moves = games[0].moves;
     }
     const position = await api("/api/position", { fen, moves });
-    state.startFen = fen; state.moves = moves; state.scores = [];
+    state.startFen = fen; state.moves = moves; state.scores = []; state.game += 1;
     state.thinking = false;
     await show(position, null);
     analyseNow();
@@ -365,29 +366,31 @@ function drawElo(points) {
     t.textContent = "no rated candidates yet";
     return;
   }
-  const xs = points.map(p => p.step);
-  const lo = Math.min(...points.map(p => p.elo_lower ?? p.elo));
-  const hi = Math.max(...points.map(p => p.elo_upper ?? p.elo));
-  const x0 = Math.min(...xs), x1 = Math.max(...xs) || 1;
-  const x = s => pad + (x1 === x0 ? 0.5 : (s - x0) / (x1 - x0)) * (W - 2 * pad);
+  const low = p => p.lower ?? p.elo, high = p => p.upper ?? p.elo;
+  const xs = points.map(p => p.version);
+  const lo = Math.min(...points.map(low)), hi = Math.max(...points.map(high));
+  const x0 = Math.min(...xs), x1 = Math.max(...xs);
+  const x = v => pad + (x1 === x0 ? 0.5 : (v - x0) / (x1 - x0)) * (W - 2 * pad);
   const y = v => H - pad + (hi === lo ? -0.5 : -(v - lo) / (hi - lo)) * (H - 2 * pad);
-  const band = points.map(p => `${x(p.step)},${y(p.elo_upper ?? p.elo)}`)
-    .concat([...points].reverse().map(p => `${x(p.step)},${y(p.elo_lower ?? p.elo)}`));
+  const band = points.map(p => `${x(p.version)},${y(high(p))}`)
+    .concat([...points].reverse().map(p => `${x(p.version)},${y(low(p))}`));
   el("polygon", { points: band.join(" "), fill: "#cde", stroke: "none" }, svg);
-  el("polyline", { points: points.map(p => `${x(p.step)},${y(p.elo)}`).join(" "), fill: "none",
+  el("polyline", { points: points.map(p => `${x(p.version)},${y(p.elo)}`).join(" "), fill: "none",
                    stroke: "#247", "stroke-width": 2 }, svg);
   for (const p of points) {
-    el("circle", { cx: x(p.step), cy: y(p.elo), r: 3, fill: "#247" }, svg);
-    el("line", { x1: x(p.step), x2: x(p.step), y1: y(p.elo_lower ?? p.elo),
-                 y2: y(p.elo_upper ?? p.elo), stroke: "#247" }, svg);
+    el("line", { x1: x(p.version), x2: x(p.version), y1: y(low(p)), y2: y(high(p)), stroke: "#247" }, svg);
+    const c = el("circle", { cx: x(p.version), cy: y(p.elo), r: 3.5, fill: "#247" }, svg);
+    const tip = el("title", {}, c);
+    tip.textContent = `v${p.version}${p.step === null ? "" : ` (step ${p.step})`}: ` +
+      `${p.elo.toFixed(0)} [${low(p).toFixed(0)}, ${high(p).toFixed(0)}]`;
   }
-  for (const [v, yy] of [[hi, y(hi)], [lo, y(lo)]]) {
-    const t = el("text", { x: 4, y: yy + 4, "font-size": 11, fill: "#555" }, svg);
+  for (const v of [hi, lo]) {
+    const t = el("text", { x: 4, y: y(v) + 4, "font-size": 11, fill: "#555" }, svg);
     t.textContent = v.toFixed(0);
   }
-  for (const [s, anchor] of [[x0, "start"], [x1, "end"]]) {
-    const t = el("text", { x: x(s), y: H - 8, "font-size": 11, fill: "#555", "text-anchor": anchor }, svg);
-    t.textContent = `step ${s}`;
+  for (const [v, anchor] of [[x0, "start"], [x1, "end"]]) {
+    const t = el("text", { x: x(v), y: H - 8, "font-size": 11, fill: "#555", "text-anchor": anchor }, svg);
+    t.textContent = `weights v${v}`;
   }
 }
 
