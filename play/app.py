@@ -7,7 +7,8 @@ Routes (all JSON unless said otherwise):
 - ``POST /api/analyse``: batched analysis of many positions (KataGo-style queries with ids);
 - ``GET /api/openings``, ``POST /api/pdn/parse``, ``POST /api/pdn/write``: starts and PDN;
 - ``GET /api/runs`` and ``/api/runs/{run}/...``: runs, metrics, Elo, games (as PDN or JSON);
-- ``GET /api/config``, ``GET /api/status``: the limits and the searches under way.
+- ``GET /api/config``, ``GET /api/status``: the limits and the searches under way;
+- ``GET /docs``: the OpenAPI schema (``/openapi.json``) in Swagger UI, from local files.
 
 Bounds: request bodies above ``limits.max_request_bytes`` get 413; budgets, batch sizes and
 move lists beyond the limits get 422; at most ``limits.max_concurrent_searches`` searches run
@@ -25,7 +26,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
-from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
@@ -163,6 +165,8 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
         title="checkerzero play",
         description="Play, analyse and watch a checkers network. Read-only over its folders.",
         version="1",
+        docs_url=None,  # served below from local copies of Swagger UI (no CDN)
+        redoc_url=None,
     )
 
     @contextmanager
@@ -221,6 +225,16 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:
         return FileResponse(STATIC / "index.html")
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title}: API",
+            swagger_js_url="/static/swagger/swagger-ui-bundle.js",
+            swagger_css_url="/static/swagger/swagger-ui.css",
+            swagger_favicon_url="/static/swagger/favicon-32x32.png",
+        )
 
     # --- positions and moves ---------------------------------------------------------------
     @app.get("/api/config")

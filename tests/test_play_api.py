@@ -253,4 +253,7 @@ def test_openings_pdn_and_page(server):
     assert games[0]["moves"] == ["11-15", "23-19"]
     page = server.get("/")
     assert "<svg" in page or 'id="board"' in page
-    assert "paths" in server.get("/openapi.json")
+    assert "/api/move" in server.get("/openapi.json")["paths"]
+    docs = server.get("/docs")
+    assert "/static/swagger/swagger-ui-bundle.js" in docs and "cdn" not in docs.lower()
+    assert "SwaggerUIBundle" in server.get("/static/swagger/swagger-ui-bundle.js")
