@@ -10,8 +10,11 @@ import argparse
 import logging
 from typing import Any
 
+import uvicorn
 import yaml
 
+from play.app import create_app
+from play.paths import Roots
 from play.settings import load_settings, models_dir
 
 
@@ -47,11 +50,6 @@ def main(argv: list[str] | None = None) -> None:
         help="override a key of conf/play/default.yaml, e.g. --set limits.max_simulations=800",
     )
     args = parser.parse_args(argv)
-
-    import uvicorn
-
-    from play.app import create_app
-    from play.paths import Roots
 
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     try:

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from actors.search import Evaluator, new_search, search
 from game import _core
+from game.mcts import Evaluator, new_search, search
 from game.position import Position
 
 

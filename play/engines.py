@@ -30,10 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from actors.search import Evaluator, UniformEvaluator
+import torch
+
 from evaluation.network_player import default_mcts_settings, play_settings
 from evaluation.players import MATE_THRESHOLD, make_player
+from game.mcts import Evaluator, UniformEvaluator
 from game.position import Position
+from learner.checkpoint import load_checkpoint
+from learner.inference import NetworkEvaluator
 from play.analysis import Analysis, Budget, analyse
 from play.paths import Roots
 
@@ -149,12 +153,7 @@ class Engines:
             if key in self._networks:
                 self._networks.move_to_end(key)
                 return self._networks[key]
-            from actors.inference import NetworkEvaluator  # torch: only once a network is asked
-            from learner.checkpoint import load_checkpoint
-
             if not self._torch_ready:
-                import torch
-
                 torch.set_num_threads(int(self.settings["torch_threads"]))
                 self._torch_ready = True
             try:
