@@ -5,7 +5,8 @@
 Starts ``python -m play`` on a free loopback port (the shipped network, CPU) and talks HTTP:
 
 - move latency, p50 and p95, of ``POST /api/move`` for the shipped network at 200 simulations
-  and at 200 ms, over positions of the ACF 3-move deck (the network is loaded before timing);
+  and at 200 ms, over positions of the ACF 3-move deck (the network is loaded before timing),
+  with the p50 of the time the server spent in the search alone (the answer's ``ms``);
 - analysis throughput in positions per second: ``--batch`` positions in one ``POST /api/analyse``
   (one batched search) against the same positions asked one request at a time, both at 200
   simulations, measured in the same run.
@@ -75,15 +76,17 @@ def main() -> None:
             (f"{SIMS} simulations", f"{NETWORK}:sims={SIMS}"),
             (f"{MS} ms", f"{NETWORK}:ms={MS}"),
         ):
-            times, visits = [], []
+            times, inside, visits = [], [], []
             for moves in positions[: args.moves]:
                 t = time.perf_counter()
                 answer = post(base + "/api/move", {"moves": moves, "player": player})
                 times.append((time.perf_counter() - t) * 1000)
                 visits.append(answer["visits"])
+                inside.append(answer["ms"])
             print(
                 f"  {label:>16}: p50 {percentile(times, 0.5):6.1f} ms, "
-                f"p95 {percentile(times, 0.95):6.1f} ms, mean visits {statistics.mean(visits):.0f}"
+                f"p95 {percentile(times, 0.95):6.1f} ms (search p50 {percentile(inside, 0.5):6.1f} "
+                f"ms), mean visits {statistics.mean(visits):.0f}"
             )
 
         batch = [{"id": i, "moves": positions[i % len(positions)]} for i in range(args.batch)]
