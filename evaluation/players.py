@@ -119,7 +119,7 @@ class MinimaxPlayer:
         self.last: SearchResult | None = None
 
     def choose(self, position: Position) -> Move:
-        result = search(
+        result = alphabeta(
             position, depth=self.depth, time_ms=self.time_ms, weights=self.weights, tt_mb=self.tt_mb
         )
         if result.move is None:
@@ -155,7 +155,7 @@ class RandomPlayer:
         return f"RandomPlayer(seed={self.seed})"
 
 
-def search(
+def alphabeta(
     position: Position | _core.Game,
     *,
     depth: int = 0,
@@ -226,9 +226,9 @@ __all__ = [
     "Player",
     "RandomPlayer",
     "SearchResult",
+    "alphabeta",
     "eval_weights",
     "make_player",
     "minimax_options",
-    "search",
     "weights_dict",
 ]
