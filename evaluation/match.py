@@ -460,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         nargs="*",
         help="config overrides, key=value (the minimax players read evaluation.baseline)",
     )
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         openings = load_openings(args.openings, size=args.size)
