@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.elo import EloEstimate, match_elo
+from evaluation.network_player import eval_mcts_settings
 from evaluation.players import Player, make_player, minimax_options
 from game.openings import KINDS as OPENING_KINDS
 from game.openings import Opening, load_openings
@@ -464,7 +465,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         openings = load_openings(args.openings, size=args.size)
-        options = minimax_options(compose(args.overrides).evaluation.baseline)
+        cfg = compose(args.overrides)
+        options = minimax_options(cfg.evaluation.baseline) | {"mcts": eval_mcts_settings(cfg)}
         started = time.monotonic()
 
         def report(pair: PairRecord, done: int, total: int) -> None:

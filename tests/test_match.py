@@ -159,6 +159,11 @@ def test_command_line(tmp_path, capsys) -> None:
     assert main([*quick, "evaluation.baseline.weights.king=150"]) == 0
     assert main([*quick, "evaluation.baseline.weights.queen=150"]) == 2
     assert "evaluation.baseline.weights.queen" in capsys.readouterr().err
+    assert (
+        main(["uniform-mcts", "random", "--games", "2", "--ray", "off", "evaluation.simulations=7"])
+        == 0
+    )
+    assert "uniform-mcts:sims=7 vs random" in capsys.readouterr().out  # reaches MCTS players too
 
 
 def test_match_elo_comes_from_the_games() -> None:
