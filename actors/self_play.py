@@ -35,6 +35,7 @@ from game.records import RESIGNED, GameRecord, Result, Termination, sparse_visit
 
 log = logging.getLogger(__name__)
 
+PDN_GAME_TYPE_ENGLISH = "21"  # PDN's GameType for English draughts (8x8, Black moves first)
 # Root WDL index of a loss for the side to move.
 _LOSS = 2
 
@@ -365,19 +366,35 @@ def record_moves(record: GameRecord) -> list[str]:
 
 
 def record_to_pdn(
-    record: GameRecord, index: int = 0, openings: Sequence[op.Opening] = ()
+    record: GameRecord,
+    index: int = 0,
+    openings: Sequence[op.Opening] = (),
+    tags: Mapping[str, str] | None = None,
 ) -> PdnGame:
-    """A PdnGame for a record (FEN set-up at the opening position, tags for how it ended)."""
+    """A PdnGame for a record, with the standard tags (``tags`` adds to or replaces them).
+
+    A game that started from a ballot of ``openings`` (the record's ``opening_id``) is written
+    from the initial position with the ballot's moves first, as a person replays it; any other
+    start is a FEN set-up at the record's first position.
+    """
     player = f"checkerzero v{record.network_version}"
-    tags = {
+    game_tags = {
         "Event": "checkerzero self-play",
         "Round": str(index + 1),
         "Black": player,
         "White": player,
-        "Termination": TERMINATION_TEXT[record.termination],
     }
+    if record.board_size == 8:
+        game_tags["GameType"] = PDN_GAME_TYPE_ENGLISH
+    game_tags |= dict(tags or {})
+    game_tags["Termination"] = TERMINATION_TEXT[record.termination]
+    result = RESULT_TEXT[record.result]
+    start = Position.from_game(start_game(record))
+    moves = record_moves(record)
     ballot = next((o for o in openings if o.id == record.opening_id), None)
     if ballot is not None and ballot.moves:
-        tags["Opening"] = f"{ballot.name}: {' '.join(ballot.moves)}"
-    start = Position.from_game(start_game(record))
-    return game_from_position(start, record_moves(record), RESULT_TEXT[record.result], tags)
+        game_tags["Opening"] = f"{ballot.name}: {' '.join(ballot.moves)}"
+        if ballot.size == record.board_size and ballot.fen == start.fen():
+            initial = Position(record.board_size)
+            return game_from_position(initial, [*ballot.moves, *moves], result, game_tags)
+    return game_from_position(start, moves, result, game_tags)

@@ -44,6 +44,7 @@ from evaluation.ladder import (
     result_from_json,
     result_to_json,
     rung_results,
+    write_ratings_csv,
 )
 from evaluation.match import MatchResult, PairRecord
 from evaluation.network_player import network_player
@@ -473,12 +474,7 @@ class EvaluatorWorker:
         if not self.s.write_pdn:
             return
         self.eval_dir.mkdir(parents=True, exist_ok=True)
-        lines = ["player,elo,lower,upper,games,points,anchored"]
-        lines += [
-            f"{p.name},{p.elo:.1f},{p.lower:.1f},{p.upper:.1f},{p.games},{p.points:g},{p.anchored}"
-            for p in ratings.players
-        ]
-        (self.eval_dir / "ratings.csv").write_text("\n".join(lines) + "\n")
+        write_ratings_csv(ratings, self.eval_dir / "ratings.csv")
         try:
             plot_ratings(ratings, self.eval_dir / "ratings.png")
         except Exception as e:  # a plot must never stop the evaluation

@@ -23,6 +23,7 @@ recorded once or replayed whole.
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import Any
 
 METRIC_PREFIX = "eval/"
@@ -63,3 +64,15 @@ def read_eval_metrics(client: Any, namespace: str) -> dict[str, float]:
         with contextlib.suppress(ValueError):
             out[METRIC_PREFIX + key] = float(v)
     return out
+
+
+def promoted_versions(client: Any, namespace: str) -> list[int]:
+    """Every weights version the gate ever promoted (the first best included), oldest first,
+    from the evaluator's decision records; a record that does not parse is skipped."""
+    versions = []
+    for raw in client.lrange(decisions_key(namespace), 0, -1):
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            decision = json.loads(raw)
+            if decision.get("promoted") and isinstance(decision.get("version"), int):
+                versions.append(decision["version"])
+    return versions

@@ -5,7 +5,8 @@
 - :func:`rung_results` plays adjacent rungs against each other: the one strength ladder that the
   evaluator (once per run), the benchmarks and the scripts share.
 - :func:`fit_all` fits every rating so far (evaluation.elo.fit_ratings), ``random`` at 0.
-- :func:`plot_ratings` draws the candidates' ratings by version with the rungs as lines.
+- :func:`plot_ratings` draws the candidates' ratings by version with the rungs as lines;
+  :func:`write_ratings_csv` lists them, the ladder first, then the candidates by version.
 """
 
 from __future__ import annotations
@@ -168,6 +169,27 @@ def fit_all(
     )
 
 
+def _candidate_version(name: str) -> int | None:
+    """N for a candidate's name ``vN``; None for a ladder player."""
+    return int(name[1:]) if name[:1] == "v" and name[1:].isdigit() else None
+
+
+def _player_order(player: Any) -> tuple[int, float]:
+    """ratings.csv's order: the ladder players by rating, then the candidates by version."""
+    version = _candidate_version(player.name)
+    return (0, player.elo) if version is None else (1, version)
+
+
+def write_ratings_csv(ratings: Ratings, path: Path) -> None:
+    """One row per player: the ladder by rating, then the candidates by version number."""
+    lines = ["player,elo,lower,upper,games,points,anchored"]
+    lines += [
+        f"{p.name},{p.elo:.1f},{p.lower:.1f},{p.upper:.1f},{p.games},{p.points:g},{p.anchored}"
+        for p in sorted(ratings.players, key=_player_order)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+
+
 def plot_ratings(ratings: Ratings, path: Path) -> None:
     """Each candidate's rating (``vN``) by version with its interval; ladder players as lines."""
     import matplotlib
@@ -175,8 +197,17 @@ def plot_ratings(ratings: Ratings, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    fig = draw_ratings(ratings)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def draw_ratings(ratings: Ratings) -> Any:
+    """The matplotlib figure of :func:`plot_ratings`."""
+    import matplotlib.pyplot as plt
+
     versions = sorted(
-        (int(p.name[1:]), p) for p in ratings.players if p.name[1:].isdigit() and p.name[0] == "v"
+        (v, p) for p in ratings.players if (v := _candidate_version(p.name)) is not None
     )
     fig, ax = plt.subplots(figsize=(8, 4.5))
     if versions:
@@ -185,12 +216,21 @@ def plot_ratings(ratings: Ratings, path: Path) -> None:
         err = [[p.elo - p.lower for _, p in versions], [p.upper - p.elo for _, p in versions]]
         ax.errorbar(xs, ys, yerr=err, fmt="o-", capsize=3, label="candidates")
     for p in ratings.players:
-        if not (p.name[0] == "v" and p.name[1:].isdigit()):
+        if _candidate_version(p.name) is None:
             ax.axhline(p.elo, linestyle="--", linewidth=0.8, color="grey")
-            ax.annotate(p.name, (0, p.elo), xycoords=("axes fraction", "data"), fontsize=7)
+            # Inside the plot, clear of the y axis and just above its line.
+            ax.annotate(
+                p.name,
+                (0.01, p.elo),
+                xycoords=("axes fraction", "data"),
+                xytext=(0, 2),
+                textcoords="offset points",
+                fontsize=7,
+                color="dimgrey",
+                va="bottom",
+            )
     ax.set_xlabel("weights version")
     ax.set_ylabel("Elo (random = 0)")
     ax.set_title("checkerzero: candidate ratings against the ladder")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig

@@ -120,9 +120,12 @@ class ReplayMirror:
     RuntimeError rather than corrupt the arrays. The counters (`num_positions`, `num_games`,
     `malformed`) may be read from any thread.
 
-    A record that does not decode (GameRecord.from_bytes raises ValueError), is for another board
-    size or holds a different number of decisions than the store lists is counted in `malformed`,
-    logged the first time and every MALFORMED_LOG_EVERY-th, and contributes no positions.
+    A record that does not decode or fails its checks (GameRecord.from_bytes raises ValueError:
+    positions the rules cannot reach, illegal played or visited actions, zero visit counts, root
+    values that are not probabilities; see game/records.py), is for another board size or holds
+    a different number of decisions than the store lists is counted in `malformed` (the run's
+    `replay/records_rejected`), logged the first time and every MALFORMED_LOG_EVERY-th, and
+    contributes no positions: nothing from it reaches the encoder or a training batch.
     """
 
     def __init__(self, store: ReplayStore, board_size: int):

@@ -2,7 +2,8 @@
 
     python scripts/strength_curve.py runs/<run> [--snapshots 6] [--games 20] [--sims 100]
 
-The learner keeps each checkpoint's weights under ``<run>/checkpoints/weights/``. This plays
+The learner keeps the weights of its newest ``learner.keep_weights`` checkpoints (20; 0 keeps
+every one) under ``<run>/checkpoints/weights/``. This plays
 evenly spaced snapshots (always the last one) against the ladder (``random`` and
 ``minimax:1..N``) from the ACF deck with colours reversed, plays the rungs against each other
 once, fits every rating by maximum likelihood with draws (random anchored at 0), and writes

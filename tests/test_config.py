@@ -70,7 +70,7 @@ def test_bad_values_are_rejected_naming_the_key(config, override, key):
 
 
 def test_command_line_fails_before_starting_anything(tmp_path):
-    """A wrong key or value exits non-zero with a message, creating no run directory."""
+    """A wrong key or value exits non-zero with a message, creating no run directory at all."""
     run_dir = tmp_path / "run"
     for override, needle in [("mcts.simulationz=3", "simulationz"), ("game.size=7", "game.size")]:
         proc = subprocess.run(
@@ -82,7 +82,7 @@ def test_command_line_fails_before_starting_anything(tmp_path):
         )
         assert proc.returncode != 0
         assert needle in proc.stderr
-        assert not (run_dir / "checkpoints").exists()
+        assert not run_dir.exists()
 
 
 def test_defaults_are_the_group_files_and_derived_keys_follow(config):
