@@ -33,6 +33,8 @@ from actors.records import RESIGNED, GameRecord, Result, Termination, sparse_vis
 from actors.search import Evaluator, UniformEvaluator, new_search
 from game import _core
 from game import openings as op
+from game.egdb import DRAW, WIN
+from game.egdb.build import database_from_config
 from game.pdn import PdnGame, game_from_position, write_pdn
 from game.position import Position
 
@@ -40,6 +42,7 @@ log = logging.getLogger(__name__)
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 _META_WHITE_TO_MOVE = 1
+_META_JUMPING_SHIFT, _META_JUMPING_MASK = 1, 0x3F  # square + 1 of a piece in mid multi-jump
 # Root WDL index of a loss for the side to move.
 _LOSS = 2
 
@@ -224,6 +227,13 @@ def run_self_play(
     rng = np.random.default_rng(seed)
     n_slots = max(1, int(min(s.games_in_parallel, limit)))
     mcts = new_search(n_slots, s.size, cfg["mcts"], seed=seed)
+    egdb_cfg = cfg.get("egdb") or {}
+    adjudicate = bool(egdb_cfg.get("adjudicate_selfplay", False))
+    egdb = None
+    if adjudicate or egdb_cfg.get("mcts_leaves", False):
+        egdb = database_from_config(egdb_cfg, s.size)
+        if egdb_cfg.get("mcts_leaves", False):
+            mcts.set_egdb(egdb.core)
     slots: list[_Slot | None] = [None] * n_slots
     records: list[GameRecord] = []
     started = 0
@@ -280,6 +290,9 @@ def run_self_play(
         mcts.advance(i, action)
         if mcts.done(i):
             finish(i, Result(mcts.result(i)), Termination(mcts.end_reason(i)))
+        elif adjudicate and (result := _database_result(egdb, mcts.root_packed(i))) is not None:
+            mcts.stop(i)
+            finish(i, result, Termination.DATABASE)
 
     for i in range(n_slots):
         start(i)
@@ -332,6 +345,20 @@ def run_self_play(
     return records, stats
 
 
+def _database_result(egdb, packed: np.ndarray) -> Result | None:
+    """The exact result of a position between turns that is in the database, else None."""
+    meta = int(packed[3])
+    if (meta >> _META_JUMPING_SHIFT) & _META_JUMPING_MASK:
+        return None
+    white = bool(meta & _META_WHITE_TO_MOVE)
+    value = egdb.core.probe(int(packed[0]), int(packed[1]), int(packed[2]), white)
+    if value == DRAW:
+        return Result.DRAW
+    if value == 0:
+        return None
+    return Result.WHITE_WIN if (value == WIN) == white else Result.BLACK_WIN
+
+
 def resign_false_positive_rate(records: Sequence[GameRecord]) -> tuple[float, int]:
     """(rate, sample size): of the games with resignation disabled in which the rule fired, the
     share that the side it would have resigned for did not lose."""
@@ -357,6 +384,7 @@ TERMINATION_TEXT = {
     Termination.FORTY_MOVE: "forty-move rule",
     Termination.PLY_CAP: "ply cap",
     Termination.RESIGNATION: "resignation",
+    Termination.DATABASE: "endgame database",
 }
 
 
@@ -421,6 +449,7 @@ def load_config(size: int) -> dict[str, Any]:
         "game": f"game/{game_file}",
         "mcts": "mcts/default.yaml",
         "selfplay": "selfplay/default.yaml",
+        "egdb": "egdb/default.yaml",
     }
     return {g: yaml.safe_load((CONF_DIR / f).read_text()) for g, f in groups.items()}
 

@@ -63,6 +63,8 @@ from evaluation.elo import PairResult, Ratings, fit_ratings
 from evaluation.gating import ACCEPT, CONTINUE, REJECT, SPRT, GateDecision
 from evaluation.match import MatchResult, PairRecord, play_match, play_pair, schedule
 from evaluation.players import Player, make_player
+from game.egdb import EndgameDatabase
+from game.egdb.build import database_from_config
 from game.openings import KINDS as OPENING_KINDS
 from game.openings import Opening, extend_openings, load_openings
 from game.pdn import write_pdn
@@ -159,6 +161,7 @@ def gate(
     played: Sequence[PairRecord] = (),
     on_pair: Callable[[PairRecord, SPRT], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    egdb: EndgameDatabase | None = None,
 ) -> GateDecision:
     """Colour-reversed pairs of ``candidate`` (A) against ``best`` until the SPRT decides.
 
@@ -177,7 +180,9 @@ def gate(
     while sprt.status == CONTINUE and index < len(plan):
         if should_stop is not None and should_stop():
             return sprt.decision()
-        pair = play_pair(candidate, best, plan[index], index, max_plies=max_plies, size=size)
+        pair = play_pair(
+            candidate, best, plan[index], index, max_plies=max_plies, size=size, egdb=egdb
+        )
         _feed(sprt, pair)
         index += 1
         if on_pair is not None:
@@ -233,6 +238,7 @@ def ladder_results(
     on_match: Callable[[str, MatchResult, list[PairResult]], None] | None = None,
     skip: Iterable[str] = (),
     should_stop: Callable[[], bool] | None = None,
+    egdb: EndgameDatabase | None = None,
 ) -> list[PairResult]:
     """``candidate`` against each ladder player (specs), ``games_per_opponent`` games each
     (an even number: colour-reversed pairs), as PairResults named ``candidate_name`` vs the
@@ -254,6 +260,7 @@ def ladder_results(
             seed=seed,
             max_plies=max_plies,
             size=size,
+            egdb=egdb,
         )
         rows = pair_results(match.pairs, candidate_name, opponent.name)
         logger.info("ladder: %s", match.summary().replace(candidate.name, candidate_name, 1))
@@ -273,6 +280,7 @@ def calibration_results(
     size: int = 8,
     player_options: Mapping[str, Any] | None = None,
     on_match: Callable[[str, MatchResult, list[PairResult]], None] | None = None,
+    egdb: EndgameDatabase | None = None,
 ) -> list[PairResult]:
     """Each ladder rung against the next one (``pairs`` colour-reversed pairs each), so the
     rungs are rated against each other and the anchor even before any candidate plays."""
@@ -281,7 +289,7 @@ def calibration_results(
     for lower, upper in itertools.pairwise(ladder_specs):
         a, b = make_player(upper, **options), make_player(lower, **options)
         match = play_match(
-            a, b, openings, games=2 * pairs, seed=seed, max_plies=max_plies, size=size
+            a, b, openings, games=2 * pairs, seed=seed, max_plies=max_plies, size=size, egdb=egdb
         )
         rows = pair_results(match.pairs, a.name, b.name)
         logger.info("calibration: %s", match.summary())
@@ -339,7 +347,8 @@ class EvalSettings:
     mcts: dict[str, Any] = field(default_factory=dict)  # network players' search settings
     gate: dict[str, Any] = field(default_factory=dict)  # the SPRT's settings
     elo: dict[str, Any] = field(default_factory=dict)  # fit_ratings' settings
-    player_options: dict[str, Any] = field(default_factory=dict)  # minimax weights, tt_mb
+    player_options: dict[str, Any] = field(default_factory=dict)  # minimax weights, tt_mb, egdb
+    egdb: dict[str, Any] = field(default_factory=dict)  # the egdb group (conf/egdb)
     connect_retries: int = 6
     connect_backoff_s: float = 0.5
 
@@ -371,6 +380,9 @@ class EvalSettings:
             options["weights"] = dict(baseline["weights"])
         if (baseline.get("search") or {}).get("tt_mb") is not None:
             options["tt_mb"] = int(baseline["search"]["tt_mb"])
+        egdb = dict(cfg.get("egdb") or {})
+        if egdb:  # the database of minimax+db rungs and of adjudication
+            options.update(egdb_dir=str(egdb["dir"]), egdb_pieces=int(egdb["pieces"]))
         s = cls(
             namespace=str(replay["namespace"]),
             size=int(game["size"]),
@@ -392,6 +404,7 @@ class EvalSettings:
             gate={k: v for k, v in dict(get("gate")).items() if k in GATE_SPRT_KEYS},
             elo=dict(get("elo")),
             player_options=options,
+            egdb=egdb,
             connect_retries=int(replay.get("connect_retries", 6)),
             connect_backoff_s=float(replay.get("connect_backoff_s", 0.5)),
         )
@@ -457,6 +470,12 @@ class EvaluatorWorker:
             else []
         )
         self._best: tuple[int, Player] | None = None
+        # Matches end as soon as a game reaches the endgame database (built first if missing).
+        self.egdb = (
+            database_from_config(settings.egdb, settings.size)
+            if settings.egdb.get("adjudicate_matches", False)
+            else None
+        )
         self._stop = threading.Event()
         self.units_played = 0  # units of work finished by this object (gates, ladder matches)
 
@@ -609,6 +628,7 @@ class EvaluatorWorker:
             size=self.s.size,
             player_options=self.s.player_options,
             on_match=lambda _spec, match, _rows: games.append(match),
+            egdb=self.egdb,
         )
         fixed: dict[str, float] = {}
         if self.s.fix_ladder:
@@ -720,6 +740,7 @@ class EvaluatorWorker:
             played=played,
             on_pair=save_pair,
             should_stop=self.stopping,
+            egdb=self.egdb,
         )
         if result.decision == CONTINUE:
             raise _Stopped
@@ -794,6 +815,7 @@ class EvaluatorWorker:
             on_match=record,
             skip=skip,
             should_stop=self.stopping,
+            egdb=self.egdb,
         )
         if self.stopping():
             raise _Stopped

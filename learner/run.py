@@ -25,6 +25,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from game.egdb.build import ensure_database
 from game.openings import load_openings
 from learner.metrics import MetricsLogger
 from learner.mirror import MirrorPrefetcher, ReplayMirror
@@ -117,6 +118,18 @@ def start_ray(cluster_cfg: DictConfig) -> bool:
     return True
 
 
+def ensure_egdb(cfg: DictConfig) -> None:
+    """Builds the endgame database the config uses if it is missing (progress lines on the log)."""
+    egdb = cfg.get("egdb")
+    if egdb is None or not any(
+        egdb.get(k, False) for k in ("adjudicate_selfplay", "mcts_leaves", "adjudicate_matches")
+    ):
+        return
+    ensure_database(
+        str(egdb.dir), int(cfg.game.size), int(egdb.pieces), int(egdb.build_workers), logger.info
+    )
+
+
 class Run:
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
@@ -183,6 +196,7 @@ class Run:
             run_name=self.run_dir.name,
             config=OmegaConf.to_container(cfg, resolve=True),
         )
+        ensure_egdb(cfg)  # before the actors: they open it, and should not all build it
         pool = ActorPool(cfg, url, password, client)
         ratio = SampleRatio(cfg.replay.sample_ratio, min_positions=cfg.replay.min_positions)
         mirror = ReplayMirror(store, size)  # each game decoded once, on the prefetch thread

@@ -365,6 +365,108 @@ def test_cli_build_probe_verify(tmp_path, capsys):
     assert "no 8x8 endgame database" in capsys.readouterr().err
 
 
+# --- uses: MCTS leaves, alpha-beta, self-play and match adjudication ---------------------------
+
+
+def _root_after_search(db: EndgameDatabase | None, fen: str, simulations: int = 200):
+    from actors.search import UniformEvaluator, new_search, search
+    from actors.self_play import load_config
+
+    cfg = load_config(8)["mcts"]
+    cfg.update(simulations=simulations, dirichlet_epsilon=0.0)
+    mcts = new_search(1, 8, cfg, seed=0)
+    if db is not None:
+        mcts.set_egdb(db.core)
+    mcts.reset(0, Position.from_fen(fen).game)
+    search(mcts, UniformEvaluator())
+    return mcts
+
+
+def test_mcts_leaves_take_the_database_value(db8):
+    """First Position, White to move: with the database every child is scored exactly, so the
+    root's value is a win and the chosen move keeps it; with only the uniform evaluator the
+    root looks even."""
+    with_db = _root_after_search(db8, FIRST_POSITION)
+    assert with_db.egdb_hits > 0
+    assert with_db.root_wdl(0)[0] > 0.9
+    game = with_db.game(0)
+    game.step(with_db.choose(0, 0.0))
+    assert db8.core.probe_game(game) == LOSS  # Black to move, lost
+    without = _root_after_search(None, FIRST_POSITION)
+    assert without.egdb_hits == 0 and without.root_wdl(0)[0] < 0.5
+
+
+def test_minimax_with_the_database(db8, egdb_dirs):
+    from evaluation.players import make_player
+
+    with pytest.raises(ValueError, match="needs an endgame database"):
+        make_player("minimax+db:4")
+    player = make_player("minimax+db:4", egdb_dir=str(egdb_dirs[8]), egdb_pieces=4)
+    assert player.name == "minimax+db:4"
+    pos = Position.from_fen(FIRST_POSITION)
+    pos.play(player.choose(pos))
+    assert db8.probe(pos) == "loss"  # Black to move after White's choice: still lost
+    assert player.last.score == _core.DATABASE_WIN - 1
+    plain = make_player("minimax:4")
+    plain.choose(Position.from_fen(FIRST_POSITION))
+    assert abs(plain.last.score) < 1000  # without the database the win is beyond its horizon
+
+
+def test_match_adjudicates_database_positions(egdb_dirs):
+    from evaluation.match import play_game
+    from evaluation.players import make_player
+    from game.openings import Opening
+
+    db = EndgameDatabase(egdb_dirs[6], 6, 4)
+    black, white = make_player("minimax:2"), make_player("random:1")
+    opening = Opening("start", (), size=6)
+    adjudicated = 0
+    for seed in range(6):
+        white = make_player(f"random:{seed}")
+        game = play_game(black, white, opening, size=6, egdb=db)
+        pos = Position(size=6)
+        for move in game.moves:
+            pos.play(move)
+        if game.end_reason.startswith("database"):
+            adjudicated += 1
+            value = db.value(pos)
+            assert game.end_reason == describe(value, pos.turn)
+            assert (
+                game.result
+                == {"win": {"B": "1-0", "W": "0-1"}, "loss": {"B": "0-1", "W": "1-0"}}.get(
+                    db.probe(pos), {"B": "1/2-1/2", "W": "1/2-1/2"}
+                )[pos.turn]
+            )
+        else:
+            assert pos.is_over()
+    assert adjudicated > 0
+
+
+def test_self_play_adjudicates_and_scores_leaves(egdb_dirs):
+    from actors.records import Termination
+    from actors.search import UniformEvaluator
+    from actors.self_play import load_config, play_games, start_game
+
+    cfg = load_config(6)
+    cfg["mcts"].update(simulations=16, leaves_per_game=4)
+    cfg["selfplay"].update(games_in_parallel=3, openings="start", resign=False)
+    cfg["egdb"].update(dir=str(egdb_dirs[6]), pieces=4, adjudicate_selfplay=True, mcts_leaves=True)
+    db = EndgameDatabase(egdb_dirs[6], 6, 4)
+    records = play_games(UniformEvaluator(), cfg, n_games=6, seed=2)
+    ended = [r for r in records if r.termination == Termination.DATABASE]
+    assert ended
+    for record in ended:
+        between_turns = record.positions[(record.positions[:, 3] >> 1) & 0x3F == 0]
+        assert (db.probe_states(between_turns[:, :4]) == 0).all()  # never played on inside it
+        game = start_game(record)
+        for action in record.played:
+            game.step(int(action))
+        value = db.core.probe_game(game)
+        white_to_move = game.white_to_move
+        expected = {DRAW: 3, WIN: 2 if white_to_move else 1, LOSS: 1 if white_to_move else 2}
+        assert int(record.result) == expected[value]
+
+
 # --- slow lane ---------------------------------------------------------------------------------
 
 

@@ -242,6 +242,7 @@ NB_MODULE(_core, m) {
     using cz::EvalWeights;
     m.attr("MATE_SCORE") = cz::kMateScore;
     m.attr("MATE_THRESHOLD") = cz::kMateThreshold;
+    m.attr("DATABASE_WIN") = cz::kDatabaseWin;
     const EvalWeights defaults;
     nb::class_<EvalWeights>(m, "EvalWeights",
                             "Alpha-beta evaluation weights in centi-men per unit of each feature.")
@@ -295,7 +296,8 @@ NB_MODULE(_core, m) {
 
     m.def(
         "alphabeta_search",
-        [](const Game& g, int depth, int time_ms, std::optional<EvalWeights> weights, int tt_mb) {
+        [](const Game& g, int depth, int time_ms, std::optional<EvalWeights> weights, int tt_mb,
+           const cz::egdb::Database* egdb) {
           if (tt_mb < 1) throw nb::value_error(("tt_mb must be >= 1, got " + std::to_string(tt_mb)).c_str());
           const EvalWeights w = weights.value_or(EvalWeights{});
           cz::SearchLimits limits;
@@ -312,12 +314,13 @@ NB_MODULE(_core, m) {
               searcher = std::make_unique<cz::AlphaBeta>(size_t(tt_mb));
               searcher_mb = tt_mb;
             }
-            return searcher->search(g, limits, w);
+            return searcher->search(g, limits, w, egdb);
           } catch (const std::invalid_argument& e) {
             throw nb::value_error(e.what());
           }
         },
         "game"_a, "depth"_a = 0, "time_ms"_a = 0, "weights"_a = nb::none(), "tt_mb"_a = 16,
+        "egdb"_a = nb::none(),
         "Iterative-deepening alpha-beta from the game's position, limited by depth and/or time (ms).");
 
     m.def(
@@ -497,6 +500,9 @@ NB_MODULE(_core, m) {
       .def("tree_size", &BatchedMcts::tree_size, "game_index"_a)
       .def("choose", &BatchedMcts::choose, "game_index"_a, "temperature"_a,
            "An action sampled from visit counts ^ (1/temperature); temperature <= 0: the most visited.")
+      .def("set_egdb", &BatchedMcts::set_egdb, "db"_a.none(), nb::keep_alive<1, 2>(),
+           "Leaves in this EndgameDatabase take its exact value (None: off); the root is always searched.")
+      .def_prop_ro("egdb_hits", &BatchedMcts::egdb_hits, "leaves scored by the endgame database")
       .def("advance", &BatchedMcts::advance, "game_index"_a, "action"_a,
            "Play `action` in the game and keep its subtree as the new root.");
 

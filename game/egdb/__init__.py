@@ -169,12 +169,22 @@ def open_database(folder: str | Path, size: int, max_pieces: int) -> EndgameData
 
 
 def describe(value: int, side_to_move: str | None = None) -> str:
-    """Text for users: 'database win' (for the side to move), or with the side named."""
+    """Text for users: 'database win' (for the side to move), or 'database loss for Black' with
+    the side to move named ('B' or 'W'); a draw is 'database draw'; '' when not in the database."""
     text = VALUE_TEXT.get(value)
     if text is None:
         return ""
     who = {"B": "Black", "W": "White"}.get(side_to_move or "")
-    return f"database {text}" + (f" for {who}" if who else "")
+    return f"database {text}" + (f" for {who}" if who and value != DRAW else "")
+
+
+def result_of(value: int, side_to_move: str) -> str | None:
+    """PDN result ('1-0': Black won) of a database value for the side to move ('B' or 'W')."""
+    if value == DRAW:
+        return "1/2-1/2"
+    if value not in (WIN, LOSS):
+        return None
+    return "1-0" if (value == WIN) == (side_to_move == "B") else "0-1"
 
 
 __all__ = [
@@ -194,6 +204,7 @@ __all__ = [
     "pair_complete",
     "pair_dependencies",
     "pairs",
+    "result_of",
     "signatures",
     "swapped",
 ]

@@ -10,6 +10,7 @@ files; the next build checks those (header, length, checksum) and skips them.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import logging
 import multiprocessing
 import time
@@ -29,6 +30,10 @@ from game.egdb import (
 )
 
 log = logging.getLogger(__name__)
+
+# Progress lines at most this often (and after the last slice): small slices finish in
+# milliseconds, and a line for each would flood a run's log.
+PROGRESS_EVERY_S = 2.0
 
 
 @dataclass
@@ -92,9 +97,15 @@ def build(
     )
     start = time.monotonic()
     solved = 0
+    last_report = start
 
     def report(sig: Signature) -> None:
-        elapsed = max(time.monotonic() - start, 1e-9)
+        nonlocal last_report
+        now = time.monotonic()
+        if now - last_report < PROGRESS_EVERY_S and len(done) < len(order):
+            return
+        last_report = now
+        elapsed = max(now - start, 1e-9)
         rate = solved / elapsed
         eta = (total_positions - solved) / rate if rate > 0 else 0.0
         say(
@@ -183,3 +194,18 @@ def ensure_database(
         )
         build(folder, size, max_pieces, workers=workers, progress=say)
     return EndgameDatabase(folder, size, max_pieces)
+
+
+@functools.cache
+def cached_database(folder: str, size: int, max_pieces: int, workers: int = 1) -> EndgameDatabase:
+    """``ensure_database`` once per process and arguments: players and searches share one map."""
+    return ensure_database(folder, size, max_pieces, workers=workers)
+
+
+def database_from_config(cfg, size: int) -> EndgameDatabase:
+    """The database the ``egdb`` config group names (built first if missing), for board ``size``."""
+    try:
+        folder, pieces, workers = str(cfg["dir"]), int(cfg["pieces"]), int(cfg["build_workers"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"config group egdb needs dir, pieces and build_workers: {err}") from None
+    return cached_database(folder, size, pieces, workers)
