@@ -30,6 +30,7 @@ from game.egdb import (
     check_file,
     describe,
     file_path,
+    pair_complete,
     pairs,
     signatures,
 )
@@ -472,18 +473,21 @@ def test_self_play_adjudicates_and_scores_leaves(egdb_dirs):
 
 @pytest.mark.slow
 def test_killed_build_resumes_at_its_slice(tmp_path):
+    """A build killed (SIGKILL) mid-way: the next one keeps every complete pair, builds the rest."""
     cmd = [sys.executable, "-m", "game.egdb", "build", "--pieces", "5", "--board", "6"]
     cmd += ["--out", str(tmp_path), "--workers", "1"]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
-    for line in proc.stdout:
-        if line.startswith("egdb 6x6: 60/"):
-            break
+    assert "65 slices" in proc.stdout.readline()  # the header: the build has started
+    time.sleep(2.0)  # the whole build takes about 10 s
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    time.sleep(0.1)
-    lines: list[str] = []
-    report = build(tmp_path, 6, 5, progress=lines.append)
-    assert 60 <= report.pairs_skipped < len(pairs(6, 5))
+    kept = {p.name for p in tmp_path.glob("*.egdb")}
+    complete = [s for s in pairs(6, 5) if pair_complete(tmp_path, 6, s)]
+    assert 0 < len(complete) < len(pairs(6, 5))
+    report = build(tmp_path, 6, 5)
+    assert report.pairs_skipped == len(complete)
+    assert kept <= {p.name for p in tmp_path.glob("*.egdb")}
+    assert not list(tmp_path.glob("*.tmp*"))
     db = EndgameDatabase(tmp_path, 6, 5)
     assert all(db.verify(s) == 0 for s in signatures(6, 5))
 
@@ -504,3 +508,24 @@ def test_five_pieces_on_8x8(tmp_path):
             proven += 1
             assert db.value(pos) == (WIN if result.score > 0 else LOSS), pos.fen()
     assert proven > 200
+
+
+@pytest.mark.slow
+def test_ray_build_on_a_cluster(egdb_dirs, tmp_path):
+    """The slices as Ray tasks on a real two-node cluster (sharing this machine's folder)."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    ray.init(address=cluster.address)
+    try:
+        lines: list[str] = []
+        report = build(tmp_path, 6, 4, use_ray=True, progress=lines.append)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert report.pairs_built == len(pairs(6, 4)) and report.positions == 592_084
+    for p in egdb_dirs[6].glob("*.egdb"):
+        assert (tmp_path / p.name).read_bytes() == p.read_bytes(), p.name
+    assert "592,084/592,084 positions" in lines[-2]

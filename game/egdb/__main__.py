@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.pieces,
                 workers=args.workers,
                 use_ray=args.ray,
-                progress=print,
+                progress=lambda line: print(line, flush=True),
             )
             print(
                 f"built {report.pairs_built} slice pairs ({report.pairs_skipped} already there), "

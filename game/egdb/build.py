@@ -100,7 +100,9 @@ def build(
     last_report = start
 
     def report(sig: Signature) -> None:
-        nonlocal last_report
+        nonlocal last_report, solved
+        done.add(sig)
+        solved += sizes[sig]
         now = time.monotonic()
         if now - last_report < PROGRESS_EVERY_S and len(done) < len(order):
             return
@@ -115,12 +117,10 @@ def build(
         )
 
     if use_ray:
-        solved = _run_ray(folder, size, todo, deps, done, sizes, report)
+        _run_ray(folder, size, todo, deps, done, report)
     elif workers == 1:
         for sig in todo:
             _solve(str(folder), size, sig)
-            done.add(sig)
-            solved += sizes[sig]
             report(sig)
     else:
         ctx = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads
@@ -141,8 +141,6 @@ def build(
                 for fut in finished:
                     sig = running.pop(fut)
                     fut.result()  # a worker's error stops the build here, naming the slice
-                    done.add(sig)
-                    solved += sizes[sig]
                     report(sig)
     seconds = time.monotonic() - start
     db_bytes = sum(p.stat().st_size for p in folder.glob(f"{size}x{size}_*.egdb"))
@@ -153,7 +151,7 @@ def build(
     return BuildReport(len(order), len(todo), skipped, solved, seconds, db_bytes)
 
 
-def _run_ray(folder, size, todo, deps, done, sizes, report) -> int:
+def _run_ray(folder, size, todo, deps, done, report) -> None:
     import ray  # optional: only a --ray build needs it
 
     if not ray.is_initialized():
@@ -161,7 +159,6 @@ def _run_ray(folder, size, todo, deps, done, sizes, report) -> int:
     solve = ray.remote(_solve)
     waiting = list(todo)
     running = {}
-    solved = 0
     while waiting or running:
         for sig in [s for s in waiting if deps[s] <= done]:
             waiting.remove(sig)
@@ -172,10 +169,7 @@ def _run_ray(folder, size, todo, deps, done, sizes, report) -> int:
         for ref in ready:
             sig = running.pop(ref)
             ray.get(ref)
-            done.add(sig)
-            solved += sizes[sig]
             report(sig)
-    return solved
 
 
 def ensure_database(
