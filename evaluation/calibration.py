@@ -23,10 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from game import encoding
+from game.archive import ArchiveError, read_archive
 from game.pdn import PdnGame, iter_pdn
 from game.position import Position
+from learner.inference import load_evaluator
 
-DEFAULT_ARCHIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "OCA_2.0.pdn"
 SKIP_OPENING_PLIES = 6  # the first plies are book moves: every result shares them
 SKIP_FINAL_PLIES = 4  # the last plies often show the result outright (a resignation position)
 OUTCOMES = ("won", "drawn", "lost")  # from the view of the side to move
@@ -95,24 +96,29 @@ def format_table(rows: list[Calibration]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from actors.self_play import load_evaluator
-
     parser = argparse.ArgumentParser(
         prog="python -m evaluation.calibration",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("checkpoint", help="network checkpoint (.safetensors)")
-    parser.add_argument("--archive", type=Path, default=DEFAULT_ARCHIVE, help="PDN of expert games")
+    parser.add_argument(
+        "--archive",
+        type=Path,
+        default=None,
+        help="PDN of expert games, .pdn or .pdn.xz (default: the shipped OCA archive)",
+    )
     parser.add_argument("--games", type=int, default=2000, help="games sampled from the archive")
     parser.add_argument("--per-game", type=int, default=4, help="positions sampled per game")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--csv", type=Path, help="also write the table as CSV")
     args = parser.parse_args(argv)
-    if not args.archive.is_file():
-        sys.exit(f"error: archive not found at {args.archive}")
+    try:
+        text = read_archive(args.archive)
+    except ArchiveError as err:
+        sys.exit(f"error: {err}")
     rng = np.random.default_rng(args.seed)
-    games = list(iter_pdn(args.archive.read_text(encoding="latin-1")))
+    games = list(iter_pdn(text))
     picked = [
         games[i] for i in rng.choice(len(games), size=min(args.games, len(games)), replace=False)
     ]

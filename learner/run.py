@@ -23,10 +23,16 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+import ray
 from omegaconf import DictConfig, OmegaConf
 
+from actors.actor import ActorPool
+from actors.self_play import record_to_pdn
+from evaluation.evaluator import read_eval_metrics, start_evaluator
 from game.egdb.build import ensure_database
 from game.openings import load_openings
+from game.pdn import write_pdn
+from game.records import GameRecord
 from learner.metrics import MetricsLogger
 from learner.mirror import MirrorPrefetcher, ReplayMirror
 from learner.redis_server import EmbeddedRedis, RedisServerError
@@ -82,8 +88,6 @@ def redis_for_run(cfg: DictConfig, run_dir: Path) -> Iterator[tuple[str, str | N
 
 def start_ray(cluster_cfg: DictConfig) -> bool:
     """Joins a running cluster if one is reachable, else starts a local one; True if started."""
-    import ray
-
     if ray.is_initialized():
         return False
     env = {
@@ -168,8 +172,6 @@ class Run:
                 return self._train(url, password, store, channel, client)
             finally:
                 if started_ray:
-                    import ray
-
                     ray.shutdown()
 
     def _train(
@@ -180,9 +182,6 @@ class Run:
         channel: WeightsChannel,
         client: Any,
     ) -> dict[str, Any]:
-        from actors.actor import ActorPool
-        from evaluation.evaluator import read_eval_metrics, start_evaluator
-
         cfg = self.cfg
         size = int(cfg.game.size)
         trainer = Trainer(cfg.learner, cfg.model, size)
@@ -346,10 +345,6 @@ class Run:
 
     def _sample_games(self, store: ReplayStore, version: int) -> None:
         """The newest self-play games as PDN under <run_dir>/games/, for a person to read."""
-        from actors.records import GameRecord
-        from actors.self_play import record_to_pdn
-        from game.pdn import write_pdn
-
         count = int(self.cfg.logging.pdn_sample_games)
         newest = store.stats().games_added
         games = []

@@ -2,8 +2,16 @@
 # One-command set-up for a fresh machine: system packages, a virtual environment, the project.
 #   bash scripts/setup.sh          (then: source .venv/bin/activate)
 # Installs redis-server (the replay store's embedded default) with apt when it is missing,
-# the CPU build of PyTorch 2.13 (pinned so pip never pulls a multi-GB CUDA build), and the
-# project with its C++ core compiled by scikit-build-core, plus test and benchmark extras.
+# PyTorch 2.13, and the project with its C++ core compiled by scikit-build-core, plus the test,
+# benchmark and peer extras.
+#
+# Which PyTorch build: CHECKERZERO_TORCH selects it.
+#   cpu (default)  the CPU build (about 200 MB) from PyTorch's CPU wheel index. On Linux a plain
+#                  `pip install torch` from PyPI pulls the CUDA build with several GB of libraries.
+#   cuda           PyPI's default Linux build (CUDA 12.x); for GPU nodes.
+#   cu126, cu128…  that CUDA variant from PyTorch's own index.
+#   skip           keep whatever torch the environment already has.
+# A wheel of the right build already on disk (pip's find-links or cache) is used without a download.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,8 +37,19 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "== creating $VENV"
   "$PYTHON" -m venv "$VENV"
 fi
-echo "== installing PyTorch (CPU) and the project"
+echo "== installing PyTorch (${CHECKERZERO_TORCH:-cpu}) and the project"
 "$VENV/bin/pip" install -q --upgrade pip
-"$VENV/bin/pip" install -q "torch==2.13.0" || "$VENV/bin/pip" install -q "torch>=2.4,<2.14"
+TORCH_VERSION=2.13.0
+TORCH_INDEX=https://download.pytorch.org/whl
+case "${CHECKERZERO_TORCH:-cpu}" in
+  cpu) "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" --extra-index-url "$TORCH_INDEX/cpu" ;;
+  cuda) "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" ;;
+  cu[0-9]*) "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" \
+              --extra-index-url "$TORCH_INDEX/${CHECKERZERO_TORCH}" ;;
+  skip) ;;
+  *) echo "error: CHECKERZERO_TORCH must be cpu, cuda, cuXYZ or skip (got '$CHECKERZERO_TORCH')" >&2
+     exit 1 ;;
+esac
 "$VENV/bin/pip" install -q -e '.[dev]'
+"$VENV/bin/python" -c "import torch; print('PyTorch', torch.__version__, '(CUDA ' + str(torch.version.cuda) + ')' if torch.version.cuda else '(CPU build)')"
 "$VENV/bin/python" -c "import game, learner, actors, evaluation; print('checkerzero ready:', game.Position().fen())"

@@ -370,8 +370,8 @@ def test_cli_build_probe_verify(tmp_path, capsys):
 
 
 def _root_after_search(db: EndgameDatabase | None, fen: str, simulations: int = 200):
-    from actors.search import UniformEvaluator, new_search, search
     from actors.self_play import load_config
+    from game.mcts import UniformEvaluator, new_search, search
 
     cfg = load_config(8)["mcts"]
     cfg.update(simulations=simulations, dirichlet_epsilon=0.0)
@@ -444,9 +444,9 @@ def test_match_adjudicates_database_positions(egdb_dirs):
 
 
 def test_self_play_adjudicates_and_scores_leaves(egdb_dirs):
-    from actors.records import Termination
-    from actors.search import UniformEvaluator
     from actors.self_play import load_config, play_games, start_game
+    from game.mcts import UniformEvaluator
+    from game.records import Termination
 
     cfg = load_config(6)
     cfg["mcts"].update(simulations=16, leaves_per_game=4)
