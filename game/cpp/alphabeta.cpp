@@ -274,7 +274,8 @@ class Searcher {
       if (game_.max_plies() > 0 && root_ply_ + ply >= game_.max_plies()) return 0;
       if (db_) {
         const egdb::Value v = db_->probe(b);
-        if (v != egdb::kUnknown) return v == egdb::kDraw ? 0 : v == egdb::kWin ? kDatabaseWin - ply : ply - kDatabaseWin;
+        if (v == egdb::kDraw) return 0;
+        if (v != egdb::kUnknown) return v == egdb::kWin ? kDatabaseWin - ply : ply - kDatabaseWin;
       }
     }
     const bool capture = moves[0].is_capture();

@@ -550,7 +550,8 @@ void bind_egdb(nb::module_& m) {
       [](int size, const SigTuple& s) { return sig_list(eg::dependencies(size, checked_sig(size, s))); },
       "size"_a, "signature"_a, "Signatures (other than its own pair) a move from the pair reaches.");
   m.def(
-      "egdb_index_size", [](int size, const SigTuple& s) { return eg::index_size(size, checked_sig(size, s)); },
+      "egdb_index_size",
+      [](int size, const SigTuple& s) { return eg::index_size(size, checked_sig(size, s)); },
       "size"_a, "signature"_a, "Positions in the signature's index.");
   m.def(
       "egdb_file_name", [](int size, const SigTuple& s) { return eg::file_name(size, checked_sig(size, s)); },
@@ -604,7 +605,7 @@ void bind_egdb(nb::module_& m) {
       "Solves a signature and its colour swap into dir (dependencies must be there); returns counts.");
 
   nb::class_<eg::Database>(m, "EndgameDatabase",
-                           "Every signature file of up to max_pieces pieces, memory-mapped and checked on open.")
+                           "Every signature file of up to max_pieces pieces, mapped and checked on open.")
       .def(
           "__init__",
           [](eg::Database* self, const std::string& dir, int size, int max_pieces) {
@@ -622,7 +623,8 @@ void bind_egdb(nb::module_& m) {
           "black"_a, "white"_a, "kings"_a, "white_to_move"_a,
           "1 win, 2 loss, 3 draw for the side to move; 0 when the position is not in the database.")
       .def(
-          "probe_game", [](const eg::Database& db, const Game& g) { return g.mid_jump() ? 0 : int(db.probe(g.board())); },
+          "probe_game",
+          [](const eg::Database& db, const Game& g) { return g.mid_jump() ? 0 : int(db.probe(g.board())); },
           "game"_a, "probe() of a game's current position (0 in the middle of a multi-jump).")
       .def(
           "probe_states",
@@ -652,5 +654,6 @@ void bind_egdb(nb::module_& m) {
             nb::gil_scoped_release release;
             return eg::verify_signature(db, sig);
           },
-          "signature"_a, "Positions of the signature whose value is not the best over its moves (0 when correct).");
+          "signature"_a,
+          "Positions of the signature whose value is not the best over its moves (0 when correct).");
 }

@@ -30,7 +30,9 @@ struct Binomials {
   }
 };
 constexpr Binomials kBinom;
-inline uint64_t choose(int n, int k) { return (n < 0 || k < 0 || k > n) ? 0 : kBinom.c[n][k]; }
+inline uint64_t choose(int n, int k) {
+  return (n < 0 || k < 0 || k > n) ? 0 : kBinom.c[n][k];
+}
 
 // Squares of a board side: all, Black's back row (white men never stand there), the middle
 // rows (either side's men), the squares white men may use.
@@ -38,7 +40,8 @@ struct Layout {
   int n, h, mid;
   Bitboard all, back, middle, white_men;
   explicit Layout(int size) {
-    if (size != 6 && size != 8) throw std::invalid_argument("board size must be 6 or 8, got " + std::to_string(size));
+    if (size != 6 && size != 8)
+      throw std::invalid_argument("board size must be 6 or 8, got " + std::to_string(size));
     n = size * size / 2;
     h = size / 2;
     mid = n - 2 * h;
@@ -121,7 +124,9 @@ T load_le(const uint8_t* p) {
   return v;
 }
 
-uint64_t payload_bytes(uint64_t count) { return (count + kPositionsPerByte - 1) / kPositionsPerByte; }
+uint64_t payload_bytes(uint64_t count) {
+  return (count + kPositionsPerByte - 1) / kPositionsPerByte;
+}
 
 void fill_header(uint8_t* h, int size, const Signature& s, uint64_t count, uint32_t payload_crc) {
   std::memset(h, 0, kHeaderBytes);
@@ -268,10 +273,12 @@ Board flip(int size, const Board& b) {
 // --- files ---------------------------------------------------------------------------------
 
 std::unique_ptr<Table> Table::open(const std::string& path, int size, const Signature& s) {
-  auto fail = [&](const std::string& what) { return std::runtime_error("endgame database file " + path + ": " + what); };
+  auto fail = [&](const std::string& what) {
+    return std::runtime_error("endgame database file " + path + ": " + what);
+  };
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) throw fail(std::string("cannot open (") + std::strerror(errno) + ")");
-  struct stat st {};
+  struct stat st{};
   if (fstat(fd, &st) != 0) {
     ::close(fd);
     throw fail("cannot stat");
@@ -296,8 +303,8 @@ std::unique_ptr<Table> Table::open(const std::string& path, int size, const Sign
                std::to_string(kFormatVersion));
   const uint32_t file_size = load_le<uint32_t>(h + 12);
   if (file_size != uint32_t(size))
-    throw fail("built for the " + std::to_string(file_size) + "x" + std::to_string(file_size) + " board, not " +
-               std::to_string(size) + "x" + std::to_string(size));
+    throw fail("built for the " + std::to_string(file_size) + "x" + std::to_string(file_size) +
+               " board, not " + std::to_string(size) + "x" + std::to_string(size));
   const Signature fs{h[16], h[17], h[18], h[19]};
   if (!(fs == s)) throw fail("holds signature " + fs.name() + ", expected " + s.name());
   const uint64_t count = load_le<uint64_t>(h + 24), payload = load_le<uint64_t>(h + 32);
@@ -307,7 +314,8 @@ std::unique_ptr<Table> Table::open(const std::string& path, int size, const Sign
   if (bytes != kHeaderBytes + payload)
     throw fail((bytes < kHeaderBytes + payload ? "truncated: " : "trailing bytes: ") + std::to_string(bytes) +
                " bytes, expected " + std::to_string(kHeaderBytes + payload));
-  if (crc32(h + kHeaderBytes, payload) != load_le<uint32_t>(h + 20)) throw fail("damaged values (checksum mismatch)");
+  if (crc32(h + kHeaderBytes, payload) != load_le<uint32_t>(h + 20))
+    throw fail("damaged values (checksum mismatch)");
   t->data_ = h + kHeaderBytes;
   t->count_ = count;
   t->sig_ = s;
@@ -325,9 +333,10 @@ void write_table(const std::string& path, int size, const Signature& s, const st
   fill_header(out.data(), size, s, values.size(), crc32(payload, out.size() - kHeaderBytes));
   const std::string tmp = path + ".tmp" + std::to_string(getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw std::runtime_error("endgame database: cannot write " + tmp + " (" + std::strerror(errno) + ")");
-  const bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size() && std::fflush(f) == 0 &&
-                  fsync(fileno(f)) == 0;
+  if (!f)
+    throw std::runtime_error("endgame database: cannot write " + tmp + " (" + std::strerror(errno) + ")");
+  const bool ok =
+      std::fwrite(out.data(), 1, out.size(), f) == out.size() && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
   if (std::fclose(f) != 0 || !ok) {
     std::remove(tmp.c_str());
     throw std::runtime_error("endgame database: failed writing " + tmp);
@@ -355,7 +364,9 @@ void Database::load(const Signature& s) {
   tables_[slot(s)] = Table::open(dir_ + "/" + file_name(size_, s), size_, s);
 }
 
-bool Database::has(const Signature& s) const { return tables_[slot(s)] != nullptr; }
+bool Database::has(const Signature& s) const {
+  return tables_[slot(s)] != nullptr;
+}
 
 uint64_t Database::bytes() const {
   uint64_t n = 0;
@@ -402,7 +413,8 @@ SolveStats solve_pair_impl(const std::string& dir, const Signature& a) {
   const Signature sig[2] = {a, b};
   const uint64_t n0 = index_size(S, a), n1 = self ? 0 : index_size(S, b);
   const uint64_t total = n0 + n1;
-  if (total >= (uint64_t(1) << 32)) throw std::runtime_error("endgame database: signature " + a.name() + " is too large");
+  if (total >= (uint64_t(1) << 32))
+    throw std::runtime_error("endgame database: signature " + a.name() + " is too large");
   // Global id: table 0 first, then table 1; a quiet move from table t lands in table 1 - t.
   auto base = [&](int t) { return t == 0 ? uint64_t(0) : n0; };
   auto table_of = [&](uint64_t id) { return (self || id < n0) ? 0 : 1; };
@@ -442,7 +454,8 @@ SolveStats solve_pair_impl(const std::string& dir, const Signature& a) {
     for (int i = 0; i < n_in; ++i) ++off[kids[i]];
     edges += n_in;
   }
-  if (edges >= (uint64_t(1) << 32)) throw std::runtime_error("endgame database: signature " + a.name() + " has too many moves");
+  if (edges >= (uint64_t(1) << 32))
+    throw std::runtime_error("endgame database: signature " + a.name() + " has too many moves");
   for (uint64_t id = 1; id < total; ++id) off[id] += off[id - 1];
 
   // Pass 2: the reverse edges of positions still open.
@@ -528,12 +541,14 @@ uint64_t verify_impl(const Database& db, const Signature& s) {
 }  // namespace
 
 SolveStats solve_pair(const std::string& dir, int size, const Signature& s) {
-  if (!valid_signature(size, s)) throw std::invalid_argument("endgame database: invalid signature " + s.name());
+  if (!valid_signature(size, s))
+    throw std::invalid_argument("endgame database: invalid signature " + s.name());
   return size == 8 ? solve_pair_impl<8>(dir, s) : solve_pair_impl<6>(dir, s);
 }
 
 uint64_t verify_signature(const Database& db, const Signature& s) {
-  if (!valid_signature(db.size(), s)) throw std::invalid_argument("endgame database: invalid signature " + s.name());
+  if (!valid_signature(db.size(), s))
+    throw std::invalid_argument("endgame database: invalid signature " + s.name());
   return db.size() == 8 ? verify_impl<8>(db, s) : verify_impl<6>(db, s);
 }
 

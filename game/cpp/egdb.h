@@ -85,9 +85,7 @@ class Table {
   Table(const Table&) = delete;
   Table& operator=(const Table&) = delete;
 
-  Value get(uint64_t index) const {
-    return Value((data_[index >> 2] >> ((index & 3) * 2)) & 3);
-  }
+  Value get(uint64_t index) const { return Value((data_[index >> 2] >> ((index & 3) * 2)) & 3); }
   uint64_t count() const { return count_; }
   const Signature& signature() const { return sig_; }
   uint64_t file_bytes() const { return map_bytes_; }

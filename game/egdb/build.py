@@ -9,6 +9,7 @@ files; the next build checks those (header, length, checksum) and skips them.
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures as cf
 import functools
 import logging
@@ -194,6 +195,10 @@ def ensure_database(
 def cached_database(folder: str, size: int, max_pieces: int, workers: int = 1) -> EndgameDatabase:
     """``ensure_database`` once per process and arguments: players and searches share one map."""
     return ensure_database(folder, size, max_pieces, workers=workers)
+
+
+# Unmapped before the interpreter tears the compiled module down (else it reports leaks).
+atexit.register(cached_database.cache_clear)
 
 
 def database_from_config(cfg, size: int) -> EndgameDatabase:
