@@ -348,6 +348,11 @@ def test_ensure_database_builds_what_is_missing(tmp_path):
     lines.clear()
     ensure_database(tmp_path, 6, 2, progress=lines.append)
     assert lines == []  # present: opened, not rebuilt
+    damaged = file_path(tmp_path, 6, (0, 1, 0, 1))
+    good = damaged.read_bytes()
+    damaged.write_bytes(good[:-1])
+    db = ensure_database(tmp_path, 6, 2, progress=lines.append)
+    assert "truncated" in lines[0] and damaged.read_bytes() == good
 
 
 def test_cli_build_probe_verify(tmp_path, capsys):

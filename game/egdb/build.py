@@ -21,6 +21,7 @@ from pathlib import Path
 
 from game import _core
 from game.egdb import (
+    EgdbError,
     EndgameDatabase,
     Signature,
     available_pieces,
@@ -180,14 +181,20 @@ def ensure_database(
     workers: int = 1,
     progress: Callable[[str], None] | None = None,
 ) -> EndgameDatabase:
-    """Opens the database, first building whatever part of it is missing (with progress lines)."""
+    """Opens the database, first building whatever part of it is missing or damaged (with
+    progress lines); complete files are kept."""
     say = progress or log.info
-    if available_pieces(folder, size, max_pieces) < max_pieces:
+    if available_pieces(folder, size, max_pieces) >= max_pieces:
+        try:
+            return EndgameDatabase(folder, size, max_pieces)
+        except EgdbError as e:
+            say(f"{e}: rebuilding what is damaged")
+    else:
         say(
             f"endgame database {size}x{size} up to {max_pieces} pieces not found in {folder}: "
             "building it"
         )
-        build(folder, size, max_pieces, workers=workers, progress=say)
+    build(folder, size, max_pieces, workers=workers, progress=say)
     return EndgameDatabase(folder, size, max_pieces)
 
 
