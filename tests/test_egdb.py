@@ -374,12 +374,10 @@ def test_cli_build_probe_verify(tmp_path, capsys):
 # --- uses: MCTS leaves, alpha-beta, self-play and match adjudication ---------------------------
 
 
-def _root_after_search(db: EndgameDatabase | None, fen: str, simulations: int = 200):
-    from actors.self_play import load_config
+def _root_after_search(config, db: EndgameDatabase | None, fen: str, simulations: int = 200):
     from game.mcts import UniformEvaluator, new_search, search
 
-    cfg = load_config(8)["mcts"]
-    cfg.update(simulations=simulations, dirichlet_epsilon=0.0)
+    cfg = config(f"mcts.simulations={simulations}", "mcts.dirichlet_epsilon=0.0").mcts
     mcts = new_search(1, 8, cfg, seed=0)
     if db is not None:
         mcts.set_egdb(db.core)
@@ -388,17 +386,17 @@ def _root_after_search(db: EndgameDatabase | None, fen: str, simulations: int = 
     return mcts
 
 
-def test_mcts_leaves_take_the_database_value(db8):
+def test_mcts_leaves_take_the_database_value(db8, config):
     """First Position, White to move: with the database every child is scored exactly, so the
     root's value is a win and the chosen move keeps it; with only the uniform evaluator the
     root looks even."""
-    with_db = _root_after_search(db8, FIRST_POSITION)
+    with_db = _root_after_search(config, db8, FIRST_POSITION)
     assert with_db.egdb_hits > 0
     assert with_db.root_wdl(0)[0] > 0.9
     game = with_db.game(0)
     game.step(with_db.choose(0, 0.0))
     assert db8.core.probe_game(game) == LOSS  # Black to move, lost
-    without = _root_after_search(None, FIRST_POSITION)
+    without = _root_after_search(config, None, FIRST_POSITION)
     assert without.egdb_hits == 0 and without.root_wdl(0)[0] < 0.5
 
 
@@ -448,15 +446,23 @@ def test_match_adjudicates_database_positions(egdb_dirs):
     assert adjudicated > 0
 
 
-def test_self_play_adjudicates_and_scores_leaves(egdb_dirs):
-    from actors.self_play import load_config, play_games, start_game
+def test_self_play_adjudicates_and_scores_leaves(egdb_dirs, config):
+    from actors.self_play import play_games, start_game
     from game.mcts import UniformEvaluator
     from game.records import Termination
 
-    cfg = load_config(6)
-    cfg["mcts"].update(simulations=16, leaves_per_game=4)
-    cfg["selfplay"].update(games_in_parallel=3, openings="start", resign=False)
-    cfg["egdb"].update(dir=str(egdb_dirs[6]), pieces=4, adjudicate_selfplay=True, mcts_leaves=True)
+    cfg = config(
+        "game=small",
+        "mcts.simulations=16",
+        "mcts.leaves_per_game=4",
+        "selfplay.games_in_parallel=3",
+        "selfplay.openings=start",
+        "selfplay.resign=false",
+        f"egdb.dir={egdb_dirs[6]}",
+        "egdb.pieces=4",
+        "egdb.adjudicate_selfplay=true",
+        "egdb.mcts_leaves=true",
+    )
     db = EndgameDatabase(egdb_dirs[6], 6, 4)
     records = play_games(UniformEvaluator(), cfg, n_games=6, seed=2)
     ended = [r for r in records if r.termination == Termination.DATABASE]

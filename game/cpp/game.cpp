@@ -187,6 +187,12 @@ std::string board_error(int size, const Board& b) {
   return dispatch(size, [&](auto sz) -> std::string {
     using G = Geometry<decltype(sz)::value>;
     const Bitboard black = b.pieces[index(Color::Black)], white = b.pieces[index(Color::White)];
+    // The common case first, with no strings built: this runs for every packed state handed in.
+    const Bitboard men = (black | white) & ~b.kings;
+    if (!((black | white | b.kings) & ~G::kAll) && !(black & white) && !(b.kings & ~(black | white)) &&
+        !(men & black & G::promotion_row(Color::Black)) && !(men & white & G::promotion_row(Color::White)) &&
+        popcount(black) <= G::kMenPerSide && popcount(white) <= G::kMenPerSide)
+      return {};
     const std::string board = std::to_string(G::kSide) + "x" + std::to_string(G::kSide) + " board";
     if (const Bitboard off = (black | white | b.kings) & ~G::kAll) {
       std::string bits = popcount(off) == 1 ? "bit " : "bits ";
@@ -267,6 +273,21 @@ void Game::legal_moves(MoveList& out) const {
 
 bool Game::is_legal_move(const Move& m) const {
   if (mid_jump()) return false;
+  if (!m.is_capture()) {  // a step, checked directly (most moves; cheaper than generating them all)
+    return dispatch(size_, [&](auto sz) {
+      constexpr int S = decltype(sz)::value;
+      using G = Geometry<S>;
+      const Board& b = st_.board;
+      if (m.captured || m.from >= G::kSquares || m.to >= G::kSquares) return false;
+      const Bitboard from = bit(m.from), to = bit(m.to);
+      if (!(b.pieces[index(b.side)] & from) || (b.occupied() & to)) return false;
+      if (capturing_pieces<S>(b)) return false;  // a capture is compulsory
+      const bool king = b.kings & from;
+      for (int d = 0; d < kDirections; ++d)
+        if ((king || is_forward(b.side, d)) && G::shift(from, d) == to) return true;
+      return false;
+    });
+  }
   MoveList moves;
   legal_moves(moves);
   for (const Move& legal : moves)
