@@ -46,6 +46,7 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from actors.actor import SelfPlayActor, stats_key  # noqa: E402
 from learner.checkpoint import encode_checkpoint  # noqa: E402
+from learner.cluster import start_ray  # noqa: E402
 from learner.config import compose  # noqa: E402
 from learner.network import CheckersNet  # noqa: E402
 from learner.redis_server import EmbeddedRedis  # noqa: E402
@@ -162,11 +163,10 @@ def main(argv: list[str] | None = None) -> None:
         WeightsChannel(client, namespace=cfg.replay.namespace).publish(
             encode_checkpoint(model, step=0, version=1), 1
         )
-        ray.init(
-            address="local",
+        start_ray(
+            "local",
             num_cpus=args.num_cpus,
-            include_dashboard=False,
-            object_store_memory=OBJECT_STORE_MB * 1024 * 1024,
+            object_store_memory_mb=OBJECT_STORE_MB,
             log_to_driver=False,
         )
         try:
