@@ -31,6 +31,7 @@ import logging
 import math
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -180,11 +181,14 @@ def train(cfg, run_dir: Path) -> dict:
     steps_per_epoch = len(train_data) // batch_size
     if steps_per_epoch == 0:
         raise ValueError(f"{len(train_data)} training decisions are fewer than one batch")
-    planned = int(cfg.epochs) * steps_per_epoch
-    cfg.trainer.scheduler.milestones = [int(f * planned) for f in cfg.lr_drops]
+    planned = int(float(cfg.epochs) * steps_per_epoch)
+    milestones = [int(f * planned) for f in cfg.lr_drops]
+    cfg.trainer.scheduler.milestones = milestones
     trainer = Trainer(cfg.trainer, cfg.model, 8)
     ckpt_dir = run_dir / CHECKPOINT_DIR
     if trainer.restore(ckpt_dir):
+        # The plan may have changed (more or fewer epochs): the drops follow the new one.
+        trainer.scheduler.milestones = Counter(milestones)
         logger.info("resumed at step %d of %d", trainer.counters.step, planned)
     metrics_path = run_dir / METRICS_FILE
     new_file = not metrics_path.is_file()
@@ -290,7 +294,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--out", type=Path, required=True, help="run directory (resumed if it exists)"
     )
-    parser.add_argument("--epochs", type=int, help="passes over the training decisions")
+    parser.add_argument(
+        "--epochs", type=float, help="passes over the training decisions (fractions too)"
+    )
     parser.add_argument("--time-limit-min", type=float, help="stop after this many minutes")
     parser.add_argument("overrides", nargs="*", help="key=value (conf/baselines/supervised.yaml)")
     args = parser.parse_args(argv)
