@@ -8,11 +8,12 @@ Targets: the policy target is the expert's action at each decision (a multi-jump
 decisions of the same player, as in self-play), the value target the game's result from the
 mover's view. The archive is deduplicated and split by game (``baselines.expert_games``).
 
-Agreement is counted by whole move, what a player sees: at each position where a move starts,
-the network's move is the legal move with the highest probability (the product of its actions'
-probabilities, ``evaluation.policy_player.move_log_probs``), and it agrees when that is the
-expert's move; top-5 when the expert's move is among the five most probable. Both are also given
-for the positions with a choice (two or more legal moves), since a forced move always agrees.
+Agreement is counted by whole move, what a player sees: at each position where a move starts
+(until the rules end the game: players sometimes play on past a repetition), the network's move
+is the legal move with the highest probability (the product of its actions' probabilities,
+``evaluation.policy_player.move_log_probs``), and it agrees when that is the expert's move;
+top-5 when the expert's move is among the five most probable. Both are also given for the
+positions with a choice (two or more legal moves), since a forced move always agrees.
 
 The run directory holds ``config.yaml``, ``split.json``, the replayed decisions of each split
 (``data/*.npz``), resumable checkpoints in the learner's format (``checkpoints/``, so
@@ -110,6 +111,8 @@ def agreement(evaluator, games: Sequence[PdnGame], max_positions: int = 0) -> Ag
     for game in games:
         pos = game.start()
         for text in game.moves:
+            if pos.is_over():  # experts play on past a draw the rules would declare
+                break
             move = pos.parse_move(text)
             pending.append((pos.game.copy(), str(move)))
             pos.play(move)
