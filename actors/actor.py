@@ -19,12 +19,19 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from contextlib import suppress
 from typing import Any
 
 import ray
+import torch
 from omegaconf import DictConfig, OmegaConf
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from actors.self_play import run_self_play
+from learner.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
+from learner.inference import NetworkEvaluator
+from learner.replay import ReplayStore, connect
+from learner.supervisor import RunLoop, stop_loops
+from learner.weights import WeightsChannel
 
 logger = logging.getLogger(__name__)
 
@@ -39,16 +46,11 @@ def stats_key(namespace: str) -> str:
 
 
 class SelfPlayWorker:
-    """The body of a self-play actor, usable without Ray (tests, `python -m actors.self_play`)."""
+    """The body of a self-play actor, usable without Ray (tests, `python -m actors`)."""
 
     def __init__(
         self, cfg: Mapping[str, Any], actor_id: int, url: str, password: str | None
     ) -> None:
-        import torch
-
-        from learner.replay import ReplayStore, connect
-        from learner.weights import WeightsChannel
-
         torch.set_num_threads(int(cfg["selfplay"]["torch_threads"]))
         self.cfg = cfg
         self.actor_id = actor_id
@@ -66,6 +68,8 @@ class SelfPlayWorker:
         )
         self.evaluator: Any = None
         self.version = 0
+        mb = cfg.get("learner", {}).get("max_checkpoint_mb")
+        self._max_weights_bytes = MAX_CHECKPOINT_BYTES if mb is None else int(mb * 1024 * 1024)
         self._stop = threading.Event()
         self._last_poll = 0.0
         self._seed_calls = 0
@@ -78,19 +82,31 @@ class SelfPlayWorker:
         self._stop.set()
 
     def _poll_weights(self, wait: bool) -> None:
-        from actors.inference import NetworkEvaluator
-        from learner.checkpoint import decode_checkpoint
-
         while True:
             published = self.channel.poll()
-            if published is not None:
-                model, _ = decode_checkpoint(published.data, source=f"weights v{published.version}")
-                if self.evaluator is None:
-                    self.evaluator = NetworkEvaluator(model, device="cpu")
-                else:
-                    self.evaluator.load_state(model.state_dict(), published.version)
-                self.version = published.version
-                logger.info("actor %d plays with weights version %d", self.actor_id, self.version)
+            try:  # damaged, foreign or non-finite weights: keep playing with the ones held
+                if published is not None:
+                    model, _ = decode_checkpoint(
+                        published.data,
+                        source=f"weights v{published.version}",
+                        max_bytes=self._max_weights_bytes,
+                    )
+                    size = int(self.cfg["game"]["size"])
+                    if model.config.board_size != size:
+                        raise ValueError(
+                            f"weights v{published.version} are for a {model.config.board_size}"
+                            f"x{model.config.board_size} board, this game is {size}x{size}"
+                        )
+                    if self.evaluator is None:
+                        self.evaluator = NetworkEvaluator(model, device="cpu")
+                    else:
+                        self.evaluator.load_state(model.state_dict(), published.version)
+                    self.version = published.version
+                    logger.debug(
+                        "actor %d plays with weights version %d", self.actor_id, self.version
+                    )
+            except ValueError as e:
+                logger.warning("actor %d skips weights: %s", self.actor_id, e)
             if self.evaluator is not None or not wait or self._stop.is_set():
                 return
             time.sleep(0.2)
@@ -123,8 +139,6 @@ class SelfPlayWorker:
         """Plays until stopped, or for `seconds` once it has weights (benchmarks); returns this
         call's `SelfPlayStats` as a dict (games, positions, evaluations, seconds, network_s,
         tree_s; positions count every decision, those of unfinished games too)."""
-        from actors.self_play import run_self_play
-
         self._poll_weights(wait=True)
         if self._stop.is_set():
             return {}
@@ -150,7 +164,8 @@ class SelfPlayActor:
     """Ray shell: `run()` plays until `stop()` (a second call slot, hence max_concurrency=2)."""
 
     def __init__(self, cfg: dict, actor_id: int, url: str, password: str | None) -> None:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+        level = (cfg.get("logging") or {}).get("level", "INFO")  # the run's logging.level
+        logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s")
         self.worker = SelfPlayWorker(cfg, actor_id, url, password)
 
     def run(self, seconds: float | None = None) -> dict[str, float]:
@@ -196,14 +211,18 @@ class ActorPool:
         self.url, self.password = url, password
         self._client = client
         self.actors: list[Any] = []
-        self.refs: dict[Any, Any] = {}
+        self.loops: list[RunLoop] = []
         self.nodes = 0
-        self.restarts = 0
         self._last: tuple[float, dict[str, int]] | None = None
 
     @property
     def size(self) -> int:
         return len(self.actors)
+
+    @property
+    def restarts(self) -> int:
+        """run() calls restarted so far, over all actors."""
+        return sum(loop.restarts for loop in self.loops)
 
     def start(self) -> None:
         container = OmegaConf.to_container(self.cfg, resolve=True)
@@ -221,34 +240,18 @@ class ActorPool:
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
                 ).remote(container, actor_id, self.url, self.password)
                 self.actors.append(actor)
-                self.refs[actor.run.remote()] = actor
+                self.loops.append(RunLoop(actor, f"self-play actor {actor_id}"))
                 actor_id += 1
         self.nodes = sum(1 for c in plan.values() if c)
 
     def check(self) -> None:
         """Notices run() calls that ended (an error Ray could not retry) and restarts them."""
-        if not self.refs:
-            return
-        done, _ = ray.wait(list(self.refs), timeout=0)
-        for ref in done:
-            actor = self.refs.pop(ref)
-            try:
-                ray.get(ref)
-                logger.warning("a self-play actor returned early; restarting its loop")
-            except Exception as e:
-                logger.warning("a self-play actor failed (%s); restarting its loop", e)
-            self.restarts += 1
-            self.refs[actor.run.remote()] = actor
+        for loop in self.loops:
+            loop.check()
 
     def stop(self, timeout_s: float) -> None:
-        for actor in self.actors:
-            with suppress(Exception):  # an actor that is already dead needs no stop
-                actor.stop.remote()
-        if self.refs:
-            ray.wait(list(self.refs), num_returns=len(self.refs), timeout=timeout_s)
-        for actor in self.actors:
-            ray.kill(actor, no_restart=True)
-        self.refs.clear()
+        stop_loops(self.loops, timeout_s)
+        self.loops.clear()
 
     def metrics(self) -> dict[str, float]:
         raw = self._client.hgetall(stats_key(self.cfg.replay.namespace))

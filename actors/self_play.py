@@ -12,34 +12,33 @@ Resignation: a side whose root value says it loses with probability above
 (`GameRecord.resign_trigger`); the share of those that the resigning side did not lose is the
 false-positive rate (`resign_false_positive_rate`).
 
-Command line (prints games/s, positions/s and network evaluations/s)::
-
-    python -m actors.self_play --games 8 --simulations 64 --out games.pdn [--checkpoint PATH]
+The command line is `python -m actors` (actors/__main__.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from actors.records import RESIGNED, GameRecord, Result, Termination, sparse_visits
-from actors.search import Evaluator, UniformEvaluator, new_search
 from game import _core
 from game import openings as op
-from game.pdn import PdnGame, game_from_position, write_pdn
-from game.position import Position
+from game.egdb import DRAW, WIN
+from game.egdb.build import database_from_config
+from game.encoding import META_WHITE_TO_MOVE
+from game.mcts import Evaluator, StepTimes, new_search, step
+from game.pdn import PdnGame, game_from_position
+from game.position import END_REASONS, RESULT_TEXT, Position
+from game.records import RESIGNED, GameRecord, Result, Termination, sparse_visits
 
 log = logging.getLogger(__name__)
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-_META_WHITE_TO_MOVE = 1
+PDN_GAME_TYPE_ENGLISH = "21"  # PDN's GameType for English draughts (8x8, Black moves first)
+_META_JUMPING_SHIFT, _META_JUMPING_MASK = 1, 0x3F  # square + 1 of a piece in mid multi-jump
 # Root WDL index of a loss for the side to move.
 _LOSS = 2
 
@@ -224,6 +223,13 @@ def run_self_play(
     rng = np.random.default_rng(seed)
     n_slots = max(1, int(min(s.games_in_parallel, limit)))
     mcts = new_search(n_slots, s.size, cfg["mcts"], seed=seed)
+    egdb_cfg = cfg.get("egdb") or {}
+    adjudicate = bool(egdb_cfg.get("adjudicate_selfplay", False))
+    egdb = None
+    if adjudicate or egdb_cfg.get("mcts_leaves", False):
+        egdb = database_from_config(egdb_cfg, s.size)
+        if egdb_cfg.get("mcts_leaves", False):
+            mcts.set_egdb(egdb.core)
     slots: list[_Slot | None] = [None] * n_slots
     records: list[GameRecord] = []
     started = 0
@@ -260,7 +266,7 @@ def run_self_play(
         slot = slots[i]
         assert slot is not None
         packed = mcts.root_packed(i)
-        side = int(packed[3] & _META_WHITE_TO_MOVE)
+        side = int(packed[3] & META_WHITE_TO_MOVE)
         visits = mcts.root_visits(i)
         wdl = mcts.root_wdl(i)
         if s.resign and not np.isnan(wdl[_LOSS]):  # NaN: a forced move played unsearched
@@ -280,43 +286,34 @@ def run_self_play(
         mcts.advance(i, action)
         if mcts.done(i):
             finish(i, Result(mcts.result(i)), Termination(mcts.end_reason(i)))
+        elif adjudicate and (result := _database_result(egdb, mcts.root_packed(i))) is not None:
+            mcts.stop(i)
+            finish(i, result, Termination.DATABASE)
 
     for i in range(n_slots):
         start(i)
     evaluations = batches = decisions = 0
-    network_s = tree_s = 0.0
+    times = StepTimes()
     t_start = time.perf_counter()
     while any(slot is not None for slot in slots) and not (stop is not None and stop()):
         for i in mcts.ready():
             decide(i)
-        t0 = time.perf_counter()
-        planes, masks = mcts.gather()
-        t1 = time.perf_counter()
-        n = len(masks)
+        network_before, tree_before = times.network_s, times.tree_s
+        n = step(mcts, evaluator, times)
         if n == 0:
-            tree_s += t1 - t0
             continue
-        priors, values = evaluator.evaluate(planes, masks)
-        t2 = time.perf_counter()
-        mcts.expand(
-            np.ascontiguousarray(priors, dtype=np.float32),
-            np.ascontiguousarray(values, dtype=np.float32),
-        )
-        t3 = time.perf_counter()
-        tree_s += (t1 - t0) + (t3 - t2)
-        network_s += t2 - t1
         evaluations += n
         batches += 1
         if on_batch is not None:
-            on_batch(n, t2 - t1, (t1 - t0) + (t3 - t2))
+            on_batch(n, times.network_s - network_before, times.tree_s - tree_before)
     stats = SelfPlayStats(
         games=finished,
         positions=decisions,
         evaluations=evaluations,
         batches=batches,
         seconds=time.perf_counter() - t_start,
-        network_s=network_s,
-        tree_s=tree_s,
+        network_s=times.network_s,
+        tree_s=times.tree_s,
     )
     log.debug(
         "self-play: %d games, %d positions, %d evaluations in %d batches, %.1f s "
@@ -332,6 +329,20 @@ def run_self_play(
     return records, stats
 
 
+def _database_result(egdb, packed: np.ndarray) -> Result | None:
+    """The exact result of a position between turns that is in the database, else None."""
+    meta = int(packed[3])
+    if (meta >> _META_JUMPING_SHIFT) & _META_JUMPING_MASK:
+        return None
+    white = bool(meta & META_WHITE_TO_MOVE)
+    value = egdb.core.probe(int(packed[0]), int(packed[1]), int(packed[2]), white)
+    if value == DRAW:
+        return Result.DRAW
+    if value == 0:
+        return None
+    return Result.WHITE_WIN if (value == WIN) == white else Result.BLACK_WIN
+
+
 def resign_false_positive_rate(records: Sequence[GameRecord]) -> tuple[float, int]:
     """(rate, sample size): of the games with resignation disabled in which the rule fired, the
     share that the side it would have resigned for did not lose."""
@@ -340,7 +351,7 @@ def resign_false_positive_rate(records: Sequence[GameRecord]) -> tuple[float, in
         return float("nan"), 0
     wrong = 0
     for r in fired:
-        white = bool(r.positions[r.resign_trigger, 3] & _META_WHITE_TO_MOVE)
+        white = bool(r.positions[r.resign_trigger, 3] & META_WHITE_TO_MOVE)
         lost = r.result == (Result.BLACK_WIN if white else Result.WHITE_WIN)
         wrong += not lost
     return wrong / len(fired), len(fired)
@@ -350,13 +361,10 @@ def resign_false_positive_rate(records: Sequence[GameRecord]) -> tuple[float, in
 # PDN
 # ----------------------------------------------------------------------------------------------
 
-PDN_RESULT = {Result.BLACK_WIN: "1-0", Result.WHITE_WIN: "0-1", Result.DRAW: "1/2-1/2"}
 TERMINATION_TEXT = {
-    Termination.NO_MOVES: "no legal move",
-    Termination.REPETITION: "threefold repetition",
-    Termination.FORTY_MOVE: "forty-move rule",
-    Termination.PLY_CAP: "ply cap",
+    **END_REASONS,
     Termination.RESIGNATION: "resignation",
+    Termination.DATABASE: "endgame database",
 }
 
 
@@ -389,115 +397,35 @@ def record_moves(record: GameRecord) -> list[str]:
 
 
 def record_to_pdn(
-    record: GameRecord, index: int = 0, openings: Sequence[op.Opening] = ()
+    record: GameRecord,
+    index: int = 0,
+    openings: Sequence[op.Opening] = (),
+    tags: Mapping[str, str] | None = None,
 ) -> PdnGame:
-    """A PdnGame for a record (FEN set-up at the opening position, tags for how it ended)."""
+    """A PdnGame for a record, with the standard tags (``tags`` adds to or replaces them).
+
+    A game that started from a ballot of ``openings`` (the record's ``opening_id``) is written
+    from the initial position with the ballot's moves first, as a person replays it; any other
+    start is a FEN set-up at the record's first position.
+    """
     player = f"checkerzero v{record.network_version}"
-    tags = {
+    game_tags = {
         "Event": "checkerzero self-play",
         "Round": str(index + 1),
         "Black": player,
         "White": player,
-        "Termination": TERMINATION_TEXT[record.termination],
     }
+    if record.board_size == 8:
+        game_tags["GameType"] = PDN_GAME_TYPE_ENGLISH
+    game_tags |= dict(tags or {})
+    game_tags["Termination"] = TERMINATION_TEXT[record.termination]
+    result = RESULT_TEXT[record.result]
+    start = Position.from_game(start_game(record))
+    moves = record_moves(record)
     ballot = next((o for o in openings if o.id == record.opening_id), None)
     if ballot is not None and ballot.moves:
-        tags["Opening"] = f"{ballot.name}: {' '.join(ballot.moves)}"
-    start = Position.from_game(start_game(record))
-    return game_from_position(start, record_moves(record), PDN_RESULT[record.result], tags)
-
-
-# ----------------------------------------------------------------------------------------------
-# Command line
-# ----------------------------------------------------------------------------------------------
-
-
-def load_config(size: int) -> dict[str, Any]:
-    """The default game, mcts and selfplay groups from conf/ (no Hydra needed)."""
-    import yaml
-
-    game_file = {8: "english.yaml", 6: "small.yaml"}[size]
-    groups = {
-        "game": f"game/{game_file}",
-        "mcts": "mcts/default.yaml",
-        "selfplay": "selfplay/default.yaml",
-    }
-    return {g: yaml.safe_load((CONF_DIR / f).read_text()) for g, f in groups.items()}
-
-
-def load_evaluator(checkpoint: str | None, size: int) -> Evaluator:
-    """The network evaluator: a checkpoint's network, or a fresh one of the default model config."""
-    import yaml
-
-    from actors.inference import NetworkEvaluator
-    from learner.checkpoint import load_checkpoint
-    from learner.network import CheckersNet, ModelConfig
-
-    if checkpoint is not None:
-        model, meta = load_checkpoint(checkpoint)
-        if model.config.board_size != size:
-            raise SystemExit(
-                f"{checkpoint} is a {model.config.board_size}x{model.config.board_size} "
-                f"network; this game is {size}x{size}"
-            )
-        return NetworkEvaluator(model, version=meta.version)
-    values = yaml.safe_load((CONF_DIR / "model" / "default.yaml").read_text())
-    values["board_size"] = size
-    return NetworkEvaluator(CheckersNet(ModelConfig(**values)))
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--games", type=int, default=8, help="games to play")
-    parser.add_argument("--checkpoint", help="network weights (default: a fresh network)")
-    parser.add_argument("--uniform", action="store_true", help="uniform evaluator (tree only)")
-    parser.add_argument("--simulations", type=int, help="override mcts.simulations")
-    parser.add_argument("--parallel", type=int, help="override selfplay.games_in_parallel")
-    parser.add_argument("--size", type=int, default=8, choices=(6, 8), help="board side")
-    parser.add_argument("--openings", choices=("deck", "start"), help="override selfplay.openings")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, help="write the games here as PDN")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    cfg = load_config(args.size)
-    if args.simulations is not None:
-        cfg["mcts"]["simulations"] = args.simulations
-    if args.parallel is not None:
-        cfg["selfplay"]["games_in_parallel"] = args.parallel
-    if args.openings is not None:
-        cfg["selfplay"]["openings"] = args.openings
-    elif args.size != 8:
-        cfg["selfplay"]["openings"] = "start"
-    evaluator = UniformEvaluator() if args.uniform else load_evaluator(args.checkpoint, args.size)
-    deck = op.load_openings(cfg["selfplay"]["openings"], args.size)
-    records, st = run_self_play(evaluator, cfg, args.games, deck, args.seed)
-    results = {
-        name: sum(r.result == res for r in records)
-        for res, name in (
-            (Result.BLACK_WIN, "black"),
-            (Result.WHITE_WIN, "white"),
-            (Result.DRAW, "draw"),
-        )
-    }
-    print(
-        f"{st.games} games, {st.positions} positions, {st.evaluations} evaluations "
-        f"in {st.seconds:.1f} s; results {results}"
-    )
-    print(
-        f"games/s {st.games / st.seconds:.2f}  positions/s {st.positions / st.seconds:.1f}  "
-        f"network evaluations/s {st.evaluations / st.seconds:.1f}"
-    )
-    print(
-        f"time: network {st.network_s / st.seconds:.0%}, tree {st.tree_s / st.seconds:.0%}, "
-        f"glue {st.glue_s / st.seconds:.0%}"
-    )
-    rate, n = resign_false_positive_rate(records)
-    if n:
-        print(f"resignation false positives: {rate:.0%} of {n} games that played on")
-    if args.out is not None:
-        args.out.write_text(write_pdn(record_to_pdn(r, k, deck) for k, r in enumerate(records)))
-        print(f"wrote {args.out}")
-
-
-if __name__ == "__main__":
-    main()
+        game_tags["Opening"] = f"{ballot.name}: {' '.join(ballot.moves)}"
+        if ballot.size == record.board_size and ballot.fen == start.fen():
+            initial = Position(record.board_size)
+            return game_from_position(initial, [*ballot.moves, *moves], result, game_tags)
+    return game_from_position(start, moves, result, game_tags)

@@ -40,7 +40,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from actors.inference import NetworkEvaluator
 from baselines.config import load_config, save_config
 from baselines.expert_games import (
     SPLITS,
@@ -54,6 +53,7 @@ from evaluation.calibration import calibrate, format_table, sample_positions
 from evaluation.policy_player import move_log_probs
 from game import encoding
 from game.pdn import PdnGame
+from learner.inference import NetworkEvaluator
 from learner.losses import NUM_WDL, TrainBatch
 from learner.network import num_actions
 from learner.trainer import Trainer

@@ -28,14 +28,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the project
     sys.path.insert(0, str(REPO_ROOT))
 
-from actors.inference import NetworkEvaluator, preferred_memory_format, select_device  # noqa: E402
+from learner.config import ConfigError, compose  # noqa: E402
+from learner.inference import NetworkEvaluator, preferred_memory_format, select_device  # noqa: E402
 from learner.network import CheckersNet, ModelConfig, count_parameters  # noqa: E402
+from learner.trainer import model_config  # noqa: E402
 
 WARMUP_CALLS = 3  # first calls pay allocator growth and oneDNN/cuDNN algorithm selection
 WARMUP_CALLS_COMPILED = 6  # torch.compile recompiles once for dynamic shapes, then settles
@@ -59,15 +60,20 @@ class Row:
 
 
 def load_model_config(name: str) -> ModelConfig:
-    """``conf/model/<name>.yaml``, or ``<blocks>x<channels>`` (e.g. ``6x64``) on top of default."""
+    """The ``model`` group ``name`` (conf/model/), or ``<blocks>x<channels>`` (e.g. ``6x64``) on
+    top of the default one, as the composed config gives it."""
     blocks, sep, channels = name.partition("x")
     if sep and blocks.isdigit() and channels.isdigit():
-        base = load_model_config("default")
-        return dataclasses.replace(base, blocks=int(blocks), channels=int(channels))
-    path = REPO_ROOT / "conf" / "model" / f"{name}.yaml"
-    if not path.is_file():
-        raise SystemExit(f"no model config {path} (and {name!r} is not <blocks>x<channels>)")
-    return ModelConfig.from_dict(yaml.safe_load(path.read_text()))
+        overrides = [f"model.blocks={blocks}", f"model.channels={channels}"]
+    else:
+        overrides = [f"model={name}"]
+    try:
+        cfg = compose(["run_dir=unused", *overrides])
+    except ConfigError as e:
+        raise SystemExit(
+            f"{name!r} is neither a conf/model group nor <blocks>x<channels>: {e}"
+        ) from e
+    return model_config(cfg.model, cfg.game.size)
 
 
 def synthetic_inputs(cfg: ModelConfig, batch: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -39,12 +39,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the project
     sys.path.insert(0, str(REPO_ROOT))
 
-from hydra import compose, initialize_config_dir  # noqa: E402
 
-from actors import records  # noqa: E402
-from actors.search import UniformEvaluator  # noqa: E402
 from actors.self_play import run_self_play  # noqa: E402
-from learner.config import SOURCE_CONF, validate  # noqa: E402
+from game import encoding, records  # noqa: E402
+from game.mcts import UniformEvaluator  # noqa: E402
+from learner.config import compose  # noqa: E402
 from learner.losses import TrainBatch  # noqa: E402
 from learner.mirror import MirrorPrefetcher, ReplayMirror  # noqa: E402
 from learner.network import count_parameters  # noqa: E402
@@ -81,10 +80,7 @@ def load_config(args: argparse.Namespace):
     overrides = [f"learner.device={args.device}", "run_dir=unused", *args.set]
     if args.batch is not None:
         overrides.append(f"learner.batch_size={args.batch}")
-    with initialize_config_dir(config_dir=str(SOURCE_CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
-    validate(cfg)
-    return cfg
+    return compose(overrides)
 
 
 def fill_store(store: ReplayStore, cfg, games: int) -> tuple[int, int, float]:
@@ -110,7 +106,7 @@ def fill_store(store: ReplayStore, cfg, games: int) -> tuple[int, int, float]:
 
 def synthetic_batch(batch: int, size: int, planes: int, seed: int = 0) -> TrainBatch:
     rng = np.random.default_rng(seed)
-    actions = records.num_actions(size)
+    actions = encoding.num_actions(size)
     x = (rng.random((batch, planes, size, size)) < OCCUPANCY).astype(np.float32)
     x[:, -1] = 1.0
     mask = rng.random((batch, actions)) < LEGAL_FRACTION

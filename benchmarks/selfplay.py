@@ -42,12 +42,12 @@ if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the
     sys.path.insert(0, str(REPO_ROOT))
 
 import ray  # noqa: E402
-from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from actors.actor import SelfPlayActor, stats_key  # noqa: E402
 from learner.checkpoint import encode_checkpoint  # noqa: E402
-from learner.config import SOURCE_CONF, validate  # noqa: E402
+from learner.cluster import start_ray  # noqa: E402
+from learner.config import compose  # noqa: E402
 from learner.network import CheckersNet  # noqa: E402
 from learner.redis_server import EmbeddedRedis  # noqa: E402
 from learner.replay import connect  # noqa: E402
@@ -75,13 +75,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="a Hydra override of conf/ (repeatable), e.g. mcts.simulations=200",
     )
     return p.parse_args(argv)
-
-
-def load_config(overrides: list[str]):
-    with initialize_config_dir(config_dir=str(SOURCE_CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["run_dir=unused", *overrides])
-    validate(cfg)
-    return cfg
 
 
 def measure(n: int, cfg, url: str, password: str, args: argparse.Namespace, client) -> dict:
@@ -121,8 +114,8 @@ def _bare_worker(job: tuple[dict, int, float, float]) -> dict:
     """One plain process: warm-up call, then a measured call of run_self_play (no Ray/Redis)."""
     import torch
 
-    from actors.inference import NetworkEvaluator
     from actors.self_play import run_self_play
+    from learner.inference import NetworkEvaluator
 
     cfg, seed, warmup, seconds = job
     torch.set_num_threads(int(cfg["selfplay"].get("torch_threads", 1)))
@@ -155,7 +148,7 @@ def measure_bare(n: int, cfg, args: argparse.Namespace) -> float:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     counts = [int(x) for x in args.actors.split(",")]
-    cfg = load_config(args.set)
+    cfg = compose(["run_dir=unused", *args.set])
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     m, mc, sp = cfg.model, cfg.mcts, cfg.selfplay
     print(
@@ -170,11 +163,10 @@ def main(argv: list[str] | None = None) -> None:
         WeightsChannel(client, namespace=cfg.replay.namespace).publish(
             encode_checkpoint(model, step=0, version=1), 1
         )
-        ray.init(
-            address="local",
+        start_ray(
+            "local",
             num_cpus=args.num_cpus,
-            include_dashboard=False,
-            object_store_memory=OBJECT_STORE_MB * 1024 * 1024,
+            object_store_memory_mb=OBJECT_STORE_MB,
             log_to_driver=False,
         )
         try:

@@ -21,7 +21,6 @@ never as pickled objects.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import math
@@ -29,7 +28,7 @@ import os
 import random
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -37,11 +36,16 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.elo import EloEstimate, match_elo
-from evaluation.players import Player, make_player
+from evaluation.network_player import eval_mcts_settings
+from evaluation.players import Player, make_player, minimax_options
+from game.egdb import EndgameDatabase, describe, result_of
+from game.egdb.build import cached_database
 from game.openings import KINDS as OPENING_KINDS
 from game.openings import Opening, load_openings
 from game.pdn import PdnGame, write_pdn
 from game.position import Position
+from learner.cluster import start_ray
+from learner.config import compose
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +60,7 @@ PAIR_POINTS = (0.0, 0.5, 1.0, 1.5, 2.0)  # the pentanomial categories: A's point
 
 
 @dataclass(frozen=True)
-class GameRecord:
+class PlayedGame:
     """One finished game. ``moves`` include the opening's; ``result`` is PDN's ("1-0": Black)."""
 
     black: str
@@ -91,7 +95,7 @@ class GameRecord:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> GameRecord:
+    def from_dict(cls, d: Mapping[str, Any]) -> PlayedGame:
         return cls(
             black=str(d["black"]),
             white=str(d["white"]),
@@ -109,12 +113,16 @@ class PairRecord:
 
     index: int  # position in the match schedule
     opening: str
-    a_black: GameRecord
-    a_white: GameRecord
+    a_black: PlayedGame
+    a_white: PlayedGame
 
     @property
     def a_points(self) -> float:
-        return self.a_black.black_points() + (1.0 - self.a_white.black_points())
+        return sum(self.a_game_points())
+
+    def a_game_points(self) -> tuple[float, float]:
+        """A's points in the pair's two games: as Black, then as White."""
+        return self.a_black.black_points(), 1.0 - self.a_white.black_points()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -129,8 +137,8 @@ class PairRecord:
         return cls(
             index=int(d["index"]),
             opening=str(d["opening"]),
-            a_black=GameRecord.from_dict(d["a_black"]),
-            a_white=GameRecord.from_dict(d["a_white"]),
+            a_black=PlayedGame.from_dict(d["a_black"]),
+            a_white=PlayedGame.from_dict(d["a_white"]),
         )
 
 
@@ -140,7 +148,7 @@ class MatchResult:
     player_b: str
     pairs: tuple[PairRecord, ...]
 
-    def games(self) -> list[tuple[GameRecord, bool]]:
+    def games(self) -> list[tuple[PlayedGame, bool]]:
         """Every game with a flag telling whether A had Black, in schedule order."""
         return [
             (g, a_black)
@@ -148,7 +156,7 @@ class MatchResult:
             for g, a_black in ((p.a_black, True), (p.a_white, False))
         ]
 
-    def a_points(self, game: GameRecord, a_black: bool) -> float:
+    def a_points(self, game: PlayedGame, a_black: bool) -> float:
         return game.black_points() if a_black else 1.0 - game.black_points()
 
     @property
@@ -231,8 +239,13 @@ def play_game(
     *,
     max_plies: int = DEFAULT_MAX_PLIES,
     size: int = 8,
-) -> GameRecord:
-    """One game from ``opening`` to its end (rules or ply cap). Resets both players first."""
+    egdb: EndgameDatabase | None = None,
+) -> PlayedGame:
+    """One game from ``opening`` to its end (rules or ply cap). Resets both players first.
+
+    With ``egdb`` the game ends the moment it reaches the endgame database, with the database's
+    exact result; the termination then reads e.g. "database win for White".
+    """
     pos = Position(size, max_plies=max_plies)
     moves = []
     for text in opening.moves:
@@ -242,20 +255,25 @@ def play_game(
             raise ValueError(f"opening {opening.name}: {e}") from None
     black.reset()
     white.reset()
+    adjudicated = None
     while pos.result() is None:
+        if egdb is not None and (value := egdb.value(pos)):
+            adjudicated = (result_of(value, pos.turn), describe(value, pos.turn))
+            break
         player = black if pos.turn == "B" else white
         move = player.choose(pos)
         try:
             moves.append(str(pos.play(move)))
         except ValueError as e:
             raise ValueError(f"player {player.name} chose an illegal move: {e}") from None
-    return GameRecord(
+    result, end_reason = adjudicated or (pos.result() or "*", pos.end_reason or "")
+    return PlayedGame(
         black=black.name,
         white=white.name,
         opening=opening.name,
         moves=tuple(moves),
-        result=pos.result() or "*",
-        end_reason=pos.end_reason or "",
+        result=result,
+        end_reason=end_reason,
         size=size,
     )
 
@@ -268,9 +286,10 @@ def play_pair(
     *,
     max_plies: int = DEFAULT_MAX_PLIES,
     size: int = 8,
+    egdb: EndgameDatabase | None = None,
 ) -> PairRecord:
-    first = play_game(a, b, opening, max_plies=max_plies, size=size)
-    second = play_game(b, a, opening, max_plies=max_plies, size=size)
+    first = play_game(a, b, opening, max_plies=max_plies, size=size, egdb=egdb)
+    second = play_game(b, a, opening, max_plies=max_plies, size=size, egdb=egdb)
     return PairRecord(index=index, opening=opening.name, a_black=first, a_white=second)
 
 
@@ -305,12 +324,14 @@ def play_match(
     max_plies: int = DEFAULT_MAX_PLIES,
     size: int = 8,
     progress: Callable[[PairRecord, int, int], None] | None = None,
+    egdb: EndgameDatabase | None = None,
 ) -> MatchResult:
-    """``games`` games (``games / 2`` openings, each with colours reversed) in this process."""
+    """``games`` games (``games / 2`` openings, each with colours reversed) in this process;
+    with ``egdb`` a game ends as soon as it reaches the endgame database."""
     plan = schedule(openings, _check_games(games), seed)
     pairs = []
     for i, opening in enumerate(plan):
-        pair = play_pair(player_a, player_b, opening, i, max_plies=max_plies, size=size)
+        pair = play_pair(player_a, player_b, opening, i, max_plies=max_plies, size=size, egdb=egdb)
         pairs.append(pair)
         if progress is not None:
             progress(pair, len(pairs), len(plan))
@@ -329,15 +350,16 @@ def _pair_task(
     max_plies: int,
     size: int,
     options: dict[str, Any],
-    modules: list[str],
+    adjudicate: bool = False,
 ) -> dict[str, Any]:
     """One game pair in a worker: plain arguments in, a plain dict out (nothing pickled)."""
-    for module in modules:  # modules that register player factories (checkpoint players)
-        importlib.import_module(module)
     a = make_player(spec_a, **options)
     b = make_player(spec_b, **options)
     opening = Opening(opening_name, tuple(opening_moves), size=size)
-    return play_pair(a, b, opening, index, max_plies=max_plies, size=size).to_dict()
+    egdb = (
+        cached_database(options["egdb_dir"], size, options["egdb_pieces"]) if adjudicate else None
+    )
+    return play_pair(a, b, opening, index, max_plies=max_plies, size=size, egdb=egdb).to_dict()
 
 
 def _ray_module(mode: str) -> Any | None:
@@ -364,11 +386,14 @@ def run_match(
     workers: int = 1,
     ray_mode: str = "auto",
     player_options: Mapping[str, Any] | None = None,
-    player_modules: Iterable[str] = (),
     pair_timeout_s: float = DEFAULT_PAIR_TIMEOUT_S,
     progress: Callable[[PairRecord, int, int], None] | None = None,
+    adjudicate: bool = False,
 ) -> MatchResult:
     """A match between two player specs, one task per game pair.
+
+    ``adjudicate`` ends each game as soon as it reaches the endgame database named by the
+    ``egdb_dir`` and ``egdb_pieces`` player options (built here first if missing).
 
     ``ray_mode``: ``auto`` uses Ray when it is installed (joining a running cluster, else
     starting a local one with ``workers`` CPUs), ``on`` requires it, ``off`` uses a local
@@ -380,15 +405,17 @@ def run_match(
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     options = dict(player_options or {})
-    modules = list(player_modules)
-    for module in modules:
-        importlib.import_module(module)
     # Fail fast, here, on a bad spec rather than in every worker.
     name_a = make_player(spec_a, **options).name
     name_b = make_player(spec_b, **options).name
+    uses_db = adjudicate or "+db:" in spec_a or "+db:" in spec_b
+    if uses_db:  # build a missing database once here, not in every worker
+        if not options.get("egdb_dir") or int(options.get("egdb_pieces", 0)) < 1:
+            raise ValueError("the endgame database needs the egdb_dir and egdb_pieces options")
+        cached_database(options["egdb_dir"], size, int(options["egdb_pieces"]))
     plan = schedule(openings, _check_games(games), seed)
     jobs = [
-        (spec_a, spec_b, i, o.name, list(o.moves), max_plies, size, options, modules)
+        (spec_a, spec_b, i, o.name, list(o.moves), max_plies, size, options, adjudicate)
         for i, o in enumerate(plan)
     ]
     done: list[PairRecord] = []
@@ -421,15 +448,8 @@ def _run_on_ray(
     timeout_s: float,
     finished: Callable[[Mapping[str, Any]], None],
 ) -> None:
-    started = False
-    if not ray.is_initialized():
-        try:
-            ray.init(address="auto", log_to_driver=False)
-            logger.info("joined the running Ray cluster")
-        except (ConnectionError, RuntimeError):
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
-            logger.info("started a local Ray instance with %d CPUs", workers)
-        started = True
+    owned = not ray.is_initialized()  # joined or started here: shut down here
+    start_ray("auto", num_cpus=workers, log_to_driver=False)
     try:
         task = ray.remote(num_cpus=1)(_pair_task)
         pending = [task.remote(*job) for job in jobs]
@@ -439,33 +459,14 @@ def _run_on_ray(
                 raise TimeoutError(f"no game pair finished within {timeout_s:.0f} s on Ray")
             finished(ray.get(ready[0], timeout=timeout_s))
     finally:
-        if started:
+        if owned:
             ray.shutdown()
 
 
 # ----------------------------------------------------------------------------- command line
 
 
-def load_baseline(path: Path | str | None) -> dict[str, Any]:
-    """Options for minimax players from conf/evaluation/baseline.yaml (weights, tt_mb)."""
-    if path is None:
-        return {}
-    import yaml  # comes with hydra-core
-
-    with Path(path).open() as f:
-        cfg = yaml.safe_load(f) or {}
-    options: dict[str, Any] = {}
-    if "weights" in cfg:
-        options["weights"] = dict(cfg["weights"])
-    if "search" in cfg and "tt_mb" in cfg["search"]:
-        options["tt_mb"] = int(cfg["search"]["tt_mb"])
-    return options
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    default_baseline = (
-        Path(__file__).resolve().parent.parent / "conf" / "evaluation" / "baseline.yaml"
-    )
     parser = argparse.ArgumentParser(
         prog="python -m evaluation.match",
         description="Play a match between two players from an opening deck, colours reversed.",
@@ -484,22 +485,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ray", choices=("auto", "on", "off"), default="auto")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument(
-        "--baseline",
-        type=Path,
-        default=default_baseline if default_baseline.is_file() else None,
-        help="YAML with the minimax weights (default conf/evaluation/baseline.yaml)",
+        "overrides",
+        nargs="*",
+        help="config overrides, key=value (the minimax players read evaluation.baseline)",
     )
     parser.add_argument(
-        "--player-module",
-        action="append",
-        default=[],
-        help="module that registers a player factory (imported in every worker)",
+        "--adjudicate",
+        action="store_true",
+        help="end each game as soon as it reaches the endgame database (exact result)",
     )
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--egdb-dir", default=None, help="endgame database folder (default: the egdb.dir key)"
+    )
+    parser.add_argument(
+        "--egdb-pieces", type=int, default=None, help="its most pieces (default: egdb.pieces)"
+    )
+    args = parser.parse_intermixed_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         openings = load_openings(args.openings, size=args.size)
-        options = load_baseline(args.baseline)
+        cfg = compose(args.overrides)
+        options = minimax_options(cfg.evaluation.baseline) | {"mcts": eval_mcts_settings(cfg)}
+        options["egdb_dir"] = args.egdb_dir or str(cfg.egdb.dir)
+        options["egdb_pieces"] = args.egdb_pieces or int(cfg.egdb.pieces)
         started = time.monotonic()
 
         def report(pair: PairRecord, done: int, total: int) -> None:
@@ -520,10 +528,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             workers=args.workers,
             ray_mode=args.ray,
             player_options=options,
-            player_modules=args.player_module,
             progress=report,
+            adjudicate=args.adjudicate,
         )
-    except ValueError as e:
+    except ValueError as e:  # ConfigError included
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(result.summary())

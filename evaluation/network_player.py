@@ -1,7 +1,7 @@
 """MCTS players: the network's search (or a network-free one) behind the ``Player`` protocol.
 
 An :class:`MCTSPlayer` plays the way the network would in a match: the batched C++ search of
-``actors.search`` over one game, no Dirichlet noise, temperature 0 (the most visited action),
+``game.mcts`` over one game, no Dirichlet noise, temperature 0 (the most visited action),
 so it is deterministic for given weights and settings. Its tree is kept between its own moves:
 when the position it is asked about is the one its last move led to, or that position plus one
 opponent move, the search continues from the matching subtree instead of starting over.
@@ -10,9 +10,8 @@ A multi-jump is one move made of several actions; the player searches each decis
 single-continuation ones cost nothing with ``collapse_forced`` / ``skip_forced_root``) and
 returns the whole move.
 
-Specs (registered with ``evaluation.players.register_player_factory`` on import, and imported
-by ``make_player`` when it meets a spec it does not know, so Ray and process-pool workers of
-``python -m evaluation.match`` build these players too)::
+Specs (``evaluation.players.make_player`` hands every spec that is not minimax or random to
+:func:`mcts_player`)::
 
     path/to/ckpt.safetensors                 the checkpoint's network, default settings
     path/to/ckpt.safetensors:sims=256        ... with 256 simulations per decision
@@ -24,27 +23,27 @@ by ``make_player`` when it meets a spec it does not know, so Ray and process-poo
 Options after the colon, separated by ``,`` or ``:``: ``sims`` (simulations per decision),
 ``leaves`` (leaves per forward pass), ``cpuct``, ``device`` (auto, cpu, cuda, ...),
 ``threads`` (torch intra-op threads; 1 by default so parallel workers do not oversubscribe).
-Defaults come from ``conf/mcts/default.yaml`` with ``simulations`` and ``leaves_per_game``
-from ``conf/evaluation/default.yaml`` when the checkout's ``conf/`` is there.
+Defaults come from the composed config: the ``mcts`` group with ``simulations`` and
+``leaves_per_game`` from the ``evaluation`` group.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from actors.search import Evaluator, UniformEvaluator, new_search, search
-from evaluation.players import register_player_factory
 from evaluation.policy_player import PolicyPlayer, is_q_network
 from game import _core
+from game.mcts import Evaluator, UniformEvaluator, new_search, search
 from game.position import Move, Position
+from learner.config import compose
 
 logger = logging.getLogger(__name__)
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 CHECKPOINT_SUFFIX = ".safetensors"
 UNIFORM_SPEC = "uniform-mcts"
 # Torch threads of a checkpoint player unless its spec says otherwise: match workers run one
@@ -66,23 +65,24 @@ _OPTIONS: dict[str, tuple[str, type]] = {
 }
 
 
-def default_mcts_settings() -> dict[str, Any]:
-    """The search settings of evaluation players: conf/mcts with evaluation's overrides.
-
-    Without a checkout's ``conf/`` (a non-editable install), the C++ defaults (MctsConfig).
-    Noise is always off here (see :func:`play_settings`).
-    """
-    settings: dict[str, Any] = {}
-    mcts_file = CONF_DIR / "mcts" / "default.yaml"
-    eval_file = CONF_DIR / "evaluation" / "default.yaml"
-    if mcts_file.is_file():
-        import yaml  # comes with hydra-core
-
-        settings.update(yaml.safe_load(mcts_file.read_text()) or {})
-        if eval_file.is_file():
-            evaluation = yaml.safe_load(eval_file.read_text()) or {}
-            settings.update({k: evaluation[k] for k in EVAL_MCTS_KEYS if k in evaluation})
+def eval_mcts_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The search settings of evaluation players in a composed config: the mcts group with the
+    evaluation group's simulations and leaves per game (plain values)."""
+    settings = {k: cfg["mcts"][k] for k in cfg["mcts"]}
+    settings.update({k: cfg["evaluation"][k] for k in EVAL_MCTS_KEYS})
     return settings
+
+
+@functools.cache
+def _composed_mcts_settings() -> tuple[tuple[str, Any], ...]:
+    return tuple(eval_mcts_settings(compose()).items())
+
+
+def default_mcts_settings() -> dict[str, Any]:
+    """The search settings of evaluation players: the composed config's (learner.config.compose)
+    mcts group with the evaluation group's simulations and leaves per game. Noise is always off
+    here (see :func:`play_settings`)."""
+    return dict(_composed_mcts_settings())
 
 
 def play_settings(mcts: Mapping[str, Any] | None, **overrides: Any) -> dict[str, Any]:
@@ -201,11 +201,23 @@ class MCTSPlayer:
         return f"MCTSPlayer({self.name!r}, simulations={self.simulations})"
 
 
-def network_evaluator(model: Any, *, device: str = "cpu", threads: int | None = None) -> Evaluator:
-    """A NetworkEvaluator over an in-memory CheckersNet (imports torch only when called)."""
-    from actors.inference import NetworkEvaluator
+def _learner_side() -> tuple[Any, Any]:
+    """``(load_checkpoint, NetworkEvaluator)``, imported on first use.
 
-    return NetworkEvaluator(model, device=device, num_threads=threads)
+    The one deferred project import: they bring torch, whose import costs 1.0-1.4 s per process
+    here (measured), and every match worker (a Ray task or a pool process) that plays only
+    minimax or random players would pay it for nothing.
+    """
+    from learner.checkpoint import load_checkpoint
+    from learner.inference import NetworkEvaluator
+
+    return load_checkpoint, NetworkEvaluator
+
+
+def network_evaluator(model: Any, *, device: str = "cpu", threads: int | None = None) -> Evaluator:
+    """A NetworkEvaluator over an in-memory CheckersNet."""
+    _, network_evaluator_class = _learner_side()
+    return network_evaluator_class(model, device=device, num_threads=threads)
 
 
 def network_player(
@@ -237,8 +249,7 @@ def checkpoint_player(
     seed: int = 0,
 ) -> MCTSPlayer:
     """An MCTSPlayer over a model checkpoint file (learner.checkpoint.save_checkpoint)."""
-    from learner.checkpoint import load_checkpoint
-
+    load_checkpoint, _ = _learner_side()
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"checkpoint {path} not found")
@@ -284,8 +295,7 @@ def searchless_player(
 ) -> PolicyPlayer | None:
     """The no-search player of a checkpoint: its most probable move when ``sims=0`` is asked
     for, its greedy move when the header marks a Q-network; None for an MCTS player."""
-    from learner.checkpoint import load_checkpoint
-
+    load_checkpoint, _ = _learner_side()
     model, meta = load_checkpoint(path)
     name = Path(path).name
     if is_q_network(dict(meta.extra)):
@@ -299,15 +309,14 @@ def searchless_player(
     return None
 
 
-@register_player_factory
-def mcts_player_factory(
+def mcts_player(
     spec: str,
     *,
     seed: int = 0,
     mcts: Mapping[str, Any] | None = None,
     **_other: Any,
 ) -> MCTSPlayer | None:
-    """The make_player factory for ``uniform-mcts[:...]`` and ``*.safetensors[:...]`` specs.
+    """The player of a ``uniform-mcts[:...]`` or ``*.safetensors[:...]`` spec, None for others.
 
     ``mcts`` (a make_player option) replaces the default search settings; the spec's own
     options win over both.
@@ -336,8 +345,10 @@ __all__ = [
     "MCTSPlayer",
     "checkpoint_player",
     "default_mcts_settings",
-    "mcts_player_factory",
+    "eval_mcts_settings",
+    "mcts_player",
     "network_player",
     "parse_spec",
     "play_settings",
+    "searchless_player",
 ]

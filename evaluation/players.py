@@ -8,24 +8,29 @@ driven from the command line and from config:
 ``minimax:tMS``
     the same, with MS milliseconds per move instead of a depth (not reproducible: it depends
     on the machine's speed).
+``minimax+db:D`` / ``minimax+db:tMS``
+    the same search with the endgame database (``game.egdb``): positions in it below the root
+    score their exact value. Needs the ``egdb_dir`` and ``egdb_pieces`` options (conf/egdb); the
+    database is built there first if missing.
 ``random`` / ``random:SEED``
     a uniformly random legal move (the anchor of the Elo ladder, rated 0).
-a checkpoint path (or any other spec)
-    handed to the factories registered with :func:`register_player_factory`; the network and
-    MCTS players register theirs there (see that function). With none that accepts it,
-    :func:`make_player` raises ValueError naming the spec.
+``uniform-mcts:...`` or a checkpoint path
+    the MCTS players of :mod:`evaluation.network_player`. Any other spec is a ValueError
+    naming it.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import random
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from evaluation.network_player import mcts_player
 from game import _core
+from game.egdb import EndgameDatabase
+from game.egdb.build import cached_database
 from game.position import Move, Position
 
 logger = logging.getLogger(__name__)
@@ -48,9 +53,12 @@ WEIGHT_NAMES = (
     "king_centre",
 )
 
-_MINIMAX_SPEC = re.compile(r"minimax:(?:(?P<depth>\d+)|t(?P<time_ms>\d+))")
+_MINIMAX_SPEC = re.compile(r"minimax(?P<db>\+db)?:(?:(?P<depth>\d+)|t(?P<time_ms>\d+))")
 _RANDOM_SPEC = re.compile(r"random(?::(?P<seed>\d+))?")
-SPEC_FORMS = "'minimax:D' (depth), 'minimax:tMS' (milliseconds per move), 'random[:SEED]'"
+SPEC_FORMS = (
+    "'minimax:D' (depth), 'minimax:tMS' (milliseconds per move), 'minimax+db:D' (with the endgame "
+    "database), 'random[:SEED]'"
+)
 
 
 @runtime_checkable
@@ -104,7 +112,13 @@ class MinimaxPlayer:
         weights: Mapping[str, Any] | EvalWeights | None = None,
         *,
         tt_mb: int = DEFAULT_TT_MB,
+        egdb_dir: str | None = None,
+        egdb_pieces: int = 0,
     ) -> None:
+        if egdb_dir is not None and egdb_pieces < 1:
+            raise ValueError(
+                f"MinimaxPlayer with an endgame database needs egdb_pieces >= 1, got {egdb_pieces}"
+            )
         if depth < 0 or time_ms < 0 or (depth == 0) == (time_ms == 0):
             raise ValueError(
                 f"MinimaxPlayer needs exactly one of depth or time_ms > 0, got depth={depth}, "
@@ -116,12 +130,23 @@ class MinimaxPlayer:
         self.time_ms = time_ms
         self.weights = eval_weights(weights)
         self.tt_mb = tt_mb
-        self.name = f"minimax:{depth}" if depth else f"minimax:t{time_ms}"
+        self.egdb_dir = egdb_dir
+        self.egdb_pieces = egdb_pieces
+        kind = "minimax+db" if egdb_dir is not None else "minimax"
+        self.name = f"{kind}:{depth}" if depth else f"{kind}:t{time_ms}"
         self.last: SearchResult | None = None
 
     def choose(self, position: Position) -> Move:
-        result = search(
-            position, depth=self.depth, time_ms=self.time_ms, weights=self.weights, tt_mb=self.tt_mb
+        egdb = None
+        if self.egdb_dir is not None:  # opened (built if missing) once per process and board
+            egdb = cached_database(self.egdb_dir, position.size, self.egdb_pieces)
+        result = alphabeta(
+            position,
+            depth=self.depth,
+            time_ms=self.time_ms,
+            weights=self.weights,
+            tt_mb=self.tt_mb,
+            egdb=egdb,
         )
         if result.move is None:
             raise ValueError(f"{self.name}: the game is over in {position.fen()}")
@@ -156,40 +181,31 @@ class RandomPlayer:
         return f"RandomPlayer(seed={self.seed})"
 
 
-def search(
+def alphabeta(
     position: Position | _core.Game,
     *,
     depth: int = 0,
     time_ms: int = 0,
     weights: Mapping[str, Any] | EvalWeights | None = None,
     tt_mb: int = DEFAULT_TT_MB,
+    egdb: EndgameDatabase | None = None,
 ) -> SearchResult:
-    """One alpha-beta search (the GIL is released while it runs)."""
+    """One alpha-beta search (the GIL is released while it runs), with the database if given."""
     game = position.game if isinstance(position, Position) else position
-    return _core.alphabeta_search(game, depth, time_ms, eval_weights(weights), tt_mb)
+    core_db = egdb.core if egdb is not None else None
+    return _core.alphabeta_search(game, depth, time_ms, eval_weights(weights), tt_mb, core_db)
 
 
-# A factory gets the spec and the keyword options of make_player; it returns a Player, or None
-# when the spec is not one of its own (so several factories can be registered side by side).
-PlayerFactory = Callable[..., "Player | None"]
-_FACTORIES: list[PlayerFactory] = []
-# Modules whose import registers the project's own factories (checkpoint and MCTS players). They
-# import torch, so make_player imports them only on meeting a spec that is not minimax or random;
-# every process (match workers included) then knows those specs with no --player-module flag.
-BUILTIN_PLAYER_MODULES = ("evaluation.network_player",)
-
-
-def register_player_factory(factory: PlayerFactory) -> PlayerFactory:
-    """Hook for players defined elsewhere (checkpoints with their MCTS settings, ...).
-
-    ``factory(spec, **options) -> Player | None`` is asked, in registration order, about every
-    spec that is not ``minimax:...`` or ``random...``; the first Player returned wins. Usable as
-    a decorator. Registration is per process: a module defining a factory registers it on import,
-    so match workers import it before building players (see evaluation.match).
-    """
-    if factory not in _FACTORIES:
-        _FACTORIES.append(factory)
-    return factory
+def minimax_options(baseline: Mapping[str, Any] | None) -> dict[str, Any]:
+    """make_player options of the minimax players from the ``evaluation.baseline`` config
+    group: its evaluation ``weights`` and the ``search.tt_mb`` table size."""
+    baseline = baseline or {}
+    options: dict[str, Any] = {}
+    if baseline.get("weights") is not None:
+        options["weights"] = dict(baseline["weights"])
+    if (baseline.get("search") or {}).get("tt_mb") is not None:
+        options["tt_mb"] = int(baseline["search"]["tt_mb"])
+    return options
 
 
 def make_player(
@@ -198,12 +214,15 @@ def make_player(
     weights: Mapping[str, Any] | EvalWeights | None = None,
     seed: int = 0,
     tt_mb: int = DEFAULT_TT_MB,
+    egdb_dir: str | None = None,
+    egdb_pieces: int = 0,
     **options: Any,
 ) -> Player:
     """The player a spec names (module docstring); ValueError naming the spec if unknown.
 
     ``weights`` and ``tt_mb`` configure minimax players, ``seed`` a random player without its own
-    seed; any other ``options`` go to the registered factories.
+    seed; ``egdb_dir`` and ``egdb_pieces`` name the endgame database of ``minimax+db`` players;
+    any other ``options`` (``mcts``: search settings) go to the MCTS players.
     """
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"player spec must be a non-empty string, got {spec!r}; use {SPEC_FORMS}")
@@ -213,24 +232,32 @@ def make_player(
         time_ms = int(m["time_ms"] or 0)
         if depth == 0 and time_ms == 0:
             raise ValueError(f"player spec {spec!r}: depth and time must be positive")
+        if m["db"] and (not egdb_dir or egdb_pieces < 1):
+            raise ValueError(
+                f"player spec {spec!r} needs an endgame database: give egdb_dir and egdb_pieces "
+                f"(conf/egdb; python -m evaluation.match --egdb-dir DIR --egdb-pieces N)"
+            )
         try:
-            return MinimaxPlayer(depth, time_ms, weights, tt_mb=tt_mb)
+            return MinimaxPlayer(
+                depth,
+                time_ms,
+                weights,
+                tt_mb=tt_mb,
+                egdb_dir=egdb_dir if m["db"] else None,
+                egdb_pieces=egdb_pieces if m["db"] else 0,
+            )
         except ValueError as e:
             raise ValueError(f"player spec {spec!r}: {e}") from None
     if m := _RANDOM_SPEC.fullmatch(text):
         return RandomPlayer(int(m["seed"]) if m["seed"] is not None else seed)
-    for module in BUILTIN_PLAYER_MODULES:
-        importlib.import_module(module)
-    for factory in _FACTORIES:
-        player = factory(text, weights=weights, seed=seed, tt_mb=tt_mb, **options)
-        if player is not None:
-            return player
+    player = mcts_player(text, seed=seed, **options)
+    if player is not None:
+        return player
     if text.startswith(("minimax", "random")):
         raise ValueError(f"malformed player spec {spec!r}; use {SPEC_FORMS}")
     raise ValueError(
-        f"unknown player spec {spec!r}: not {SPEC_FORMS}, and no registered player factory "
-        f"(checkpoint players register one, see evaluation.players.register_player_factory) "
-        f"accepts it"
+        f"unknown player spec {spec!r}: not {SPEC_FORMS}, uniform-mcts[:...] or a "
+        f"checkpoint path (*.safetensors[:...])"
     )
 
 
@@ -242,9 +269,9 @@ __all__ = [
     "Player",
     "RandomPlayer",
     "SearchResult",
+    "alphabeta",
     "eval_weights",
     "make_player",
-    "register_player_factory",
-    "search",
+    "minimax_options",
     "weights_dict",
 ]

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from actors.search import Evaluator
 from game import _core, encoding
+from game.mcts import Evaluator
 from game.position import Move, Position
 
 MODES = ("policy", "greedy")

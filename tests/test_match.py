@@ -10,10 +10,10 @@ import math
 import pytest
 
 from evaluation.match import (
-    GameRecord,
     MatchResult,
     Opening,
     PairRecord,
+    PlayedGame,
     load_openings,
     main,
     play_game,
@@ -83,8 +83,8 @@ def test_pairs_reverse_colours_and_pdn_replays(deck: list[Opening]) -> None:
 
 
 def test_points_and_pentanomial_from_a_view() -> None:
-    def game(black: str, white: str, result: str) -> GameRecord:
-        return GameRecord(black, white, "start", (), result, "no legal move")
+    def game(black: str, white: str, result: str) -> PlayedGame:
+        return PlayedGame(black, white, "start", (), result, "no legal move")
 
     pairs = (
         PairRecord(0, "start", game("A", "B", "1-0"), game("B", "A", "0-1")),  # A wins both
@@ -154,11 +154,21 @@ def test_command_line(tmp_path, capsys) -> None:
     assert f"score {100 * figures['score']:.1f}%" in printed  # the same figures as printed
     assert main(["minimax:2", "alphabeta:9", "--games", "2", "--ray", "off"]) == 2
     assert "unknown player spec 'alphabeta:9'" in capsys.readouterr().err
+    # Trailing key=value arguments override the composed config; a wrong key is named.
+    quick = ["minimax:1", "random", "--games", "2", "--ray", "off"]
+    assert main([*quick, "evaluation.baseline.weights.king=150"]) == 0
+    assert main([*quick, "evaluation.baseline.weights.queen=150"]) == 2
+    assert "evaluation.baseline.weights.queen" in capsys.readouterr().err
+    assert (
+        main(["uniform-mcts", "random", "--games", "2", "--ray", "off", "evaluation.simulations=7"])
+        == 0
+    )
+    assert "uniform-mcts:sims=7 vs random" in capsys.readouterr().out  # reaches MCTS players too
 
 
 def test_match_elo_comes_from_the_games() -> None:
-    def game(black: str, white: str, result: str) -> GameRecord:
-        return GameRecord(black, white, "start", (), result, "no legal move")
+    def game(black: str, white: str, result: str) -> PlayedGame:
+        return PlayedGame(black, white, "start", (), result, "no legal move")
 
     wins = PairRecord(0, "start", game("A", "B", "1-0"), game("B", "A", "0-1"))
     even = PairRecord(1, "start", game("A", "B", "1-0"), game("B", "A", "1-0"))

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from omegaconf import DictConfig
 
-from actors.records import (
+from game import _core
+from game.records import (
     GameRecord,
     Result,
     Termination,
@@ -16,7 +18,6 @@ from actors.records import (
     sparse_visits,
     training_samples,
 )
-from game import _core
 
 
 def random_record(seed: int = 0, size: int = 6, max_plies: int = 60) -> tuple[GameRecord, list]:
@@ -204,15 +205,17 @@ def test_sparse_visits_scale_large_counts():
 # ------------------------------------------------------------------------------------------
 
 
-def small_config(**selfplay) -> dict:
-    from actors.self_play import load_config
+@pytest.fixture()
+def small_config(config):
+    """``small_config(**selfplay)``: the 6x6 game, a small search, two games at a time."""
 
-    cfg = load_config(6)
-    cfg["mcts"].update(simulations=16, leaves_per_game=4)
-    cfg["selfplay"].update(
-        {"games_in_parallel": 2, "openings": "start", "resign": False, **selfplay}
-    )
-    return cfg
+    def make(**selfplay) -> DictConfig:
+        settings = {"games_in_parallel": 2, "openings": "start", "resign": False, **selfplay}
+        overrides = ["game=small", "mcts.simulations=16", "mcts.leaves_per_game=4"]
+        values = {k: str(v).lower() if isinstance(v, bool) else v for k, v in settings.items()}
+        return config(*overrides, *(f"selfplay.{k}={v}" for k, v in values.items()))
+
+    return make
 
 
 class LosingEvaluator:
@@ -224,9 +227,9 @@ class LosingEvaluator:
         return m / m.sum(axis=1, keepdims=True), wdl
 
 
-def test_self_play_records_replay_exactly():
-    from actors.search import UniformEvaluator
+def test_self_play_records_replay_exactly(small_config):
     from actors.self_play import play_games, record_moves, record_to_pdn
+    from game.mcts import UniformEvaluator
     from game.pdn import read_pdn, write_pdn
 
     records = play_games(UniformEvaluator(), small_config(), n_games=5, seed=3)
@@ -250,9 +253,9 @@ def test_self_play_records_replay_exactly():
     ]
 
 
-def test_self_play_is_reproducible():
-    from actors.search import UniformEvaluator
+def test_self_play_is_reproducible(small_config):
     from actors.self_play import play_games
+    from game.mcts import UniformEvaluator
 
     cfg = small_config(temperature_plies=100)
     cfg["mcts"]["dirichlet_epsilon"] = 0.25
@@ -261,9 +264,9 @@ def test_self_play_is_reproducible():
     assert [r.to_bytes() for r in play_games(UniformEvaluator(), cfg, 3, seed=12)] != first
 
 
-def test_resignation_and_its_false_positive_measure():
-    from actors.records import RESIGNED
+def test_resignation_and_its_false_positive_measure(small_config):
     from actors.self_play import play_games, resign_false_positive_rate
+    from game.records import RESIGNED
 
     # Simulations 0: the root value is the evaluator's own, a certain loss for the mover.
     cfg = small_config(resign=True, resign_disabled_share=0.0, resign_consecutive=3)
@@ -290,14 +293,14 @@ def test_resignation_and_its_false_positive_measure():
 GOLDEN = Path(__file__).parent / "golden" / "selfplay_6x6_seed5.pdn"
 
 
-def test_fixed_seed_self_play_matches_golden_file():
+def test_fixed_seed_self_play_matches_golden_file(small_config):
     """A change in search or self-play behaviour shows as a diff of this PDN.
 
     Regenerate deliberately with CZ_UPDATE_GOLDEN=1 after checking the change is intended.
     (The RNG streams come from the C++ standard library: another library may differ.)
     """
-    from actors.search import UniformEvaluator
     from actors.self_play import play_games, record_to_pdn
+    from game.mcts import UniformEvaluator
     from game.pdn import write_pdn
 
     cfg = small_config(temperature_plies=8)
@@ -318,7 +321,7 @@ def test_command_line_plays_and_writes_pdn(tmp_path):
     out = tmp_path / "games.pdn"
     args = ["--games", "3", "--parallel", "2", "--simulations", "8", "--size", "6", "--uniform"]
     proc = subprocess.run(
-        [sys.executable, "-m", "actors.self_play", *args, "--out", str(out)],
+        [sys.executable, "-m", "actors", *args, "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "egdb.h"
+
 namespace cz {
 
 namespace {
@@ -122,6 +124,33 @@ int evaluate_board(const Board& b, const EvalWeights& w) {
   return side_score[us] - side_score[us ^ 1];
 }
 
+// A bound on |evaluation| on an S x S board: each feature's |weight| times the most a side can
+// count of it (pieces, rows advanced, steps available, ...). A side's score lies between minus
+// the negative weights' part and plus the positive weights' part, so the difference of the two
+// sides' scores is at most the sum.
+template <int S>
+int64_t evaluation_bound(const EvalWeights& w) {
+  using G = Geometry<S>;
+  const int64_t pieces = G::kMenPerSide;
+  const int64_t centre = popcount(eval_tables<S>().centre);
+  auto mag = [](int x) { return x < 0 ? -int64_t(x) : int64_t(x); };
+  const int64_t sum = std::max(mag(w.man), mag(w.king)) * pieces + mag(w.back_rank) * G::kPerRow +
+                      (mag(w.centre) + mag(w.king_centre)) * centre +
+                      mag(w.mobility) * pieces * kDirections + mag(w.advancement) * pieces * (S - 2) +
+                      mag(w.runaway) * pieces;
+  return sum;
+}
+
+// Weights whose evaluations could reach the mate range (or overflow int) would make the search
+// report false wins; refused once per call, never checked in the search itself.
+void check_weights(int size, const EvalWeights& w) {
+  const int64_t bound = size == 8 ? evaluation_bound<8>(w) : evaluation_bound<6>(w);
+  if (bound >= kMateThreshold)
+    throw std::invalid_argument("evaluation weights too large: a position could score " +
+                                std::to_string(bound) + " centi-men, beyond the mate threshold " +
+                                std::to_string(kMateThreshold));
+}
+
 // Zobrist keys are XOR-linear in (colour, king, square) features, so the change a move makes is
 // the hash of a "difference board" holding just the features it adds or removes (with White to
 // move, which toggles the side key). Equal to zobrist_hash(child) ^ zobrist_hash(parent).
@@ -173,8 +202,8 @@ template <int S>
 class Searcher {
  public:
   Searcher(std::vector<TTEntry>& tt, uint8_t generation, SearchScratch& scratch, const EvalWeights& w,
-           const Game& game, const SearchLimits& limits)
-      : tt_(tt), generation_(generation), s_(scratch), w_(w), game_(game), limits_(limits) {}
+           const Game& game, const SearchLimits& limits, const egdb::Database* db)
+      : tt_(tt), generation_(generation), s_(scratch), w_(w), game_(game), limits_(limits), db_(db) {}
 
   SearchResult run() {
     const auto start = Clock::now();
@@ -270,6 +299,11 @@ class Searcher {
     if (ply > 0) {
       if (no_progress >= kMaxPliesWithoutProgress || repeated(ply, no_progress)) return 0;
       if (game_.max_plies() > 0 && root_ply_ + ply >= game_.max_plies()) return 0;
+      if (db_) {
+        const egdb::Value v = db_->probe(b);
+        if (v == egdb::kDraw) return 0;
+        if (v != egdb::kUnknown) return v == egdb::kWin ? kDatabaseWin - ply : ply - kDatabaseWin;
+      }
     }
     const bool capture = moves[0].is_capture();
     // Quiescence: below the horizon keep going only while the mover must capture.
@@ -373,6 +407,7 @@ class Searcher {
   const EvalWeights& w_;
   const Game& game_;
   const SearchLimits limits_;
+  const egdb::Database* db_;
   int root_index_ = 0;
   int root_ply_ = 0;
   uint64_t nodes_ = 0;
@@ -392,24 +427,28 @@ AlphaBeta::AlphaBeta(size_t tt_megabytes) : scratch_(std::make_unique<SearchScra
 
 AlphaBeta::~AlphaBeta() = default;
 
-SearchResult AlphaBeta::search(const Game& game, const SearchLimits& limits, const EvalWeights& weights) {
+SearchResult AlphaBeta::search(const Game& game, const SearchLimits& limits, const EvalWeights& weights,
+                               const egdb::Database* db) {
   if (game.mid_jump()) throw std::invalid_argument("alpha-beta search in the middle of a multi-jump");
   if (limits.depth < 0 || limits.time_ms < 0)
     throw std::invalid_argument("search depth and time must be >= 0, got depth " +
                                 std::to_string(limits.depth) + ", time_ms " + std::to_string(limits.time_ms));
   if (limits.depth == 0 && limits.time_ms == 0)
     throw std::invalid_argument("alpha-beta search needs a depth or a time limit (both were 0)");
+  check_weights(game.size(), weights);
   // A new generation makes every older entry read as empty; wrap-around clears the table so a
   // 256-searches-old entry can never pass for a current one.
   if (++generation_ == 0) {
     std::fill(tt_.begin(), tt_.end(), TTEntry{});
     generation_ = 1;
   }
-  if (game.size() == 8) return Searcher<8>(tt_, generation_, *scratch_, weights, game, limits).run();
-  return Searcher<6>(tt_, generation_, *scratch_, weights, game, limits).run();
+  if (db && db->size() != game.size()) throw std::invalid_argument("endgame database of another board size");
+  if (game.size() == 8) return Searcher<8>(tt_, generation_, *scratch_, weights, game, limits, db).run();
+  return Searcher<6>(tt_, generation_, *scratch_, weights, game, limits, db).run();
 }
 
 int evaluate(int size, const Board& board, const EvalWeights& weights) {
+  if (size == 6 || size == 8) check_weights(size, weights);
   if (size == 8) return evaluate_board<8>(board, weights);
   if (size == 6) return evaluate_board<6>(board, weights);
   throw std::invalid_argument("board size must be 6 or 8, got " + std::to_string(size));

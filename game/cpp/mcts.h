@@ -39,6 +39,10 @@
 
 namespace cz {
 
+namespace egdb {
+class Database;
+}
+
 struct MctsConfig {
   int simulations = 100;           // visits below the root per decision
   int leaves_per_game = 8;         // most leaves gathered from one tree per gather()
@@ -53,6 +57,9 @@ struct MctsConfig {
   bool skip_forced_root = true;    // a root with one legal action needs no search
   uint64_t seed = 0;               // RNG seed (noise, move sampling): same seed, same games
 };
+
+// Throws std::invalid_argument naming the first field out of range (non-finite values included).
+void check_config(const MctsConfig& config);
 
 // One tree node, in an arena per game, addressed by uint32 index. Children of a node are
 // contiguous: [first_child, first_child + num_children). Index 0 is always the root, so
@@ -81,6 +88,7 @@ enum NodeFlags : uint8_t {
   kEntered = 16,      // kFlip is known (the node was stepped into once)
   kInFlight = 32,     // sent to the network in the current batch, not yet expanded
   kEvaluated = 64,    // got its own network value (counts one of its visits)
+  kTerminalWin = 128, // with kTerminal: the side to move here wins (endgame database)
 };
 
 class BatchedMcts {
@@ -109,6 +117,8 @@ class BatchedMcts {
   int pending_leaves() const { return int(leaves_.size()); }
   // priors: (L, A) row-major, any non-negative weights (renormalised over the legal actions);
   // wdl: (L, 3) win/draw/loss probabilities from the view of the side to move at the leaf.
+  // A NaN, infinite or negative prior of a legal action or wdl value throws
+  // std::invalid_argument before anything changes (the entries of illegal actions are ignored).
   void expand(const float* priors, const float* wdl, int n);
 
   // Per-game state.
@@ -128,6 +138,11 @@ class BatchedMcts {
   void advance(int i, int action);
   uint64_t collisions() const { return collisions_; }
   uint64_t terminal_hits() const { return terminal_hits_; }
+  // Leaves in the endgame database take its exact value (win/draw/loss) with no network call;
+  // the root is always searched. nullptr (the default) turns it off. Not owned: the caller keeps
+  // the database alive while the search uses it.
+  void set_egdb(const egdb::Database* db) { egdb_ = db; }
+  uint64_t egdb_hits() const { return egdb_hits_; }
 
  private:
   struct Tree {
@@ -178,6 +193,8 @@ class BatchedMcts {
   std::vector<float> weights_;  // scratch for noise and sampling
   uint64_t collisions_ = 0;
   uint64_t terminal_hits_ = 0;
+  const egdb::Database* egdb_ = nullptr;
+  uint64_t egdb_hits_ = 0;
 };
 
 }  // namespace cz

@@ -1,0 +1,190 @@
+"""The Python side of the batched MCTS: build it from the config, and drive it.
+
+The tree lives in C++ (`game._core.BatchedMCTS`). One round trip is: ``gather()`` the leaves of
+every game that still needs simulations (planes + legal masks), one forward pass of the
+evaluator over the whole batch, ``expand(priors, wdl)``. No Python runs per tree node.
+
+Everything that asks about positions goes through an ``Evaluator``: NumPy in (planes
+``(N, C, S, S)`` float32, legal mask ``(N, A)`` bool), NumPy out (priors ``(N, A)`` float32 that
+are a softmax over the legal actions only, exactly 0 on illegal ones; WDL probabilities
+``(N, 3)`` float32 from the mover's view). The search stays free of torch and of devices: the
+network's evaluator is ``learner.inference.NetworkEvaluator``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from game import _core
+
+__all__ = [
+    "Evaluator",
+    "StepTimes",
+    "UniformEvaluator",
+    "check_mask",
+    "make_config",
+    "new_search",
+    "search",
+    "step",
+]
+
+log = logging.getLogger(__name__)
+
+UNIFORM_WDL = (0.0, 1.0, 0.0)  # "no idea": call every position a draw
+
+# Keys of conf/mcts that the C++ search reads (the rest of the group is for Python callers).
+SEARCH_KEYS = (
+    "simulations",
+    "leaves_per_game",
+    "c_puct",
+    "c_puct_base",
+    "fpu_reduction",
+    "fpu_reduction_root",
+    "dirichlet_alpha",
+    "dirichlet_epsilon",
+    "virtual_loss",
+    "collapse_forced",
+    "skip_forced_root",
+    "seed",
+)
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """Maps a batch of positions to (priors (N, A) float32, wdl (N, 3) float32)."""
+
+    version: int  # weights version the answers come from (0 for fixed evaluators)
+
+    def evaluate(self, planes: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def check_mask(mask: np.ndarray, num_actions: int) -> None:
+    """ValueError unless ``mask`` is a 2-d bool array of ``num_actions`` columns, none all False."""
+    if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.ndim != 2:
+        got = f"{mask.dtype} {mask.shape}" if isinstance(mask, np.ndarray) else type(mask).__name__
+        raise ValueError(f"mask must be a 2-d bool array, got {got}")
+    if mask.shape[1] != num_actions:
+        raise ValueError(f"mask has {mask.shape[1]} actions per row, expected {num_actions}")
+    empty = np.flatnonzero(~mask.any(axis=1))
+    if empty.size:
+        raise ValueError(f"rows {empty[:10].tolist()} of the mask have no legal action")
+
+
+class UniformEvaluator:
+    """Equal priors over the legal actions and a draw for every position (no network)."""
+
+    def __init__(self, num_actions: int | None = None) -> None:
+        """``num_actions`` None accepts any board (the action count is read off the mask)."""
+        if num_actions is not None and num_actions <= 0:
+            raise ValueError(f"num_actions must be positive, got {num_actions}")
+        self.num_actions = num_actions
+        self.version = 0
+
+    def evaluate(self, planes: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        check_mask(mask, self.num_actions if self.num_actions is not None else mask.shape[-1])
+        if len(planes) != len(mask):
+            raise ValueError(f"planes has {len(planes)} rows but mask has {len(mask)}")
+        legal = mask.astype(np.float32)
+        priors = legal / legal.sum(axis=1, keepdims=True)
+        wdl = np.tile(np.asarray(UNIFORM_WDL, dtype=np.float32), (len(mask), 1))
+        return priors, wdl
+
+
+@dataclass(frozen=True)
+class SearchStats:
+    """What one drive of the search cost."""
+
+    batches: int  # gather/expand round trips that had at least one leaf
+    leaves: int  # network evaluations
+
+
+def make_config(cfg: Mapping[str, Any], *, seed: int | None = None) -> _core.MctsConfig:
+    """A C++ search config from the `mcts` config group; keys outside SEARCH_KEYS are ignored.
+
+    Raises ValueError naming a key whose value has the wrong type or range.
+    """
+    out = _core.MctsConfig()
+    for key in SEARCH_KEYS:
+        if key not in cfg:
+            continue
+        value = cfg[key]
+        try:
+            setattr(out, key, value)
+        except TypeError as err:
+            raise ValueError(f"mcts.{key}: cannot use {value!r} ({err})") from err
+    if seed is not None:
+        out.seed = seed
+    if out.simulations < 0 or out.leaves_per_game < 1:
+        raise ValueError(
+            f"mcts: simulations must be >= 0 and leaves_per_game >= 1, got "
+            f"{out.simulations} and {out.leaves_per_game}"
+        )
+    return out
+
+
+def new_search(
+    num_games: int, size: int, cfg: Mapping[str, Any], *, seed: int | None = None
+) -> _core.BatchedMCTS:
+    """A BatchedMCTS over `num_games` games of side `size`, every game at the start position."""
+    try:
+        return _core.BatchedMCTS(num_games, size, make_config(cfg, seed=seed))
+    except (TypeError, RuntimeError) as err:
+        raise ValueError(f"mcts: {err}") from err
+
+
+@dataclass
+class StepTimes:
+    """Seconds that `step` calls spent, added up: in the tree (gather, expand), in the network."""
+
+    tree_s: float = 0.0
+    network_s: float = 0.0
+
+
+def step(mcts: _core.BatchedMCTS, evaluator: Evaluator, times: StepTimes | None = None) -> int:
+    """One round trip: gather, evaluate, expand. Returns the number of leaves evaluated.
+
+    With `times`, the seconds of this round trip are added to it.
+    """
+    t0 = time.perf_counter()
+    planes, masks = mcts.gather()
+    t1 = time.perf_counter()
+    n = len(masks)
+    if n == 0:
+        if times is not None:
+            times.tree_s += t1 - t0
+        return 0
+    priors, wdl = evaluator.evaluate(planes, masks)
+    t2 = time.perf_counter()
+    mcts.expand(
+        np.ascontiguousarray(priors, dtype=np.float32), np.ascontiguousarray(wdl, dtype=np.float32)
+    )
+    if times is not None:
+        times.tree_s += (t1 - t0) + (time.perf_counter() - t2)
+        times.network_s += t2 - t1
+    return n
+
+
+def search(
+    mcts: _core.BatchedMCTS, evaluator: Evaluator, simulations: int | None = None
+) -> SearchStats:
+    """Runs the search of every unfinished game until each has `simulations` visits below its root.
+
+    ``simulations`` None keeps the object's setting. Games whose decision is forced (one legal
+    action, with skip_forced_root) need no search and cost nothing.
+    """
+    if simulations is not None:
+        mcts.simulations = simulations
+    batches = leaves = 0
+    while True:
+        n = step(mcts, evaluator)
+        if n == 0:
+            break
+        batches += 1
+        leaves += n
+    return SearchStats(batches=batches, leaves=leaves)
