@@ -12,7 +12,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from learner.config import SOURCE_CONF
+from learner.config import SOURCE_CONF, compose
 
 PACKAGE_CONF = Path(__file__).resolve().parents[1] / "learner" / "conf"  # non-editable installs
 CONFIG_FILE = "config.yaml"
@@ -29,10 +29,11 @@ def load_config(name: str, overrides: Sequence[str], run_dir: Path | None = None
     if saved is not None and saved.is_file():
         cfg = OmegaConf.load(saved)
     else:
-        root = conf_dir()
+        # The model group resolved within the project's composed config (its board size and
+        # input planes follow the game and the encoder).
+        model = OmegaConf.to_container(compose().model, resolve=True)
         cfg = OmegaConf.merge(
-            OmegaConf.load(root / "baselines" / f"{name}.yaml"),
-            {"model": OmegaConf.load(root / "model" / "default.yaml")},
+            OmegaConf.load(conf_dir() / "baselines" / f"{name}.yaml"), {"model": model}
         )
     OmegaConf.set_struct(cfg, True)
     for item in overrides:
