@@ -50,7 +50,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--moves", type=int, default=40, help="timed moves per budget")
     parser.add_argument("--batch", type=int, default=64, help="positions in the analysis batch")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads of the server")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of the server")
     args = parser.parse_args()
 
     with socket.socket() as s:

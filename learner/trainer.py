@@ -227,7 +227,7 @@ class Trainer:
                 if hasattr(counters, key):
                     setattr(counters, key, int(value))
             restore_rng_state(state.rng)
-        except (TypeError, ValueError, KeyError, RuntimeError, IndexError) as e:
+        except (TypeError, ValueError, KeyError, RuntimeError, IndexError, OverflowError) as e:
             raise ValueError(f"{path}: bad counters or RNG state ({e})") from e
         self.counters = counters
 

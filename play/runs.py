@@ -177,11 +177,19 @@ def game_files(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def games_json(path: Path, max_games: int) -> list[dict[str, Any]]:
-    """The games of a PDN file as tags, start FEN and moves (at most ``max_games``)."""
+    """The newest ``max_games`` games of a PDN file, newest first (self-play appends to one
+    file), each with its number in the file, tags, start FEN and moves."""
     games = read_pdn(path.read_text(errors="replace"))
+    first = max(0, len(games) - max_games)
     return [
-        {"tags": g.tags, "fen": g.start().fen(), "moves": g.moves, "result": g.result}
-        for g in games[:max_games]
+        {
+            "number": k + 1,
+            "tags": g.tags,
+            "fen": g.start().fen(),
+            "moves": g.moves,
+            "result": g.result,
+        }
+        for k, g in reversed(list(enumerate(games[first:], start=first)))
     ]
 
 

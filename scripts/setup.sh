@@ -56,7 +56,14 @@ echo "== installing PyTorch (${CHECKERZERO_TORCH:-cpu}) and the project"
 TORCH_VERSION=2.13.0
 TORCH_INDEX=https://download.pytorch.org/whl
 case "${CHECKERZERO_TORCH:-cpu}" in
-  cpu) "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" --extra-index-url "$TORCH_INDEX/cpu" ;;
+  cpu)
+    if [ "$(uname -s)" = Darwin ]; then  # PyPI's macOS wheel is the CPU (and MPS) build
+      "$VENV/bin/pip" install -q "torch==$TORCH_VERSION"
+    # A +cpu wheel pip can already see (find-links, a local index) first: an offline machine
+    # would otherwise spend minutes retrying PyTorch's index for every dependency.
+    elif ! "$VENV/bin/pip" install -q "torch==$TORCH_VERSION+cpu" 2>/dev/null; then
+      "$VENV/bin/pip" install -q "torch==$TORCH_VERSION+cpu" --extra-index-url "$TORCH_INDEX/cpu"
+    fi ;;
   cuda) "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" ;;
   cu[0-9]*) "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" \
               --extra-index-url "$TORCH_INDEX/${CHECKERZERO_TORCH}" ;;

@@ -55,7 +55,8 @@ def make_folders(root: Path) -> tuple[Path, Path, Path]:
     pos = Position()
     moves = ["11-15", "23-19", "8-11", "22-17"]
     game = game_from_position(pos, moves, "*", {"Event": "checkerzero self-play"})
-    (run / "games" / "selfplay_v00005.pdn").write_text(write_pdn([game, game]))
+    newest = game_from_position(pos, moves[:2], "*", {"Event": "checkerzero self-play"})
+    (run / "games" / "selfplay.pdn").write_text(write_pdn([game, newest]))
     shutil.copy(SHIPPED, run / "checkpoints" / "latest.safetensors")
     shutil.copy(SHIPPED, models / "net.safetensors")
     shutil.copy(SHIPPED, root / "secret.safetensors")  # outside every root

@@ -28,11 +28,11 @@ def test_a_given_plain_or_compressed_file_is_read(tmp_path):
 
 
 def test_missing_or_corrupt_archives_are_named(tmp_path):
-    with pytest.raises(ArchiveError, match="not found at .*nothing.pdn"):
+    with pytest.raises(ArchiveError, match=r"not found at .*nothing\.pdn"):
         read_archive(tmp_path / "nothing.pdn")
     broken = tmp_path / "broken.pdn.xz"
     broken.write_bytes(ARCHIVE_PATH.read_bytes()[:1000])
-    with pytest.raises(ArchiveError, match="cannot read game archive .*broken.pdn.xz"):
+    with pytest.raises(ArchiveError, match=r"cannot read game archive .*broken\.pdn\.xz"):
         read_archive(broken)
 
 

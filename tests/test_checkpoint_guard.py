@@ -19,7 +19,12 @@ import torch
 from test_nonfinite import nan_checkpoint_bytes
 from test_trainer import LEARNER, MODEL, batches
 
-from learner.checkpoint import decode_checkpoint, load_checkpoint
+from learner.checkpoint import (
+    capture_rng_state,
+    decode_checkpoint,
+    load_checkpoint,
+    save_training_state,
+)
 from learner.trainer import Trainer
 from learner.weights import WeightsChannel
 
@@ -178,3 +183,30 @@ def test_resume_with_no_state_that_loads_says_why_for_each(tmp_path):
         trainer.restore(tmp_path)
     assert "state_00000001.safetensors" in str(err.value)
     assert "state_00000002.safetensors" in str(err.value)
+
+
+def test_a_state_with_a_damaged_rng_state_is_skipped(tmp_path):
+    """Found by the fuzz suite: a negative word in the saved Python RNG state raised
+    OverflowError out of resume instead of a ValueError naming the file."""
+    older = _saved_run(tmp_path, 1)[0]
+    trainer = _trainer()
+    trainer.step(batches(1, seed=7)[0])
+    trainer.counters.step = 2
+    rng = capture_rng_state()
+    version, internal, gauss = rng["python"]
+    rng["python"] = (version, (-1, *internal[1:]), gauss)
+    newer = tmp_path / "state_00000002.safetensors"
+    save_training_state(
+        newer,
+        trainer.model,
+        trainer.optimizer,
+        trainer.scheduler,
+        step=2,
+        counters=vars(trainer.counters).copy(),
+        rng=rng,
+    )
+    resumed = _trainer()
+    assert resumed.restore(tmp_path) and resumed.counters.step == 1
+    older.unlink()
+    with pytest.raises(ValueError, match=f"{newer}: bad counters or RNG state"):
+        _trainer().restore(tmp_path)

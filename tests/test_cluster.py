@@ -151,17 +151,21 @@ def test_actors_on_every_node_and_all_their_games_reach_the_store(loop):
 
     # The actors keep writing: compare the records with counters read before and after them,
     # and only when no game arrived in between (else a new game would look lost or extra).
+    # The actors' own counter is read inside the same quiet window: it is written after each
+    # game is stored, so it can never be ahead of the store read around it.
     def quiet_snapshot():
         before = loop.store.stats()
         records = loop.records()
-        return (records, before) if loop.store.stats() == before else None
+        counted = int(loop.client.hget(stats_key(loop.cfg.replay.namespace), "games") or 0)
+        return (records, before, counted) if loop.store.stats() == before else None
 
-    records, stats = wait_until(quiet_snapshot, GAMES_TIMEOUT_S, "a read with no game arriving")
+    records, stats, counted = wait_until(
+        quiet_snapshot, GAMES_TIMEOUT_S, "a read with no game arriving"
+    )
     positions = sum(GameRecord.from_bytes(r).num_decisions for r in records.values())
     assert stats.window_games == len(records) == stats.games_added  # nothing evicted or lost
     assert stats.window_positions == positions
     # The actors' own counters (written after each game is stored) never exceed the store's.
-    counted = int(loop.client.hget(stats_key(loop.cfg.replay.namespace), "games") or 0)
     assert 0 < counted <= stats.games_added
 
 

@@ -217,13 +217,17 @@ def test_runs_metrics_and_games(server):
     run = server.get("/api/runs/2026-01-01_00-00-00")
     assert run["elo"] == [{"version": 5, "step": 100, "elo": 700.5, "lower": 640.0, "upper": 760.0}]
     assert [r["player"] for r in run["ratings"]] == ["random", "minimax:2", "v5"]
-    assert {"file": "games/selfplay_v00005.pdn"}.items() <= run["games"][0].items()
+    assert {"file": "games/selfplay.pdn"}.items() <= run["games"][0].items()
     series = server.get("/api/runs/2026-01-01_00-00-00/metrics?keys=selfplay/games")
     assert [row[0] for row in series["selfplay/games"]] == [0, 100]
     assert [row[2] for row in series["selfplay/games"]] == [10.0, 40.0]
-    games = server.get("/api/runs/2026-01-01_00-00-00/games/games/selfplay_v00005.pdn?format=json")
-    assert len(games) == 2 and games[0]["moves"] == ["11-15", "23-19", "8-11", "22-17"]
-    text = server.get("/api/runs/2026-01-01_00-00-00/games/games/selfplay_v00005.pdn")
+    games = server.get("/api/runs/2026-01-01_00-00-00/games/games/selfplay.pdn?format=json")
+    # Newest (last in the file) first, each with its number in the file.
+    assert [(g["number"], g["moves"]) for g in games] == [
+        (2, ["11-15", "23-19"]),
+        (1, ["11-15", "23-19", "8-11", "22-17"]),
+    ]
+    text = server.get("/api/runs/2026-01-01_00-00-00/games/games/selfplay.pdn")
     assert "11-15 23-19" in text
 
 

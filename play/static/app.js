@@ -401,7 +401,7 @@ async function loadGameFile(file) {
   const sel = $("game-index");
   sel.textContent = "";
   watch.games.forEach((g, i) => sel.add(new Option(
-    `game ${i + 1} (${g.moves.length} moves, ${g.result})`, i)));
+    `game ${g.number} (${g.moves.length} moves, ${g.result})`, i)));
   if (watch.games.length) await viewGame(0);
 }
 
