@@ -209,3 +209,12 @@ def test_warm_start_loads_the_weights_and_refuses_another_shape(tmp_path):
         missing = compose("config", ["run_dir=/tmp/x", f"learner.init_weights={tmp_path}/no"])
     with pytest.raises(ConfigError, match=r"learner\.init_weights"):
         validate(missing)
+
+
+def test_agreement_stops_where_the_rules_end_the_game():
+    # The third occurrence of the start ends the game after 8 moves; the players went on.
+    text = '[FEN "B:WK32:BK1"]\n1. 1-6 32-27 2. 6-1 27-32 3. 1-6 32-27 4. 6-1 27-32 5. 1-6 32-27'
+    game = next(iter_pdn(text + " 1/2-1/2"))
+    assert len(game.moves) == 10
+    got = agreement(snapshot_evaluator(CheckersNet(TINY)), [game])
+    assert got.positions == 8
