@@ -15,6 +15,9 @@ Specs (``evaluation.players.make_player`` hands every spec that is not minimax o
 
     path/to/ckpt.safetensors                 the checkpoint's network, default settings
     path/to/ckpt.safetensors:sims=256        ... with 256 simulations per decision
+    path/to/ckpt.safetensors:sims=0          no search: the policy's most probable move
+                                             (evaluation.policy_player; a Q-network's
+                                             checkpoint always plays its greedy move)
     uniform-mcts:sims=64                     equal priors, every leaf a draw (no network)
 
 Options after the colon, separated by ``,`` or ``:``: ``sims`` (simulations per decision),
@@ -33,6 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evaluation.policy_player import PolicyPlayer, is_q_network
 from game import _core
 from game.mcts import Evaluator, UniformEvaluator, new_search, search
 from game.position import Move, Position
@@ -279,9 +283,30 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]] | None:
             raise ValueError(
                 f"player spec {spec!r}: option {key} must be {kind.__name__}, got {value!r}"
             ) from None
-    if options.get("simulations", 1) < 1 or options.get("leaves_per_game", 1) < 1:
-        raise ValueError(f"player spec {spec!r}: sims and leaves must be at least 1")
+    if options.get("simulations", 1) < 0 or options.get("leaves_per_game", 1) < 1:
+        raise ValueError(f"player spec {spec!r}: sims must be at least 0 and leaves at least 1")
+    if m["source"] == UNIFORM_SPEC and options.get("simulations") == 0:
+        raise ValueError(f"player spec {spec!r}: uniform-mcts needs sims of at least 1")
     return m["source"], options
+
+
+def searchless_player(
+    path: str | Path, simulations: int | None, device: str, threads: int | None
+) -> PolicyPlayer | None:
+    """The no-search player of a checkpoint: its most probable move when ``sims=0`` is asked
+    for, its greedy move when the header marks a Q-network; None for an MCTS player."""
+    load_checkpoint, _ = _learner_side()
+    model, meta = load_checkpoint(path)
+    name = Path(path).name
+    if is_q_network(dict(meta.extra)):
+        if simulations:
+            raise ValueError(f"{path} is a Q-network: it plays greedily, without sims")
+        evaluator = network_evaluator(model, device=device, threads=threads)
+        return PolicyPlayer(evaluator, mode="greedy", name=f"{name}:greedy")
+    if simulations == 0:
+        evaluator = network_evaluator(model, device=device, threads=threads)
+        return PolicyPlayer(evaluator, mode="policy", name=f"{name}:sims=0")
+    return None
 
 
 def mcts_player(
@@ -310,6 +335,9 @@ def mcts_player(
         )
     if not Path(source).is_file():
         raise ValueError(f"unknown player spec {spec!r}: no checkpoint file at {source}")
+    searchless = searchless_player(source, options.get("simulations"), device, threads)
+    if searchless is not None:
+        return searchless
     return checkpoint_player(source, settings, device=device, threads=threads, seed=seed)
 
 
@@ -322,4 +350,5 @@ __all__ = [
     "network_player",
     "parse_spec",
     "play_settings",
+    "searchless_player",
 ]

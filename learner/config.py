@@ -79,6 +79,12 @@ def validate(cfg: DictConfig) -> None:
     _check(cfg, "model.blocks", non_negative, "residual blocks are >= 0")
     _check(cfg, "model.channels", positive, "channels are > 0")
     _check(cfg, "learner.batch_size", positive, "the batch size is > 0")
+    _check(
+        cfg,
+        "learner.init_weights",
+        lambda v: v is None or Path(v).is_file(),
+        "no model checkpoint file there",
+    )
     _check(cfg, "learner.max_steps", non_negative, "0 means no limit")
     _check(cfg, "learner.time_limit_min", non_negative, "0 means no limit")
     _check(cfg, "learner.publish_every_steps", positive, "publish at least every so many steps")

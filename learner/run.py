@@ -202,6 +202,8 @@ class Run:
         size = int(cfg.game.size)
         trainer = Trainer(cfg.learner, cfg.model, size)
         resumed = trainer.restore(self.ckpt_dir)
+        if not resumed and cfg.learner.init_weights:
+            trainer.load_weights(cfg.learner.init_weights)  # a warm start, new runs only
         # Versions only ever grow, also across a resume that lost a few unsaved publications.
         trainer.counters.version = max(trainer.counters.version, channel.version("latest"))
         self._publish(trainer, channel)

@@ -22,6 +22,7 @@ from learner.checkpoint import (
     MAX_CHECKPOINT_BYTES,
     capture_rng_state,
     encode_checkpoint,
+    load_checkpoint,
     load_training_state,
     non_finite_tensors,
     restore_rng_state,
@@ -169,6 +170,17 @@ class Trainer:
         for old in sorted(self._states(ckpt_dir))[:-keep]:
             old.unlink(missing_ok=True)
         return path
+
+    def load_weights(self, path: str | Path) -> None:
+        """Starts from a model checkpoint's weights (a warm start, e.g. a supervised network);
+        the optimizer and counters stay new. ValueError if the file's network has another shape."""
+        model, meta = load_checkpoint(path)
+        if meta.config != self.model.config:
+            raise ValueError(
+                f"{path}: holds a {meta.config} network, the run's model is {self.model.config}"
+            )
+        self.model.load_state_dict(model.state_dict())
+        logger.info("starting from the weights of %s (its step %d)", path, meta.step)
 
     def restore(self, ckpt_dir: Path) -> bool:
         """Resumes from the newest training state in ``ckpt_dir`` that loads; False if there is

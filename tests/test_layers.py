@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("game", "learner", "actors", "evaluation", "play")
+PACKAGES = ("game", "learner", "actors", "evaluation", "play", "baselines")
 # Rank of each layer; the first matching prefix (longest first) names a module's layer.
 LAYERS: dict[str, int] = {
     "game": 0,
@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "learner.__main__": 3,
     "actors.__main__": 3,
     "play": 3,
+    "baselines": 3,  # uses evaluation's players and calibration; nothing below imports it
 }
 # Layers of one rank that must not import each other.
 PEERS = (("actors", "evaluation"),)
