@@ -16,13 +16,15 @@ import hydra
 from omegaconf import DictConfig
 
 from learner.config import ConfigError, config_path, validate
+from learner.preflight import PreflightError, check_environment
 
 
 def _main(cfg: DictConfig) -> None:
     logging.getLogger().setLevel(cfg.logging.level)
     try:
         validate(cfg)
-    except ConfigError as e:
+        check_environment(cfg)  # W&B key, the learner's device: before anything starts
+    except (ConfigError, PreflightError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     from learner.run import run

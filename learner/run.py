@@ -1,8 +1,9 @@
 """The distributed loop behind `python -m learner`: wiring, not algorithms.
 
-Order of events: run directory (config, git revision) -> Redis (the configured URL, or a private
-`redis-server` under the run directory) -> replay store and weights channel -> Ray (an existing
-cluster, else a local one) -> the trainer, resumed from the run directory's newest checkpoint ->
+Order of events: run directory (config, git revision) -> Ray (an existing cluster, else a local
+one) -> the cluster's preflight (a replay store every machine reaches, GPUs for CUDA self-play) ->
+Redis (the configured URL, or a private `redis-server` under the run directory) -> replay store
+and weights channel -> the trainer, resumed from the run directory's newest checkpoint ->
 weights published -> self-play actors spread over every node with CPUs -> the training loop
 (paced by the sample-to-position ratio) until `learner.max_steps`, the time limit or Ctrl-C ->
 a final checkpoint, actors stopped, Redis stopped if this process started it.
@@ -28,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from game.openings import load_openings
 from learner.metrics import MetricsLogger
 from learner.mirror import MirrorPrefetcher, ReplayMirror
+from learner.preflight import PreflightError, check_cluster
 from learner.redis_server import EmbeddedRedis, RedisServerError
 from learner.replay import ReplayStore, ReplayUnavailable, SampleRatio, connect
 from learner.trainer import Trainer
@@ -135,29 +137,34 @@ class Run:
         cfg = self.cfg
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "git_revision.txt").write_text(git_revision() + "\n")
-        with redis_for_run(cfg, self.run_dir) as (url, password):
-            client = connect(
-                url,
-                password,
-                retries=cfg.replay.connect_retries,
-                backoff_s=cfg.replay.connect_backoff_s,
-            )
-            store = ReplayStore(
-                client, namespace=cfg.replay.namespace, window_positions=cfg.replay.window_positions
-            )
-            channel = WeightsChannel(client, namespace=cfg.replay.namespace)
-            started_ray = start_ray(cfg.cluster)
+        # Ray first: the cluster's machines decide whether the replay store can be reached from
+        # all of them (preflight), before a private Redis or any actor starts.
+        started_ray = start_ray(cfg.cluster)
+        try:
+            import ray
+
+            check_cluster(cfg, cfg.replay.url or None, ray.nodes())
             if threading.current_thread() is threading.main_thread():
                 # After ray.init, which installs its own SIGTERM handler that exits at once:
                 # ours lets the loop save a checkpoint and stop the actors and Redis first.
                 signal.signal(signal.SIGTERM, self.request_stop)
-            try:
+            with redis_for_run(cfg, self.run_dir) as (url, password):
+                client = connect(
+                    url,
+                    password,
+                    retries=cfg.replay.connect_retries,
+                    backoff_s=cfg.replay.connect_backoff_s,
+                )
+                store = ReplayStore(
+                    client,
+                    namespace=cfg.replay.namespace,
+                    window_positions=cfg.replay.window_positions,
+                )
+                channel = WeightsChannel(client, namespace=cfg.replay.namespace)
                 return self._train(url, password, store, channel, client)
-            finally:
-                if started_ray:
-                    import ray
-
-                    ray.shutdown()
+        finally:
+            if started_ray:
+                ray.shutdown()
 
     def _train(
         self,
@@ -395,5 +402,5 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         OmegaConf.set_struct(cfg, True)
     try:
         return Run(cfg).main()
-    except (ReplayUnavailable, RedisServerError) as e:
+    except (ReplayUnavailable, RedisServerError, PreflightError) as e:
         raise SystemExit(f"error: {e}") from None
