@@ -23,8 +23,15 @@ from contextlib import suppress
 from typing import Any
 
 import ray
+import torch
 from omegaconf import DictConfig, OmegaConf
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from actors.self_play import run_self_play
+from learner.checkpoint import decode_checkpoint
+from learner.inference import NetworkEvaluator
+from learner.replay import ReplayStore, connect
+from learner.weights import WeightsChannel
 
 logger = logging.getLogger(__name__)
 
@@ -39,16 +46,11 @@ def stats_key(namespace: str) -> str:
 
 
 class SelfPlayWorker:
-    """The body of a self-play actor, usable without Ray (tests, `python -m actors.self_play`)."""
+    """The body of a self-play actor, usable without Ray (tests, `python -m actors`)."""
 
     def __init__(
         self, cfg: Mapping[str, Any], actor_id: int, url: str, password: str | None
     ) -> None:
-        import torch
-
-        from learner.replay import ReplayStore, connect
-        from learner.weights import WeightsChannel
-
         torch.set_num_threads(int(cfg["selfplay"]["torch_threads"]))
         self.cfg = cfg
         self.actor_id = actor_id
@@ -78,9 +80,6 @@ class SelfPlayWorker:
         self._stop.set()
 
     def _poll_weights(self, wait: bool) -> None:
-        from actors.inference import NetworkEvaluator
-        from learner.checkpoint import decode_checkpoint
-
         while True:
             published = self.channel.poll()
             if published is not None:
@@ -123,8 +122,6 @@ class SelfPlayWorker:
         """Plays until stopped, or for `seconds` once it has weights (benchmarks); returns this
         call's `SelfPlayStats` as a dict (games, positions, evaluations, seconds, network_s,
         tree_s; positions count every decision, those of unfinished games too)."""
-        from actors.self_play import run_self_play
-
         self._poll_weights(wait=True)
         if self._stop.is_set():
             return {}

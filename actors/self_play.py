@@ -12,14 +12,11 @@ Resignation: a side whose root value says it loses with probability above
 (`GameRecord.resign_trigger`); the share of those that the resigning side did not lose is the
 false-positive rate (`resign_false_positive_rate`).
 
-Command line (prints games/s, positions/s and network evaluations/s)::
-
-    python -m actors.self_play --games 8 --simulations 64 --out games.pdn [--checkpoint PATH]
+The command line is `python -m actors` (actors/__main__.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,17 +26,17 @@ from typing import Any
 
 import numpy as np
 
-from actors.records import RESIGNED, GameRecord, Result, Termination, sparse_visits
-from actors.search import Evaluator, UniformEvaluator, new_search
 from game import _core
 from game import openings as op
-from game.pdn import PdnGame, game_from_position, write_pdn
+from game.encoding import META_WHITE_TO_MOVE
+from game.mcts import Evaluator, new_search
+from game.pdn import PdnGame, game_from_position
 from game.position import Position
+from game.records import RESIGNED, GameRecord, Result, Termination, sparse_visits
 
 log = logging.getLogger(__name__)
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-_META_WHITE_TO_MOVE = 1
 # Root WDL index of a loss for the side to move.
 _LOSS = 2
 
@@ -260,7 +257,7 @@ def run_self_play(
         slot = slots[i]
         assert slot is not None
         packed = mcts.root_packed(i)
-        side = int(packed[3] & _META_WHITE_TO_MOVE)
+        side = int(packed[3] & META_WHITE_TO_MOVE)
         visits = mcts.root_visits(i)
         wdl = mcts.root_wdl(i)
         if s.resign and not np.isnan(wdl[_LOSS]):  # NaN: a forced move played unsearched
@@ -340,7 +337,7 @@ def resign_false_positive_rate(records: Sequence[GameRecord]) -> tuple[float, in
         return float("nan"), 0
     wrong = 0
     for r in fired:
-        white = bool(r.positions[r.resign_trigger, 3] & _META_WHITE_TO_MOVE)
+        white = bool(r.positions[r.resign_trigger, 3] & META_WHITE_TO_MOVE)
         lost = r.result == (Result.BLACK_WIN if white else Result.WHITE_WIN)
         wrong += not lost
     return wrong / len(fired), len(fired)
@@ -408,7 +405,7 @@ def record_to_pdn(
 
 
 # ----------------------------------------------------------------------------------------------
-# Command line
+# Config for callers without Hydra
 # ----------------------------------------------------------------------------------------------
 
 
@@ -423,81 +420,3 @@ def load_config(size: int) -> dict[str, Any]:
         "selfplay": "selfplay/default.yaml",
     }
     return {g: yaml.safe_load((CONF_DIR / f).read_text()) for g, f in groups.items()}
-
-
-def load_evaluator(checkpoint: str | None, size: int) -> Evaluator:
-    """The network evaluator: a checkpoint's network, or a fresh one of the default model config."""
-    import yaml
-
-    from actors.inference import NetworkEvaluator
-    from learner.checkpoint import load_checkpoint
-    from learner.network import CheckersNet, ModelConfig
-
-    if checkpoint is not None:
-        model, meta = load_checkpoint(checkpoint)
-        if model.config.board_size != size:
-            raise SystemExit(
-                f"{checkpoint} is a {model.config.board_size}x{model.config.board_size} "
-                f"network; this game is {size}x{size}"
-            )
-        return NetworkEvaluator(model, version=meta.version)
-    values = yaml.safe_load((CONF_DIR / "model" / "default.yaml").read_text())
-    values["board_size"] = size
-    return NetworkEvaluator(CheckersNet(ModelConfig(**values)))
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--games", type=int, default=8, help="games to play")
-    parser.add_argument("--checkpoint", help="network weights (default: a fresh network)")
-    parser.add_argument("--uniform", action="store_true", help="uniform evaluator (tree only)")
-    parser.add_argument("--simulations", type=int, help="override mcts.simulations")
-    parser.add_argument("--parallel", type=int, help="override selfplay.games_in_parallel")
-    parser.add_argument("--size", type=int, default=8, choices=(6, 8), help="board side")
-    parser.add_argument("--openings", choices=("deck", "start"), help="override selfplay.openings")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, help="write the games here as PDN")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    cfg = load_config(args.size)
-    if args.simulations is not None:
-        cfg["mcts"]["simulations"] = args.simulations
-    if args.parallel is not None:
-        cfg["selfplay"]["games_in_parallel"] = args.parallel
-    if args.openings is not None:
-        cfg["selfplay"]["openings"] = args.openings
-    elif args.size != 8:
-        cfg["selfplay"]["openings"] = "start"
-    evaluator = UniformEvaluator() if args.uniform else load_evaluator(args.checkpoint, args.size)
-    deck = op.load_openings(cfg["selfplay"]["openings"], args.size)
-    records, st = run_self_play(evaluator, cfg, args.games, deck, args.seed)
-    results = {
-        name: sum(r.result == res for r in records)
-        for res, name in (
-            (Result.BLACK_WIN, "black"),
-            (Result.WHITE_WIN, "white"),
-            (Result.DRAW, "draw"),
-        )
-    }
-    print(
-        f"{st.games} games, {st.positions} positions, {st.evaluations} evaluations "
-        f"in {st.seconds:.1f} s; results {results}"
-    )
-    print(
-        f"games/s {st.games / st.seconds:.2f}  positions/s {st.positions / st.seconds:.1f}  "
-        f"network evaluations/s {st.evaluations / st.seconds:.1f}"
-    )
-    print(
-        f"time: network {st.network_s / st.seconds:.0%}, tree {st.tree_s / st.seconds:.0%}, "
-        f"glue {st.glue_s / st.seconds:.0%}"
-    )
-    rate, n = resign_false_positive_rate(records)
-    if n:
-        print(f"resignation false positives: {rate:.0%} of {n} games that played on")
-    if args.out is not None:
-        args.out.write_text(write_pdn(record_to_pdn(r, k, deck) for k, r in enumerate(records)))
-        print(f"wrote {args.out}")
-
-
-if __name__ == "__main__":
-    main()

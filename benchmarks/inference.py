@@ -34,7 +34,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the project
     sys.path.insert(0, str(REPO_ROOT))
 
-from actors.inference import NetworkEvaluator, preferred_memory_format, select_device  # noqa: E402
+from learner.inference import NetworkEvaluator, preferred_memory_format, select_device  # noqa: E402
 from learner.network import CheckersNet, ModelConfig, count_parameters  # noqa: E402
 
 WARMUP_CALLS = 3  # first calls pay allocator growth and oneDNN/cuDNN algorithm selection

@@ -41,9 +41,9 @@ if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the
 
 from hydra import compose, initialize_config_dir  # noqa: E402
 
-from actors import records  # noqa: E402
-from actors.search import UniformEvaluator  # noqa: E402
 from actors.self_play import run_self_play  # noqa: E402
+from game import encoding, records  # noqa: E402
+from game.mcts import UniformEvaluator  # noqa: E402
 from learner.config import SOURCE_CONF, validate  # noqa: E402
 from learner.losses import TrainBatch  # noqa: E402
 from learner.mirror import MirrorPrefetcher, ReplayMirror  # noqa: E402
@@ -110,7 +110,7 @@ def fill_store(store: ReplayStore, cfg, games: int) -> tuple[int, int, float]:
 
 def synthetic_batch(batch: int, size: int, planes: int, seed: int = 0) -> TrainBatch:
     rng = np.random.default_rng(seed)
-    actions = records.num_actions(size)
+    actions = encoding.num_actions(size)
     x = (rng.random((batch, planes, size, size)) < OCCUPANCY).astype(np.float32)
     x[:, -1] = 1.0
     mask = rng.random((batch, actions)) < LEGAL_FRACTION

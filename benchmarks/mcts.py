@@ -11,7 +11,7 @@ Beside it, in the same run:
   (a random playout to the end instead of a network call; no priors), the usual reference.
 
 Self-play mode (``--selfplay``): positions/s of `actors.self_play` with the default network on
-CPU (actors.inference), and the share of the time in the network, the tree and Python glue.
+CPU (learner.inference), and the share of the time in the network, the tree and Python glue.
 
     python benchmarks/mcts.py [--games 64] [--simulations 400] [--seconds 3]
     python benchmarks/mcts.py --selfplay [--games 64] [--seconds 30]
@@ -33,9 +33,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from actors.search import Evaluator, UniformEvaluator, new_search, step
 from actors.self_play import load_config, run_self_play
 from game import _core
+from game.mcts import Evaluator, UniformEvaluator, new_search, step
 
 TARGET_SIMS_PER_S = 500_000  # issue 4: the tree must not be what limits self-play
 TARGET_TREE_GLUE_SHARE = 0.20  # issue 4: tree + glue under 20% of self-play time on CPU
@@ -143,10 +143,16 @@ def tree_mode(args: argparse.Namespace) -> None:
 
 
 def network_evaluator(checkpoint: str | None) -> tuple[Evaluator, str]:
-    from actors.self_play import load_evaluator
+    # torch only for this mode: the tree benchmark's numbers come from a process without it.
+    from learner.config import compose
+    from learner.inference import NetworkEvaluator, load_evaluator
+    from learner.network import CheckersNet
+    from learner.trainer import model_config
 
-    what = checkpoint or "a fresh network of the default model config (conf/model/default.yaml)"
-    return load_evaluator(checkpoint, 8), what
+    if checkpoint is not None:
+        return load_evaluator(checkpoint, 8), checkpoint
+    model = CheckersNet(model_config(compose().model, 8))
+    return NetworkEvaluator(model), "a fresh network of the default model config (conf/model/)"
 
 
 def selfplay_mode(args: argparse.Namespace) -> None:

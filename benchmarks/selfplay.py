@@ -121,8 +121,8 @@ def _bare_worker(job: tuple[dict, int, float, float]) -> dict:
     """One plain process: warm-up call, then a measured call of run_self_play (no Ray/Redis)."""
     import torch
 
-    from actors.inference import NetworkEvaluator
     from actors.self_play import run_self_play
+    from learner.inference import NetworkEvaluator
 
     cfg, seed, warmup, seconds = job
     torch.set_num_threads(int(cfg["selfplay"].get("torch_threads", 1)))

@@ -26,6 +26,7 @@ from game import encoding
 from game.archive import ArchiveError, read_archive
 from game.pdn import PdnGame, iter_pdn
 from game.position import Position
+from learner.inference import load_evaluator
 
 SKIP_OPENING_PLIES = 6  # the first plies are book moves: every result shares them
 SKIP_FINAL_PLIES = 4  # the last plies often show the result outright (a resignation position)
@@ -95,8 +96,6 @@ def format_table(rows: list[Calibration]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from actors.self_play import load_evaluator
-
     parser = argparse.ArgumentParser(
         prog="python -m evaluation.calibration",
         description=__doc__,

@@ -62,10 +62,14 @@ import ray
 from evaluation.elo import PairResult, Ratings, fit_ratings
 from evaluation.gating import ACCEPT, CONTINUE, REJECT, SPRT, GateDecision
 from evaluation.match import MatchResult, PairRecord, play_match, play_pair, schedule
+from evaluation.network_player import network_player, play_settings
 from evaluation.players import Player, make_player
 from game.openings import KINDS as OPENING_KINDS
 from game.openings import Opening, extend_openings, load_openings
 from game.pdn import write_pdn
+from learner.checkpoint import decode_checkpoint
+from learner.replay import connect
+from learner.weights import WeightsChannel
 
 logger = logging.getLogger(__name__)
 
@@ -104,11 +108,6 @@ def gate_pairs_key(namespace: str, version: int, best: int) -> str:
 
 def ladder_key(namespace: str) -> str:
     return f"{namespace}:eval:ladder"
-
-
-def weights_key(namespace: str, version: int | str) -> str:
-    """The weights channel's key for a version (learner.weights layout)."""
-    return f"{namespace}:weights:{version}"
 
 
 # ----------------------------------------------------------------------------- openings
@@ -346,7 +345,6 @@ class EvalSettings:
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> EvalSettings:
         """From a composed config (DictConfig or plain dicts); ValueError naming a bad key."""
-        from evaluation.network_player import play_settings
 
         def group(name: str) -> Mapping[str, Any]:
             node = cfg.get(name) if hasattr(cfg, "get") else None
@@ -442,8 +440,6 @@ class EvaluatorWorker:
     """The evaluator's loop and state; usable without Ray (tests call :meth:`step`)."""
 
     def __init__(self, settings: EvalSettings, client: Any, run_dir: str | Path) -> None:
-        from learner.weights import WeightsChannel
-
         self.s = settings
         self.client = client
         self.ns = settings.namespace
@@ -464,8 +460,6 @@ class EvaluatorWorker:
     def connect(
         cls, cfg: Mapping[str, Any], url: str, password: str | None, run_dir: str | Path
     ) -> EvaluatorWorker:
-        from learner.replay import connect
-
         settings = EvalSettings.from_config(cfg)
         client = connect(
             url, password, retries=settings.connect_retries, backoff_s=settings.connect_backoff_s
@@ -568,9 +562,6 @@ class EvaluatorWorker:
     # -- players --------------------------------------------------------------------------
 
     def network_player(self, version: int, data: bytes) -> Player:
-        from evaluation.network_player import network_player
-        from learner.checkpoint import decode_checkpoint
-
         model, _ = decode_checkpoint(data, source=f"weights v{version}")
         return network_player(
             model,
@@ -586,7 +577,7 @@ class EvaluatorWorker:
             return self._best[1]
         data = self.channel.get(version)
         if data is None:  # aged out of the newest versions: promote() kept a copy
-            data = self.client.get(weights_key(self.ns, "best_data"))
+            data = self.channel.best_data()
         if data is None:
             return None
         self._best = (version, self.network_player(version, data))
@@ -633,19 +624,7 @@ class EvaluatorWorker:
         best = self.channel.version("best")
         if best >= 0:
             return best
-        latest = self.channel.version("latest")
-        if latest < 0:
-            return -1
-        from learner.weights import KEEP_VERSIONS
-
-        first = next(
-            (
-                v
-                for v in range(max(0, latest - KEEP_VERSIONS), latest + 1)
-                if self.client.exists(weights_key(self.ns, v))
-            ),
-            None,
-        )
+        first = self.channel.oldest_stored()
         if first is None:
             return -1
         if not self._done(f"gate:{first}"):  # recorded, then promoted: a crash between repeats

@@ -21,7 +21,6 @@ never as pickled objects.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import math
@@ -29,7 +28,7 @@ import os
 import random
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -329,11 +328,8 @@ def _pair_task(
     max_plies: int,
     size: int,
     options: dict[str, Any],
-    modules: list[str],
 ) -> dict[str, Any]:
     """One game pair in a worker: plain arguments in, a plain dict out (nothing pickled)."""
-    for module in modules:  # modules that register player factories (checkpoint players)
-        importlib.import_module(module)
     a = make_player(spec_a, **options)
     b = make_player(spec_b, **options)
     opening = Opening(opening_name, tuple(opening_moves), size=size)
@@ -364,7 +360,6 @@ def run_match(
     workers: int = 1,
     ray_mode: str = "auto",
     player_options: Mapping[str, Any] | None = None,
-    player_modules: Iterable[str] = (),
     pair_timeout_s: float = DEFAULT_PAIR_TIMEOUT_S,
     progress: Callable[[PairRecord, int, int], None] | None = None,
 ) -> MatchResult:
@@ -380,15 +375,12 @@ def run_match(
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     options = dict(player_options or {})
-    modules = list(player_modules)
-    for module in modules:
-        importlib.import_module(module)
     # Fail fast, here, on a bad spec rather than in every worker.
     name_a = make_player(spec_a, **options).name
     name_b = make_player(spec_b, **options).name
     plan = schedule(openings, _check_games(games), seed)
     jobs = [
-        (spec_a, spec_b, i, o.name, list(o.moves), max_plies, size, options, modules)
+        (spec_a, spec_b, i, o.name, list(o.moves), max_plies, size, options)
         for i, o in enumerate(plan)
     ]
     done: list[PairRecord] = []
@@ -489,12 +481,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=default_baseline if default_baseline.is_file() else None,
         help="YAML with the minimax weights (default conf/evaluation/baseline.yaml)",
     )
-    parser.add_argument(
-        "--player-module",
-        action="append",
-        default=[],
-        help="module that registers a player factory (imported in every worker)",
-    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
@@ -520,7 +506,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             workers=args.workers,
             ray_mode=args.ray,
             player_options=options,
-            player_modules=args.player_module,
             progress=report,
         )
     except ValueError as e:

@@ -1,7 +1,7 @@
 """MCTS players: the network's search (or a network-free one) behind the ``Player`` protocol.
 
 An :class:`MCTSPlayer` plays the way the network would in a match: the batched C++ search of
-``actors.search`` over one game, no Dirichlet noise, temperature 0 (the most visited action),
+``game.mcts`` over one game, no Dirichlet noise, temperature 0 (the most visited action),
 so it is deterministic for given weights and settings. Its tree is kept between its own moves:
 when the position it is asked about is the one its last move led to, or that position plus one
 opponent move, the search continues from the matching subtree instead of starting over.
@@ -10,9 +10,8 @@ A multi-jump is one move made of several actions; the player searches each decis
 single-continuation ones cost nothing with ``collapse_forced`` / ``skip_forced_root``) and
 returns the whole move.
 
-Specs (registered with ``evaluation.players.register_player_factory`` on import, and imported
-by ``make_player`` when it meets a spec it does not know, so Ray and process-pool workers of
-``python -m evaluation.match`` build these players too)::
+Specs (``evaluation.players.make_player`` hands every spec that is not minimax or random to
+:func:`mcts_player`)::
 
     path/to/ckpt.safetensors                 the checkpoint's network, default settings
     path/to/ckpt.safetensors:sims=256        ... with 256 simulations per decision
@@ -33,9 +32,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from actors.search import Evaluator, UniformEvaluator, new_search, search
-from evaluation.players import register_player_factory
 from game import _core
+from game.mcts import Evaluator, UniformEvaluator, new_search, search
 from game.position import Move, Position
 
 logger = logging.getLogger(__name__)
@@ -197,11 +195,23 @@ class MCTSPlayer:
         return f"MCTSPlayer({self.name!r}, simulations={self.simulations})"
 
 
-def network_evaluator(model: Any, *, device: str = "cpu", threads: int | None = None) -> Evaluator:
-    """A NetworkEvaluator over an in-memory CheckersNet (imports torch only when called)."""
-    from actors.inference import NetworkEvaluator
+def _learner_side() -> tuple[Any, Any]:
+    """``(load_checkpoint, NetworkEvaluator)``, imported on first use.
 
-    return NetworkEvaluator(model, device=device, num_threads=threads)
+    The one deferred project import: they bring torch, whose import costs 1.0-1.4 s per process
+    here (measured), and every match worker (a Ray task or a pool process) that plays only
+    minimax or random players would pay it for nothing.
+    """
+    from learner.checkpoint import load_checkpoint
+    from learner.inference import NetworkEvaluator
+
+    return load_checkpoint, NetworkEvaluator
+
+
+def network_evaluator(model: Any, *, device: str = "cpu", threads: int | None = None) -> Evaluator:
+    """A NetworkEvaluator over an in-memory CheckersNet."""
+    _, network_evaluator_class = _learner_side()
+    return network_evaluator_class(model, device=device, num_threads=threads)
 
 
 def network_player(
@@ -233,8 +243,7 @@ def checkpoint_player(
     seed: int = 0,
 ) -> MCTSPlayer:
     """An MCTSPlayer over a model checkpoint file (learner.checkpoint.save_checkpoint)."""
-    from learner.checkpoint import load_checkpoint
-
+    load_checkpoint, _ = _learner_side()
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"checkpoint {path} not found")
@@ -273,15 +282,14 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]] | None:
     return m["source"], options
 
 
-@register_player_factory
-def mcts_player_factory(
+def mcts_player(
     spec: str,
     *,
     seed: int = 0,
     mcts: Mapping[str, Any] | None = None,
     **_other: Any,
 ) -> MCTSPlayer | None:
-    """The make_player factory for ``uniform-mcts[:...]`` and ``*.safetensors[:...]`` specs.
+    """The player of a ``uniform-mcts[:...]`` or ``*.safetensors[:...]`` spec, None for others.
 
     ``mcts`` (a make_player option) replaces the default search settings; the spec's own
     options win over both.
@@ -307,7 +315,7 @@ __all__ = [
     "MCTSPlayer",
     "checkpoint_player",
     "default_mcts_settings",
-    "mcts_player_factory",
+    "mcts_player",
     "network_player",
     "parse_spec",
     "play_settings",

@@ -10,21 +10,20 @@ driven from the command line and from config:
     on the machine's speed).
 ``random`` / ``random:SEED``
     a uniformly random legal move (the anchor of the Elo ladder, rated 0).
-a checkpoint path (or any other spec)
-    handed to the factories registered with :func:`register_player_factory`; the network and
-    MCTS players register theirs there (see that function). With none that accepts it,
-    :func:`make_player` raises ValueError naming the spec.
+``uniform-mcts:...`` or a checkpoint path
+    the MCTS players of :mod:`evaluation.network_player`. Any other spec is a ValueError
+    naming it.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import random
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from evaluation.network_player import mcts_player
 from game import _core
 from game.position import Move, Position
 
@@ -169,29 +168,6 @@ def search(
     return _core.alphabeta_search(game, depth, time_ms, eval_weights(weights), tt_mb)
 
 
-# A factory gets the spec and the keyword options of make_player; it returns a Player, or None
-# when the spec is not one of its own (so several factories can be registered side by side).
-PlayerFactory = Callable[..., "Player | None"]
-_FACTORIES: list[PlayerFactory] = []
-# Modules whose import registers the project's own factories (checkpoint and MCTS players). They
-# import torch, so make_player imports them only on meeting a spec that is not minimax or random;
-# every process (match workers included) then knows those specs with no --player-module flag.
-BUILTIN_PLAYER_MODULES = ("evaluation.network_player",)
-
-
-def register_player_factory(factory: PlayerFactory) -> PlayerFactory:
-    """Hook for players defined elsewhere (checkpoints with their MCTS settings, ...).
-
-    ``factory(spec, **options) -> Player | None`` is asked, in registration order, about every
-    spec that is not ``minimax:...`` or ``random...``; the first Player returned wins. Usable as
-    a decorator. Registration is per process: a module defining a factory registers it on import,
-    so match workers import it before building players (see evaluation.match).
-    """
-    if factory not in _FACTORIES:
-        _FACTORIES.append(factory)
-    return factory
-
-
 def make_player(
     spec: str,
     *,
@@ -203,7 +179,7 @@ def make_player(
     """The player a spec names (module docstring); ValueError naming the spec if unknown.
 
     ``weights`` and ``tt_mb`` configure minimax players, ``seed`` a random player without its own
-    seed; any other ``options`` go to the registered factories.
+    seed; any other ``options`` (``mcts``: search settings) go to the MCTS players.
     """
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"player spec must be a non-empty string, got {spec!r}; use {SPEC_FORMS}")
@@ -219,18 +195,14 @@ def make_player(
             raise ValueError(f"player spec {spec!r}: {e}") from None
     if m := _RANDOM_SPEC.fullmatch(text):
         return RandomPlayer(int(m["seed"]) if m["seed"] is not None else seed)
-    for module in BUILTIN_PLAYER_MODULES:
-        importlib.import_module(module)
-    for factory in _FACTORIES:
-        player = factory(text, weights=weights, seed=seed, tt_mb=tt_mb, **options)
-        if player is not None:
-            return player
+    player = mcts_player(text, seed=seed, **options)
+    if player is not None:
+        return player
     if text.startswith(("minimax", "random")):
         raise ValueError(f"malformed player spec {spec!r}; use {SPEC_FORMS}")
     raise ValueError(
-        f"unknown player spec {spec!r}: not {SPEC_FORMS}, and no registered player factory "
-        f"(checkpoint players register one, see evaluation.players.register_player_factory) "
-        f"accepts it"
+        f"unknown player spec {spec!r}: not {SPEC_FORMS}, uniform-mcts[:...] or a "
+        f"checkpoint path (*.safetensors[:...])"
     )
 
 
@@ -244,7 +216,6 @@ __all__ = [
     "SearchResult",
     "eval_weights",
     "make_player",
-    "register_player_factory",
     "search",
     "weights_dict",
 ]

@@ -18,8 +18,3 @@ __all__ = [
     "format_fen",
     "parse_fen",
 ]
-
-
-def num_actions(size: int) -> int:
-    """Actions per position: 4 directions per playable square (128 on 8x8, 72 on 6x6)."""
-    return 2 * size * size

@@ -26,10 +26,19 @@ from collections.abc import Sequence
 import numpy as np
 
 from game import _core
+from game.notation import num_squares
 
 NUM_PLANES = _core.NUM_PLANES
 HISTORY = _core.HISTORY
 PACKED_WORDS = _core.PACKED_WORDS
+NUM_DIRECTIONS = 4  # diagonal directions per square: forward-left/right, backward-left/right
+NUM_WDL = 3  # value outputs: win, draw, loss (mover's view)
+META_WHITE_TO_MOVE = 1  # meta word of a packed state (index 3): bit 0 set when White is to move
+
+
+def num_actions(size: int) -> int:
+    """Actions per position: playable squares x 4 directions (128 on 8x8, 72 on 6x6)."""
+    return num_squares(size) * NUM_DIRECTIONS
 
 
 def pack(games: Sequence[_core.Game]) -> np.ndarray:

@@ -3,7 +3,7 @@
 An `Opening` is a named sequence of moves from the initial position. Matches play the moves (so
 every game's PDN starts at the real start); self-play starts its games at the position after
 them with no history (`Opening.start_game`), so that a record's positions alone rebuild the
-network's history planes exactly (see actors.records.histories).
+network's history planes exactly (see game.records.histories).
 
 Decks:
 

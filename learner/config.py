@@ -1,5 +1,7 @@
-"""Where the Hydra configs live, and value checks that run before anything starts.
+"""Where the Hydra configs live, how to compose them, and value checks before anything starts.
 
+`compose(overrides)` is the one way to read the configuration: `python -m learner`, every other
+command line, the benchmarks and the tests all get the same groups, presets and defaults from it.
 Hydra already rejects unknown keys (the composed config is in struct mode); `validate` rejects
 values that are the right type but wrong (a board of 7, zero simulations, a negative window), so
 a bad command line fails in the first second with a message naming the key.
@@ -7,10 +9,15 @@ a bad command line fails in the first second with a message naming the key.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir, initialize_config_module
+from hydra.errors import HydraException
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
 SOURCE_CONF = Path(__file__).resolve().parents[1] / "conf"
 PACKAGE_CONF = "pkg://learner.conf"  # where a non-editable install puts conf/ (CMakeLists.txt)
@@ -23,6 +30,26 @@ def config_path() -> str:
 
 class ConfigError(ValueError):
     pass
+
+
+def compose(overrides: Sequence[str] = ()) -> DictConfig:
+    """The composed config (`conf/config.yaml` with its groups and preset) plus `overrides`.
+
+    `overrides` use the command line's syntax (``"mcts.simulations=64"``, ``"game=small"``).
+    Raises ConfigError naming the override when Hydra rejects one, and when `validate` does.
+    """
+    path = config_path()
+    try:
+        if path == PACKAGE_CONF:
+            ctx = initialize_config_module("learner.conf", version_base="1.3")
+        else:
+            ctx = initialize_config_dir(config_dir=path, version_base="1.3")
+        with ctx:
+            cfg = hydra_compose("config", overrides=list(overrides))
+    except (HydraException, OmegaConfBaseException) as e:
+        raise ConfigError(f"config overrides {list(overrides)}: {e}") from e
+    validate(cfg)
+    return cfg
 
 
 def _check(cfg: DictConfig, key: str, ok: Any, why: str) -> None:

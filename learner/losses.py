@@ -24,11 +24,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from game.encoding import NUM_WDL
+
 logger = logging.getLogger(__name__)
 
 # Fill value for illegal logits: finite so that an all-illegal row cannot produce NaN.
 MASKED_LOGIT = torch.finfo(torch.float32).min
-NUM_WDL = 3  # win, draw, loss
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """A learner-side mirror of the replay window: each game decoded once, batches drawn in NumPy.
 
 Sampling with `ReplayStore.sample` fetches the whole record of every drawn game from Redis, and
-decoding it with `actors.records.training_samples` parses it in Python for every batch
+decoding it with `game.records.training_samples` parses it in Python for every batch
 (~0.45 ms per record), which a GPU learner at batch 4096 outruns. `ReplayMirror` keeps the
 window decoded in flat arrays instead:
 
@@ -33,16 +33,10 @@ from typing import Self
 
 import numpy as np
 
-from actors.records import (
-    _META_WHITE_TO_MOVE,
-    HISTORY,
-    PACKED_WORDS,
-    GameRecord,
-    Result,
-    num_actions,
-)
 from game import encoding
-from learner.losses import NUM_WDL, TrainBatch
+from game.encoding import HISTORY, META_WHITE_TO_MOVE, NUM_WDL, PACKED_WORDS, num_actions
+from game.records import GameRecord, Result
+from learner.losses import TrainBatch
 from learner.replay import ReplayEmpty, ReplayStore
 
 logger = logging.getLogger(__name__)
@@ -247,7 +241,7 @@ class ReplayMirror:
     def batch_at(self, rows: np.ndarray | Sequence[int], q_weight: float = 0.0) -> TrainBatch:
         """The training batch of absolute position `rows`, in their order.
 
-        The same values as `actors.records.training_samples(record, indices, q_weight)` through
+        The same values as `game.records.training_samples(record, indices, q_weight)` through
         `game.encoding.encode` and `legal_masks`: histories (earlier slots zero before the game's
         first position), visit fractions, the result mixed with the root value where one was
         searched.
@@ -404,7 +398,7 @@ class ReplayMirror:
         # (integers below 2^24: at most 128 actions of at most 65535 visits), so equal quotients.
         totals = np.add.reduceat(counts.astype(np.int64), local_start).astype(np.float32)
         result = np.repeat(np.array([int(g.result) for g in games], np.int64), lengths)
-        white = (positions[:, 3] & _META_WHITE_TO_MOVE).astype(bool)
+        white = (positions[:, 3] & META_WHITE_TO_MOVE).astype(bool)
         mover_won = white == (result == Result.WHITE_WIN)
         code = np.where(result == Result.DRAW, _DRAW, np.where(mover_won, _WIN, _LOSS))
         self._visit_start.append(self._actions.hi + local_start)

@@ -28,34 +28,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from game.encoding import NUM_DIRECTIONS, NUM_WDL, num_actions
+from game.notation import num_squares, square_rc
+
 logger = logging.getLogger(__name__)
-
-NUM_DIRECTIONS = 4  # diagonal directions per square: forward-left/right, backward-left/right
-NUM_WDL = 3  # value head outputs: win, draw, loss (mover's view)
-
-
-def num_squares(board_size: int) -> int:
-    """Playable (dark) squares on an ``board_size`` x ``board_size`` board."""
-    return board_size * board_size // 2
-
-
-def num_actions(board_size: int) -> int:
-    """Size of the action space: playable squares x 4 diagonal directions (128 on 8x8)."""
-    return num_squares(board_size) * NUM_DIRECTIONS
-
-
-def square_to_row_col(index: int, board_size: int) -> tuple[int, int]:
-    """Row and column of the 0-based mover-relative square ``index`` (square number ``index + 1``).
-
-    Row ``r = index // (S/2)``; within-row ``k = index % (S/2)``; column ``2k+1`` on even rows,
-    ``2k`` on odd rows (row 0 is the mover's back rank).
-    """
-    half = board_size // 2
-    if not 0 <= index < num_squares(board_size):
-        raise ValueError(f"square index {index} out of range for a {board_size}x{board_size} board")
-    row, k = divmod(index, half)
-    col = 2 * k + 1 if row % 2 == 0 else 2 * k
-    return row, col
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +81,7 @@ def policy_gather_index(board_size: int) -> torch.Tensor:
     cells = board_size * board_size
     index = []
     for sq in range(num_squares(board_size)):
-        row, col = square_to_row_col(sq, board_size)
+        row, col = square_rc(sq + 1, board_size)  # the mover's frame: square sq + 1's cell
         for direction in range(NUM_DIRECTIONS):
             index.append(direction * cells + row * board_size + col)
     return torch.tensor(index, dtype=torch.long)

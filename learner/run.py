@@ -24,9 +24,15 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+import ray
 from omegaconf import DictConfig, OmegaConf
 
+from actors.actor import ActorPool
+from actors.self_play import record_to_pdn
+from evaluation.evaluator import read_eval_metrics, start_evaluator
 from game.openings import load_openings
+from game.pdn import write_pdn
+from game.records import GameRecord
 from learner.metrics import MetricsLogger
 from learner.mirror import MirrorPrefetcher, ReplayMirror
 from learner.preflight import PreflightError, check_cluster
@@ -83,8 +89,6 @@ def redis_for_run(cfg: DictConfig, run_dir: Path) -> Iterator[tuple[str, str | N
 
 def start_ray(cluster_cfg: DictConfig) -> bool:
     """Joins a running cluster if one is reachable, else starts a local one; True if started."""
-    import ray
-
     if ray.is_initialized():
         return False
     env = {
@@ -141,8 +145,6 @@ class Run:
         # all of them (preflight), before a private Redis or any actor starts.
         started_ray = start_ray(cfg.cluster)
         try:
-            import ray
-
             check_cluster(cfg, cfg.replay.url or None, ray.nodes())
             if threading.current_thread() is threading.main_thread():
                 # After ray.init, which installs its own SIGTERM handler that exits at once:
@@ -174,9 +176,6 @@ class Run:
         channel: WeightsChannel,
         client: Any,
     ) -> dict[str, Any]:
-        from actors.actor import ActorPool
-        from evaluation.evaluator import read_eval_metrics, start_evaluator
-
         cfg = self.cfg
         size = int(cfg.game.size)
         trainer = Trainer(cfg.learner, cfg.model, size)
@@ -339,10 +338,6 @@ class Run:
 
     def _sample_games(self, store: ReplayStore, version: int) -> None:
         """The newest self-play games as PDN under <run_dir>/games/, for a person to read."""
-        from actors.records import GameRecord
-        from actors.self_play import record_to_pdn
-        from game.pdn import write_pdn
-
         count = int(self.cfg.logging.pdn_sample_games)
         newest = store.stats().games_added
         games = []

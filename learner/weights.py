@@ -75,6 +75,24 @@ class WeightsChannel:
     def get(self, version: int) -> bytes | None:
         return self._r.get(self._key(version))
 
+    def best_data(self) -> bytes | None:
+        """The bytes of the promoted version, kept even after they age out of the window."""
+        return self._r.get(self._key("best_data"))
+
+    def oldest_stored(self) -> int | None:
+        """The oldest published version whose bytes are still stored, None with none."""
+        latest = self.version("latest")
+        if latest < 0:
+            return None
+        return next(
+            (
+                v
+                for v in range(max(0, latest - KEEP_VERSIONS), latest + 1)
+                if self._r.exists(self._key(v))
+            ),
+            None,
+        )
+
     def poll(self) -> Published | None:
         """The followed weights if their version changed since the last poll, else None."""
         version = self.version(self._follow)

@@ -28,7 +28,7 @@ from hydra import compose, initialize_config_dir
 from ray.cluster_utils import Cluster
 
 from actors.actor import ActorPool, stats_key
-from actors.records import GameRecord
+from game.records import GameRecord
 from learner.checkpoint import encode_checkpoint
 from learner.config import SOURCE_CONF
 from learner.network import CheckersNet

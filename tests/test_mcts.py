@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from actors.search import new_search, search
 from game import _core
+from game.mcts import new_search, search
 from game.position import Position
 
 # Search settings for the tests: small, no noise unless a test turns it on.
@@ -354,8 +354,8 @@ def test_bad_calls_raise():
 
 
 def test_every_mcts_config_key_reaches_the_search():
-    from actors.search import SEARCH_KEYS, make_config
     from actors.self_play import load_config
+    from game.mcts import SEARCH_KEYS, make_config
 
     cfg = load_config(8)["mcts"]
     assert set(cfg) == set(SEARCH_KEYS)  # no knob in conf/mcts that nothing reads
@@ -365,7 +365,7 @@ def test_every_mcts_config_key_reaches_the_search():
 
 
 def test_bad_mcts_config_raises_naming_the_key():
-    from actors.search import make_config
+    from game.mcts import make_config
 
     with pytest.raises(ValueError, match=r"mcts\.c_puct"):
         make_config({"c_puct": "high"})

@@ -2,7 +2,7 @@
 
 The reference for every batch is the one-record path: each drawn game's bytes read back from Redis,
 decoded with `GameRecord.from_bytes`, its positions turned into targets by
-`actors.records.training_samples` and encoded by `game.encoding`.
+`game.records.training_samples` and encoded by `game.encoding`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import time
 import numpy as np
 import pytest
 
-from actors.records import GameRecord, Result, training_samples
 from game import encoding
+from game.records import GameRecord, Result, training_samples
 from learner.losses import TrainBatch
 from learner.mirror import MIN_ROWS, MirrorPrefetcher, ReplayMirror, _Column
 from learner.redis_server import EmbeddedRedis
@@ -35,8 +35,8 @@ WAIT_S = 30.0  # upper bound on waits for the prefetch thread; a healthy run tak
 
 
 def _play(size: int, n_games: int, seed: int) -> list[GameRecord]:
-    from actors.search import UniformEvaluator
     from actors.self_play import load_config, play_games
+    from game.mcts import UniformEvaluator
 
     cfg = load_config(size)
     cfg["mcts"].update(simulations=8, leaves_per_game=4)

@@ -12,7 +12,8 @@ import safetensors.torch
 import torch
 from torch import nn
 
-from actors.inference import Evaluator, NetworkEvaluator, UniformEvaluator
+from game.encoding import num_actions
+from game.mcts import Evaluator, UniformEvaluator
 from learner.checkpoint import (
     capture_rng_state,
     load_checkpoint,
@@ -21,8 +22,9 @@ from learner.checkpoint import (
     save_checkpoint,
     save_training_state,
 )
+from learner.inference import NetworkEvaluator
 from learner.losses import TrainBatch, policy_loss, train_step, value_loss
-from learner.network import CheckersNet, ModelConfig, num_actions
+from learner.network import CheckersNet, ModelConfig
 
 TINY = ModelConfig(
     board_size=8, blocks=2, channels=16, policy_channels=8, value_channels=2, value_hidden=32

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from actors.records import (
+from game import _core
+from game.records import (
     GameRecord,
     Result,
     Termination,
@@ -16,7 +17,6 @@ from actors.records import (
     sparse_visits,
     training_samples,
 )
-from game import _core
 
 
 def random_record(seed: int = 0, size: int = 6, max_plies: int = 60) -> tuple[GameRecord, list]:
@@ -225,8 +225,8 @@ class LosingEvaluator:
 
 
 def test_self_play_records_replay_exactly():
-    from actors.search import UniformEvaluator
     from actors.self_play import play_games, record_moves, record_to_pdn
+    from game.mcts import UniformEvaluator
     from game.pdn import read_pdn, write_pdn
 
     records = play_games(UniformEvaluator(), small_config(), n_games=5, seed=3)
@@ -251,8 +251,8 @@ def test_self_play_records_replay_exactly():
 
 
 def test_self_play_is_reproducible():
-    from actors.search import UniformEvaluator
     from actors.self_play import play_games
+    from game.mcts import UniformEvaluator
 
     cfg = small_config(temperature_plies=100)
     cfg["mcts"]["dirichlet_epsilon"] = 0.25
@@ -262,8 +262,8 @@ def test_self_play_is_reproducible():
 
 
 def test_resignation_and_its_false_positive_measure():
-    from actors.records import RESIGNED
     from actors.self_play import play_games, resign_false_positive_rate
+    from game.records import RESIGNED
 
     # Simulations 0: the root value is the evaluator's own, a certain loss for the mover.
     cfg = small_config(resign=True, resign_disabled_share=0.0, resign_consecutive=3)
@@ -296,8 +296,8 @@ def test_fixed_seed_self_play_matches_golden_file():
     Regenerate deliberately with CZ_UPDATE_GOLDEN=1 after checking the change is intended.
     (The RNG streams come from the C++ standard library: another library may differ.)
     """
-    from actors.search import UniformEvaluator
     from actors.self_play import play_games, record_to_pdn
+    from game.mcts import UniformEvaluator
     from game.pdn import write_pdn
 
     cfg = small_config(temperature_plies=8)
@@ -318,7 +318,7 @@ def test_command_line_plays_and_writes_pdn(tmp_path):
     out = tmp_path / "games.pdn"
     args = ["--games", "3", "--parallel", "2", "--simulations", "8", "--size", "6", "--uniform"]
     proc = subprocess.run(
-        [sys.executable, "-m", "actors.self_play", *args, "--out", str(out)],
+        [sys.executable, "-m", "actors", *args, "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -1,6 +1,6 @@
 """Batched network inference for self-play, evaluation and play.
 
-Everything that asks the network about positions goes through an ``Evaluator``: NumPy in
+``NetworkEvaluator`` is the network behind the ``game.mcts.Evaluator`` protocol: NumPy in
 (planes ``(N, C, S, S)`` float32, legal mask ``(N, A)`` bool), NumPy out (priors ``(N, A)`` float32
 that are a softmax over the legal actions only, exactly 0 on illegal ones; WDL probabilities
 ``(N, 3)`` float32 from the mover's view). The search stays free of torch and of devices.
@@ -27,25 +27,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Protocol, runtime_checkable
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from learner.network import NUM_WDL, CheckersNet
+from game.encoding import NUM_WDL
+from game.mcts import check_mask
+from learner.checkpoint import load_checkpoint
+from learner.network import CheckersNet
 
 logger = logging.getLogger(__name__)
-
-UNIFORM_WDL = (0.0, 1.0, 0.0)  # "no idea": call every position a draw
-
-
-@runtime_checkable
-class Evaluator(Protocol):
-    """Maps a batch of positions to (priors (N, A) float32, wdl (N, 3) float32)."""
-
-    version: int  # weights version the answers come from (0 for fixed evaluators)
-
-    def evaluate(self, planes: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 def select_device(spec: str | torch.device = "auto") -> torch.device:
@@ -69,37 +61,6 @@ def preferred_memory_format(device: torch.device) -> torch.memory_format:
     if device.type in ("cuda", "cpu"):
         return torch.channels_last
     return torch.contiguous_format
-
-
-def _check_mask(mask: np.ndarray, num_actions: int) -> None:
-    if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.ndim != 2:
-        got = f"{mask.dtype} {mask.shape}" if isinstance(mask, np.ndarray) else type(mask).__name__
-        raise ValueError(f"mask must be a 2-d bool array, got {got}")
-    if mask.shape[1] != num_actions:
-        raise ValueError(f"mask has {mask.shape[1]} actions per row, expected {num_actions}")
-    empty = np.flatnonzero(~mask.any(axis=1))
-    if empty.size:
-        raise ValueError(f"rows {empty[:10].tolist()} of the mask have no legal action")
-
-
-class UniformEvaluator:
-    """Equal priors over the legal actions and a draw for every position (no network)."""
-
-    def __init__(self, num_actions: int | None = None) -> None:
-        """``num_actions`` None accepts any board (the action count is read off the mask)."""
-        if num_actions is not None and num_actions <= 0:
-            raise ValueError(f"num_actions must be positive, got {num_actions}")
-        self.num_actions = num_actions
-        self.version = 0
-
-    def evaluate(self, planes: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        _check_mask(mask, self.num_actions if self.num_actions is not None else mask.shape[-1])
-        if len(planes) != len(mask):
-            raise ValueError(f"planes has {len(planes)} rows but mask has {len(mask)}")
-        legal = mask.astype(np.float32)
-        priors = legal / legal.sum(axis=1, keepdims=True)
-        wdl = np.tile(np.asarray(UNIFORM_WDL, dtype=np.float32), (len(mask), 1))
-        return priors, wdl
 
 
 class NetworkEvaluator:
@@ -193,7 +154,7 @@ class NetworkEvaluator:
             raise ValueError(
                 f"planes must be (N, {', '.join(map(str, expected))}), got {planes.shape}"
             )
-        _check_mask(mask, self.num_actions)
+        check_mask(mask, self.num_actions)
         if len(planes) != len(mask):
             raise ValueError(f"planes has {len(planes)} rows but mask has {len(mask)}")
         if len(planes) == 0:
@@ -207,3 +168,19 @@ class NetworkEvaluator:
             priors = torch.softmax(logits.float().masked_fill(~mask_t, float("-inf")), dim=-1)
             wdl = torch.softmax(wdl_logits.float(), dim=-1)
             return priors.cpu().numpy(), wdl.cpu().numpy()
+
+
+def load_evaluator(
+    checkpoint: str | Path, size: int, *, device: str | torch.device = "auto"
+) -> NetworkEvaluator:
+    """A checkpoint's network as an evaluator, carrying the checkpoint's weights version.
+
+    ValueError when the file is not a checkpoint, or its network plays another board than `size`.
+    """
+    model, meta = load_checkpoint(checkpoint)
+    if model.config.board_size != size:
+        raise ValueError(
+            f"{checkpoint} is a {model.config.board_size}x{model.config.board_size} "
+            f"network; this game is {size}x{size}"
+        )
+    return NetworkEvaluator(model, device=device, version=meta.version)

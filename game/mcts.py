@@ -1,8 +1,14 @@
-"""The Python side of the batched search: build it from the config, and drive it.
+"""The Python side of the batched MCTS: build it from the config, and drive it.
 
 The tree lives in C++ (`game._core.BatchedMCTS`). One round trip is: ``gather()`` the leaves of
 every game that still needs simulations (planes + legal masks), one forward pass of the
 evaluator over the whole batch, ``expand(priors, wdl)``. No Python runs per tree node.
+
+Everything that asks about positions goes through an ``Evaluator``: NumPy in (planes
+``(N, C, S, S)`` float32, legal mask ``(N, A)`` bool), NumPy out (priors ``(N, A)`` float32 that
+are a softmax over the legal actions only, exactly 0 on illegal ones; WDL probabilities
+``(N, 3)`` float32 from the mover's view). The search stays free of torch and of devices: the
+network's evaluator is ``learner.inference.NetworkEvaluator``.
 """
 
 from __future__ import annotations
@@ -10,16 +16,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from actors.inference import Evaluator, UniformEvaluator
 from game import _core
 
-__all__ = ["Evaluator", "UniformEvaluator", "make_config", "new_search", "search", "step"]
+__all__ = [
+    "Evaluator",
+    "UniformEvaluator",
+    "check_mask",
+    "make_config",
+    "new_search",
+    "search",
+    "step",
+]
 
 log = logging.getLogger(__name__)
+
+UNIFORM_WDL = (0.0, 1.0, 0.0)  # "no idea": call every position a draw
 
 # Keys of conf/mcts that the C++ search reads (the rest of the group is for Python callers).
 SEARCH_KEYS = (
@@ -36,6 +51,47 @@ SEARCH_KEYS = (
     "skip_forced_root",
     "seed",
 )
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """Maps a batch of positions to (priors (N, A) float32, wdl (N, 3) float32)."""
+
+    version: int  # weights version the answers come from (0 for fixed evaluators)
+
+    def evaluate(self, planes: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def check_mask(mask: np.ndarray, num_actions: int) -> None:
+    """ValueError unless ``mask`` is a 2-d bool array of ``num_actions`` columns, none all False."""
+    if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.ndim != 2:
+        got = f"{mask.dtype} {mask.shape}" if isinstance(mask, np.ndarray) else type(mask).__name__
+        raise ValueError(f"mask must be a 2-d bool array, got {got}")
+    if mask.shape[1] != num_actions:
+        raise ValueError(f"mask has {mask.shape[1]} actions per row, expected {num_actions}")
+    empty = np.flatnonzero(~mask.any(axis=1))
+    if empty.size:
+        raise ValueError(f"rows {empty[:10].tolist()} of the mask have no legal action")
+
+
+class UniformEvaluator:
+    """Equal priors over the legal actions and a draw for every position (no network)."""
+
+    def __init__(self, num_actions: int | None = None) -> None:
+        """``num_actions`` None accepts any board (the action count is read off the mask)."""
+        if num_actions is not None and num_actions <= 0:
+            raise ValueError(f"num_actions must be positive, got {num_actions}")
+        self.num_actions = num_actions
+        self.version = 0
+
+    def evaluate(self, planes: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        check_mask(mask, self.num_actions if self.num_actions is not None else mask.shape[-1])
+        if len(planes) != len(mask):
+            raise ValueError(f"planes has {len(planes)} rows but mask has {len(mask)}")
+        legal = mask.astype(np.float32)
+        priors = legal / legal.sum(axis=1, keepdims=True)
+        wdl = np.tile(np.asarray(UNIFORM_WDL, dtype=np.float32), (len(mask), 1))
+        return priors, wdl
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from game import _core
+from game.encoding import HISTORY, META_WHITE_TO_MOVE, NUM_WDL, PACKED_WORDS, num_actions
 
 MAGIC = b"CZGR"
 SCHEMA_VERSION = 1
@@ -46,10 +46,6 @@ _CRC = struct.Struct("<I")
 _FLAG_RESIGN_ENABLED = 1
 # uint16 visit counts: the largest count stored as is.
 MAX_STORED_VISITS = np.iinfo(np.uint16).max
-PACKED_WORDS = _core.PACKED_WORDS
-HISTORY = _core.HISTORY
-# meta word of a packed state: bit 0 set when White is to move.
-_META_WHITE_TO_MOVE = 1
 # `played` value of a decision at which the side to move resigned (always the last one).
 RESIGNED = 255
 
@@ -70,10 +66,6 @@ class Termination(IntEnum):
     FORTY_MOVE = 3
     PLY_CAP = 4
     RESIGNATION = 5
-
-
-def num_actions(size: int) -> int:
-    return size * size // 2 * 4
 
 
 @dataclass(frozen=True)
@@ -213,7 +205,7 @@ def _validate(r: GameRecord) -> None:
         if not isinstance(arr, np.ndarray) or arr.dtype != dtype or arr.ndim != ndim:
             raise ValueError(f"{name} must be a {ndim}-d {np.dtype(dtype).name} array")
     t = len(r.positions)
-    if r.positions.shape != (t, PACKED_WORDS) or r.root_wdl.shape != (t, 3):
+    if r.positions.shape != (t, PACKED_WORDS) or r.root_wdl.shape != (t, NUM_WDL):
         raise ValueError(
             f"positions must be (T, 4) and root_wdl (T, 3), got "
             f"{r.positions.shape} and {r.root_wdl.shape}"
@@ -294,7 +286,7 @@ def training_samples(
         actions, counts = record.visits(int(i))
         c = counts.astype(np.float32)
         pi[row, actions] = c / c.sum()
-    white = (record.positions[idx, 3] & _META_WHITE_TO_MOVE).astype(bool)
+    white = (record.positions[idx, 3] & META_WHITE_TO_MOVE).astype(bool)
     wdl = np.zeros((len(idx), 3), np.float32)
     if record.result == Result.DRAW:
         wdl[:, 1] = 1.0

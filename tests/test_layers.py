@@ -1,0 +1,162 @@
+"""The package graph: imports run one way, and the rules and the search never load torch.
+
+Layers, bottom to top (README, "Layout"): ``game`` <- ``learner``'s library modules <- ``actors``
+and ``evaluation`` (peers: neither imports the other) <- the wiring of ``python -m learner``
+(``learner.run``, ``learner.__main__``), the command-line front ends and the play server. A
+module may import its own layer and the ones below, never one above. Every import counts, those
+inside functions too; a project import inside a function must be one of ``DEFERRED``, each kept
+for a start-up cost measured and stated where it is made.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("game", "learner", "actors", "evaluation", "play")
+# Rank of each layer; the first matching prefix (longest first) names a module's layer.
+LAYERS: dict[str, int] = {
+    "game": 0,
+    "learner": 1,
+    "actors": 2,
+    "evaluation": 2,
+    "learner.run": 3,
+    "learner.__main__": 3,
+    "actors.__main__": 3,
+    "play": 3,
+}
+# Layers of one rank that must not import each other.
+PEERS = (("actors", "evaluation"),)
+# (importer, imported) pairs allowed inside a function, each for a measured start-up cost.
+DEFERRED = {
+    # torch's import (1.0-1.4 s) is paid only by match workers that build a network player.
+    ("evaluation.network_player", "learner.checkpoint"),
+    ("evaluation.network_player", "learner.inference"),
+    # a bad command line fails before torch and Ray load (see learner/__main__.py).
+    ("learner.__main__", "learner.run"),
+}
+
+
+def layer_of(module: str) -> str | None:
+    """The LAYERS key a module belongs to, None for a module outside the project."""
+    matches = [k for k in LAYERS if module == k or module.startswith(k + ".")]
+    return max(matches, key=len) if matches else None
+
+
+def project_imports(module: str, source: str, is_package: bool) -> Iterator[tuple[str, int, bool]]:
+    """``(imported module, line, inside a function)`` for every project import in ``source``."""
+    tree = ast.parse(source)
+    parents: dict[ast.AST, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+
+    def in_function(node: ast.AST) -> bool:
+        while node in parents:
+            node = parents[node]
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                return True
+        return False
+
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            # `from game import encoding` imports game.encoding: name the submodule when it is one.
+            joined = [f"{target}.{a.name}" if target else a.name for a in node.names]
+            names = [j if _is_module(j) else target for j in joined]
+        else:
+            continue
+        for name in names:
+            if layer_of(name) is not None:
+                yield name, node.lineno, in_function(node)
+
+
+def _is_module(name: str) -> bool:
+    path = REPO_ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def violations(sources: Mapping[str, tuple[str, bool]]) -> list[str]:
+    """Every import in ``sources`` (module -> (source, is_package)) that breaks the layering."""
+    found = []
+    for module, (source, is_package) in sorted(sources.items()):
+        own = layer_of(module)
+        assert own is not None, f"{module} is in no layer: add its package to LAYERS"
+        for target, line, deferred in project_imports(module, source, is_package):
+            theirs = layer_of(target)
+            assert theirs is not None
+            where = f"{module}:{line} imports {target}"
+            if LAYERS[theirs] > LAYERS[own]:
+                found.append(f"{where}: upward ({own} is below {theirs})")
+            own_pkg, their_pkg = own.split(".")[0], theirs.split(".")[0]
+            if (own_pkg, their_pkg) in PEERS or (their_pkg, own_pkg) in PEERS:
+                found.append(f"{where}: {own_pkg} and {their_pkg} are peers")
+            if deferred and (module, target) not in DEFERRED and target != module:
+                found.append(f"{where} inside a function: import it at the top of the module")
+    return found
+
+
+def project_sources() -> dict[str, tuple[str, bool]]:
+    sources = {}
+    for package in PACKAGES:
+        for path in sorted((REPO_ROOT / package).rglob("*.py")):
+            rel = path.relative_to(REPO_ROOT).with_suffix("")
+            parts = rel.parts
+            is_package = parts[-1] == "__init__"
+            name = ".".join(parts[:-1] if is_package else parts)
+            if "cpp" in parts or any(p.startswith(".") for p in parts):
+                continue
+            sources[name] = (path.read_text(), is_package)
+    return sources
+
+
+def test_the_project_has_no_upward_peer_or_hidden_import():
+    sources = project_sources()
+    assert {"game.mcts", "game.records", "learner.inference", "actors.self_play"} <= set(sources)
+    assert violations(sources) == []
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "complaint"),
+    [
+        ("game.mcts", "from learner.inference import NetworkEvaluator\n", "upward"),
+        ("learner.mirror", "def f():\n    from actors import self_play\n", "upward"),
+        ("learner.replay", "import learner.run\n", "upward"),
+        ("evaluation.match", "from actors.self_play import play_games\n", "peers"),
+        ("actors.actor", "import evaluation.elo\n", "peers"),
+        ("actors.actor", "def f():\n    from learner.weights import WeightsChannel\n", "inside"),
+        ("game.records", "from .. import learner\n", "upward"),
+    ],
+)
+def test_the_check_catches_a_bad_import(module, source, complaint):
+    found = violations({module: (source, False)})
+    assert any(complaint in f for f in found), found
+
+
+def test_downward_imports_pass_the_check():
+    ok = "from game.records import GameRecord\nfrom learner.weights import WeightsChannel\n"
+    assert violations({"actors.actor": (ok, False), "learner.run": (ok, False)}) == []
+
+
+def test_the_rules_the_search_and_self_play_load_no_torch():
+    modules = "game, game.mcts, game.records, game.pdn, actors.self_play, evaluation.match"
+    code = f"import sys\nimport {modules}\nprint('torch' in sys.modules, 'ray' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]
