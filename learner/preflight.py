@@ -39,13 +39,20 @@ class PreflightError(RuntimeError):
 
 # ---- before Ray: this process and its environment -----------------------------------------
 def check_environment(cfg: DictConfig, environ: Mapping[str, str] | None = None) -> None:
-    """W&B key and the learner's device; raises PreflightError."""
+    """W&B key, the learner's device, the self-play device keys; raises PreflightError."""
     env = os.environ if environ is None else environ
     mode = cfg.logging.wandb.mode
     if mode == "online" and not wandb_key_available(env):
         raise PreflightError(
             "logging.wandb.mode=online but no W&B API key is configured: set WANDB_API_KEY "
             "(or run `wandb login`), or run with logging.wandb.mode=offline"
+        )
+    sp = cfg.selfplay
+    if sp.device not in ("auto", "cpu", "cuda"):
+        raise PreflightError(f"selfplay.device={sp.device}: use auto, cpu or cuda")
+    if not (isinstance(sp.gpus_per_actor, int | float) and 0 < sp.gpus_per_actor <= 1):
+        raise PreflightError(
+            f"selfplay.gpus_per_actor={sp.gpus_per_actor}: a share of one GPU, in (0, 1]"
         )
     device = str(cfg.learner.device)
     if device.startswith("cuda") and not torch_has_cuda():
@@ -98,6 +105,13 @@ def check_cluster(cfg: DictConfig, url: str | None, nodes: Iterable[Mapping[str,
             f"{where}, which only this machine reaches: set CHECKERZERO_REDIS_URL "
             "(replay.url) to a Redis every node can reach"
         )
+    if cfg.selfplay.device == "cuda":
+        gpus = sum(float(n.get("Resources", {}).get("GPU", 0)) for n in alive)
+        if gpus == 0:
+            raise PreflightError(
+                "selfplay.device=cuda but no node of the Ray cluster has a GPU: use "
+                "selfplay.device=auto (CUDA where a node has one) or cpu"
+            )
 
 
 def is_loopback_url(url: str) -> bool:

@@ -27,7 +27,7 @@ from typing import Any
 import ray
 from omegaconf import DictConfig, OmegaConf
 
-from actors.actor import ActorPool
+from actors.pool import ActorPool
 from actors.self_play import record_to_pdn
 from evaluation.evaluator import read_eval_metrics, start_evaluator
 from game.openings import load_openings
@@ -206,13 +206,8 @@ class Run:
             # The evaluator first: under gating it promotes the first version, which the
             # actors wait for.
             evaluator = start_evaluator(cfg, url, password, self.run_dir)
-            pool.start()
-            logger.info(
-                "%d self-play actors on %d node(s); training on %s",
-                pool.size,
-                pool.nodes,
-                trainer.device,
-            )
+            pool.start()  # logs how many actors run on how many nodes, and again on every change
+            logger.info("training on %s", trainer.device)
             while not self._stop.is_set():
                 if self._limits_reached(trainer, t_start):
                     break
@@ -315,7 +310,7 @@ class Run:
             "games": stats.games_added,
             "positions": stats.positions_added,
             "checkpoint": str(path),
-        }
+        } | pool.summary()
         logger.info("run finished: %s", summary)
         tmp = self.run_dir / f"{SUMMARY_FILE}.tmp"  # for scripts (no log parsing), whole or absent
         tmp.write_text(json.dumps(summary, indent=1) + "\n")
@@ -372,7 +367,7 @@ class Run:
             loss += f" | Elo {row['eval/elo']:+.0f} [{lower:+.0f}, {upper:+.0f}] (v{version:.0f})"
         logger.info(
             "[%5.0fs] games %d (%.2f/s) | positions %.0f/s | window %d | step %d (%.1f/s) | %s"
-            " | weights v%d",
+            " | weights v%d | %d actors on %d node(s)",
             elapsed,
             stats.games_added,
             row["selfplay/games_per_s"],
@@ -382,6 +377,8 @@ class Run:
             row["learner/steps_per_s"],
             loss,
             trainer.counters.version,
+            row["selfplay/actors"],
+            row["selfplay/nodes"],
         )
 
 

@@ -95,6 +95,22 @@ def test_a_multi_machine_cluster_refuses_a_loopback_replay_store():
     check_cluster(cfg, None, one_machine)
 
 
+def test_cuda_selfplay_needs_a_gpu_somewhere():
+    cfg = composed("selfplay.device=cuda")
+    with pytest.raises(PreflightError, match=r"selfplay\.device=cuda.*no node"):
+        check_cluster(cfg, None, [node("10.0.0.1")])
+    check_cluster(cfg, None, [node("10.0.0.1"), node("10.0.0.1", gpus=1)])
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [("selfplay.device=tpu", "selfplay.device"), ("selfplay.gpus_per_actor=0", "gpus_per_actor")],
+)
+def test_bad_selfplay_device_keys_fail_naming_the_key(tmp_path, override, key):
+    with pytest.raises(PreflightError, match=key):
+        check_environment(composed(override, "preset=smoke"), no_netrc(tmp_path))
+
+
 def test_wandb_config_never_holds_a_redis_password():
     config = {
         "replay": {"url": "redis://user:s3cret@redis.example:6379/0", "namespace": "cz"},
