@@ -21,7 +21,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,10 +32,11 @@ from game.mcts import Evaluator, new_search
 from game.pdn import PdnGame, game_from_position
 from game.position import Position
 from game.records import RESIGNED, GameRecord, Result, Termination, sparse_visits
+from learner.config import conf_dir
 
 log = logging.getLogger(__name__)
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = conf_dir()  # the checkout's conf/, or the installed copy
 # Root WDL index of a loss for the side to move.
 _LOSS = 2
 

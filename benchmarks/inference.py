@@ -21,21 +21,16 @@ import argparse
 import copy
 import dataclasses
 import os
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import torch
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the project
-    sys.path.insert(0, str(REPO_ROOT))
-
-from learner.inference import NetworkEvaluator, preferred_memory_format, select_device  # noqa: E402
-from learner.network import CheckersNet, ModelConfig, count_parameters  # noqa: E402
+from learner.config import conf_dir
+from learner.inference import NetworkEvaluator, preferred_memory_format, select_device
+from learner.network import CheckersNet, ModelConfig, count_parameters
 
 WARMUP_CALLS = 3  # first calls pay allocator growth and oneDNN/cuDNN algorithm selection
 WARMUP_CALLS_COMPILED = 6  # torch.compile recompiles once for dynamic shapes, then settles
@@ -64,10 +59,15 @@ def load_model_config(name: str) -> ModelConfig:
     if sep and blocks.isdigit() and channels.isdigit():
         base = load_model_config("default")
         return dataclasses.replace(base, blocks=int(blocks), channels=int(channels))
-    path = REPO_ROOT / "conf" / "model" / f"{name}.yaml"
+    path = conf_dir() / "model" / f"{name}.yaml"
     if not path.is_file():
         raise SystemExit(f"no model config {path} (and {name!r} is not <blocks>x<channels>)")
-    return ModelConfig.from_dict(yaml.safe_load(path.read_text()))
+    values = yaml.safe_load(path.read_text())
+    if isinstance(values.get("board_size"), str):  # ${game.size}: the default game's board
+        values["board_size"] = yaml.safe_load((conf_dir() / "game" / "english.yaml").read_text())[
+            "size"
+        ]
+    return ModelConfig.from_dict(values)
 
 
 def synthetic_inputs(cfg: ModelConfig, batch: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

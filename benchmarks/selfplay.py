@@ -32,27 +32,22 @@ import argparse
 import dataclasses
 import multiprocessing as mp
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the project
-    sys.path.insert(0, str(REPO_ROOT))
+import ray
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
-import ray  # noqa: E402
-from hydra import compose, initialize_config_dir  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-
-from actors.actor import SelfPlayActor, stats_key  # noqa: E402
-from learner.checkpoint import encode_checkpoint  # noqa: E402
-from learner.config import SOURCE_CONF, validate  # noqa: E402
-from learner.network import CheckersNet  # noqa: E402
-from learner.redis_server import EmbeddedRedis  # noqa: E402
-from learner.replay import connect  # noqa: E402
-from learner.trainer import model_config  # noqa: E402
-from learner.weights import WeightsChannel  # noqa: E402
+from actors.actor import SelfPlayActor, stats_key
+from learner.checkpoint import encode_checkpoint
+from learner.config import conf_dir, validate
+from learner.network import CheckersNet
+from learner.redis_server import EmbeddedRedis
+from learner.replay import connect
+from learner.trainer import model_config
+from learner.weights import WeightsChannel
 
 CALL_SLACK_S = 600.0  # beyond its own length, what a call may take (actor start on a busy host)
 OBJECT_STORE_MB = 256  # nothing big travels through Ray here; weights and games go via Redis
@@ -78,7 +73,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def load_config(overrides: list[str]):
-    with initialize_config_dir(config_dir=str(SOURCE_CONF), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["run_dir=unused", *overrides])
     validate(cfg)
     return cfg

@@ -35,19 +35,21 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import game
 from evaluation.elo import PairResult, Ratings, fit_ratings, match_elo
 from evaluation.evaluator import pair_results
 from evaluation.match import MatchResult, load_openings, run_match
 from game.pdn import write_pdn
+from learner.config import conf_dir
 
-ROOT = Path(__file__).resolve().parents[1]
-SHIPPED_GLOB = "game/data/*.safetensors"
+DATA = Path(game.__file__).resolve().parent / "data"  # ships in the wheel
+SHIPPED_GLOB = "*.safetensors"
 ANCHOR = "random"
 
 
 def shipped_checkpoint() -> Path | None:
     """The network shipped with the project, if any (the newest by name)."""
-    found = sorted(ROOT.glob(SHIPPED_GLOB))
+    found = sorted(DATA.glob(SHIPPED_GLOB))
     return found[-1] if found else None
 
 
@@ -59,7 +61,11 @@ def random_init_checkpoint(directory: Path, seed: int) -> Path:
     from learner.checkpoint import save_checkpoint
     from learner.network import CheckersNet, ModelConfig
 
-    values = yaml.safe_load((ROOT / "conf" / "model" / "default.yaml").read_text())
+    values = yaml.safe_load((conf_dir() / "model" / "default.yaml").read_text())
+    if isinstance(values.get("board_size"), str):  # ${game.size}: the default game's board
+        values["board_size"] = yaml.safe_load((conf_dir() / "game" / "english.yaml").read_text())[
+            "size"
+        ]
     torch.manual_seed(seed)
     path = directory / "random_init.safetensors"
     save_checkpoint(path, CheckersNet(ModelConfig(**values)), step=0, version=0)

@@ -21,7 +21,7 @@ Options after the colon, separated by ``,`` or ``:``: ``sims`` (simulations per 
 ``leaves`` (leaves per forward pass), ``cpuct``, ``device`` (auto, cpu, cuda, ...),
 ``threads`` (torch intra-op threads; 1 by default so parallel workers do not oversubscribe).
 Defaults come from ``conf/mcts/default.yaml`` with ``simulations`` and ``leaves_per_game``
-from ``conf/evaluation/default.yaml`` when the checkout's ``conf/`` is there.
+from ``conf/evaluation/default.yaml`` (the checkout's, or the installed copy).
 """
 
 from __future__ import annotations
@@ -35,10 +35,11 @@ from typing import Any
 from game import _core
 from game.mcts import Evaluator, UniformEvaluator, new_search, search
 from game.position import Move, Position
+from learner.config import conf_dir
 
 logger = logging.getLogger(__name__)
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = conf_dir()  # the checkout's conf/, or the installed copy
 CHECKPOINT_SUFFIX = ".safetensors"
 UNIFORM_SPEC = "uniform-mcts"
 # Torch threads of a checkpoint player unless its spec says otherwise: match workers run one

@@ -28,6 +28,16 @@ def config_path() -> str:
     return str(SOURCE_CONF) if (SOURCE_CONF / "config.yaml").is_file() else PACKAGE_CONF
 
 
+def conf_dir() -> Path:
+    """The configs as a folder: the checkout's conf/, else the installed copy (learner/conf)."""
+    if (SOURCE_CONF / "config.yaml").is_file():
+        return SOURCE_CONF
+    installed = Path(__file__).resolve().parent / "conf"
+    if not (installed / "config.yaml").is_file():
+        raise FileNotFoundError(f"no Hydra configs: neither {SOURCE_CONF} nor {installed} exist")
+    return installed
+
+
 class ConfigError(ValueError):
     pass
 

@@ -1,5 +1,6 @@
 """The project as a user installs it: `pip install .` (not editable) into a fresh virtual
-environment, run from outside the checkout, completes a smoke run.
+environment, run from outside the checkout, completes a smoke run, and a benchmark script runs
+against it with no peer implementation installed.
 
 This catches what an editable install hides: a source tree that shadows the installed package
 (`No module named 'game._core'`), files missing from the wheel, and Hydra's configs not found once
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -94,3 +96,27 @@ def test_non_editable_install_runs_a_smoke_run_from_outside_the_checkout(tmp_pat
     assert summary["games"] >= 1 and summary["positions"] >= 64  # actors played in the venv
     assert Path(summary["checkpoint"]).is_file()
     assert (run_dir / ".hydra" / "config.yaml").is_file()
+
+    # A benchmark script runs against the installed wheel with no peer implementation: each
+    # peer says it is not installed, and our own figures are still measured.
+    engine = ROOT / "benchmarks" / "engine.py"
+    no_peers = (
+        "import runpy, sys; "
+        "sys.modules.update(dict.fromkeys(('pyspiel', 'open_spiel', 'draughts'))); "
+        f"sys.path.insert(0, {str(engine.parent)!r}); sys.argv = [{str(engine)!r}, *sys.argv[1:]]; "
+        f"runpy.run_path({str(engine)!r}, run_name='__main__')"
+    )
+    bench = subprocess.run(
+        [str(python), "-c", no_peers, "--depth", "5", "--peer-depth", "3", "--plies", "500"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=clean_env(),
+        timeout=RUN_TIMEOUT_S,
+    )
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    assert "OpenSpiel: peer not installed" in bench.stdout
+    assert "py-draughts: peer not installed" in bench.stdout
+    assert re.search(r"checkerzero \(C\+\+ core\)\s+perft\( 5\) =\s+7,361", bench.stdout), (
+        bench.stdout
+    )
