@@ -1,8 +1,9 @@
 """The distributed loop behind `python -m learner`: wiring, not algorithms.
 
-Order of events: run directory (config, git revision) -> Ray (an existing cluster, else a local
-one) -> the cluster's preflight (a replay store every machine reaches, GPUs for CUDA self-play) ->
-Redis (the configured URL, or a private `redis-server` under the run directory) -> replay store
+Order of events: run directory (config, git revision) -> Redis and Ray: a configured Redis URL
+is connected first, then Ray (an existing cluster, else a local one) and the cluster's preflight
+(a replay store every machine reaches, GPUs for CUDA self-play); without a URL, Ray and the
+preflight come first and then a private `redis-server` under the run directory -> replay store
 and weights channel -> the trainer, resumed from the run directory's newest checkpoint ->
 weights published -> self-play actors spread over every node with CPUs -> the training loop
 (paced by the sample-to-position ratio) until `learner.max_steps`, the time limit or Ctrl-C ->
@@ -141,15 +142,14 @@ class Run:
         cfg = self.cfg
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "git_revision.txt").write_text(git_revision() + "\n")
-        # Ray first: the cluster's machines decide whether the replay store can be reached from
-        # all of them (preflight), before a private Redis or any actor starts.
-        started_ray = start_ray(cfg.cluster)
+        # A configured Redis is reached first (nothing is started for it, and an unreachable one
+        # fails before Ray prints anything); a private one starts only after Ray shows that the
+        # cluster is one machine, since it listens on loopback. Either way the cluster check
+        # (preflight) runs before any actor is spawned.
+        started_ray = False
         try:
-            check_cluster(cfg, cfg.replay.url or None, ray.nodes())
-            if threading.current_thread() is threading.main_thread():
-                # After ray.init, which installs its own SIGTERM handler that exits at once:
-                # ours lets the loop save a checkpoint and stop the actors and Redis first.
-                signal.signal(signal.SIGTERM, self.request_stop)
+            if not cfg.replay.url:
+                started_ray = self._join_cluster()
             with redis_for_run(cfg, self.run_dir) as (url, password):
                 client = connect(
                     url,
@@ -157,6 +157,8 @@ class Run:
                     retries=cfg.replay.connect_retries,
                     backoff_s=cfg.replay.connect_backoff_s,
                 )
+                if cfg.replay.url:
+                    started_ray = self._join_cluster()
                 store = ReplayStore(
                     client,
                     namespace=cfg.replay.namespace,
@@ -167,6 +169,16 @@ class Run:
         finally:
             if started_ray:
                 ray.shutdown()
+
+    def _join_cluster(self) -> bool:
+        """Ray (joined or started; True if started here), then the cluster's preflight."""
+        started = start_ray(self.cfg.cluster)
+        check_cluster(self.cfg, self.cfg.replay.url or None, ray.nodes())
+        if threading.current_thread() is threading.main_thread():
+            # After ray.init, which installs its own SIGTERM handler that exits at once:
+            # ours lets the loop save a checkpoint and stop the actors and Redis first.
+            signal.signal(signal.SIGTERM, self.request_stop)
+        return started
 
     def _train(
         self,
