@@ -25,7 +25,7 @@ import ray
 import torch
 
 from actors.self_play import run_self_play
-from learner.checkpoint import decode_checkpoint
+from learner.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
 from learner.inference import NetworkEvaluator
 from learner.replay import ReplayStore, connect
 from learner.weights import WeightsChannel
@@ -81,6 +81,8 @@ class SelfPlayWorker:
         )
         self.evaluator: Any = None
         self.version = 0
+        mb = cfg.get("learner", {}).get("max_checkpoint_mb")
+        self._max_weights_bytes = MAX_CHECKPOINT_BYTES if mb is None else int(mb * 1024 * 1024)
         self._stop = threading.Event()
         self._last_poll = 0.0
         self._seed_calls = 0
@@ -95,14 +97,29 @@ class SelfPlayWorker:
     def _poll_weights(self, wait: bool) -> None:
         while True:
             published = self.channel.poll()
-            if published is not None:
-                model, _ = decode_checkpoint(published.data, source=f"weights v{published.version}")
-                if self.evaluator is None:
-                    self.evaluator = NetworkEvaluator(model, device=self.device)
-                else:
-                    self.evaluator.load_state(model.state_dict(), published.version)
-                self.version = published.version
-                logger.info("actor %d plays with weights version %d", self.actor_id, self.version)
+            try:  # damaged, foreign or non-finite weights: keep playing with the ones held
+                if published is not None:
+                    model, _ = decode_checkpoint(
+                        published.data,
+                        source=f"weights v{published.version}",
+                        max_bytes=self._max_weights_bytes,
+                    )
+                    size = int(self.cfg["game"]["size"])
+                    if model.config.board_size != size:
+                        raise ValueError(
+                            f"weights v{published.version} are for a {model.config.board_size}"
+                            f"x{model.config.board_size} board, this game is {size}x{size}"
+                        )
+                    if self.evaluator is None:
+                        self.evaluator = NetworkEvaluator(model, device=self.device)
+                    else:
+                        self.evaluator.load_state(model.state_dict(), published.version)
+                    self.version = published.version
+                    logger.debug(
+                        "actor %d plays with weights version %d", self.actor_id, self.version
+                    )
+            except ValueError as e:
+                logger.warning("actor %d skips weights: %s", self.actor_id, e)
             if self.evaluator is not None or not wait or self._stop.is_set():
                 return
             time.sleep(0.2)
@@ -166,7 +183,8 @@ class SelfPlayActor:
     ) -> None:
         """``device``: ``cpu``, or ``cuda`` for an actor created with a share of a GPU (Ray
         makes its GPU the only visible one)."""
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+        level = (cfg.get("logging") or {}).get("level", "INFO")  # the run's logging.level
+        logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s")
         if device == "cuda" and not ray.get_gpu_ids():
             raise RuntimeError("a CUDA self-play actor was given no GPU by Ray")
         node_id = ray.get_runtime_context().get_node_id()

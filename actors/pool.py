@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.actor import STATS_FIELDS, SelfPlayActor, games_by_node_key, stats_key
+from learner.supervisor import RunLoop, stop_loops
 
 logger = logging.getLogger(__name__)
 
@@ -103,10 +104,14 @@ def plan_placement(
 
 @dataclasses.dataclass
 class Member:
-    actor: Any
+    loop: RunLoop  # the actor and its run() call, restarted when it ends
     actor_id: int
     node_id: str
     device: str
+
+    @property
+    def actor(self) -> Any:
+        return self.loop.actor
 
 
 class ActorPool:
@@ -117,8 +122,7 @@ class ActorPool:
         self._client = client
         self._container: dict | None = None
         self.members: dict[int, Member] = {}
-        self.refs: dict[Any, Member] = {}
-        self.restarts = 0
+        self._restarts_of_gone = 0  # run() restarts of actors whose node left
         self._next_id = 0
         self._head = ""
         self._last_sync = 0.0
@@ -128,6 +132,11 @@ class ActorPool:
     def actors(self) -> list[Any]:
         """The live actors' handles in order of their ids."""
         return [self.members[i].actor for i in sorted(self.members)]
+
+    @property
+    def restarts(self) -> int:
+        """run() calls restarted so far, over all actors."""
+        return self._restarts_of_gone + sum(m.loop.restarts for m in self.members.values())
 
     @property
     def size(self) -> int:
@@ -197,15 +206,13 @@ class ActorPool:
             num_gpus=gpus,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
         ).remote(self._container, self._next_id, self.url, self.password, device)
-        member = Member(actor, self._next_id, node_id, device)
-        self.members[self._next_id] = member
-        self.refs[actor.run.remote()] = member
+        loop = RunLoop(actor, f"self-play actor {self._next_id}")
+        self.members[self._next_id] = Member(loop, self._next_id, node_id, device)
         self._next_id += 1
 
     def _forget(self, member: Member) -> None:
         self.members.pop(member.actor_id, None)
-        for ref in [r for r, m in self.refs.items() if m is member]:
-            del self.refs[ref]
+        self._restarts_of_gone += member.loop.restarts
         with suppress(Exception):  # its node is gone; make sure Ray does not bring it back
             ray.kill(member.actor, no_restart=True)
 
@@ -214,29 +221,11 @@ class ActorPool:
         ended (an error Ray could not retry)."""
         if time.monotonic() - self._last_sync >= float(self.cfg.selfplay.node_poll_s):
             self.sync_nodes()
-        if not self.refs:
-            return
-        done, _ = ray.wait(list(self.refs), timeout=0)
-        for ref in done:
-            member = self.refs.pop(ref)
-            try:
-                ray.get(ref)
-                logger.warning("a self-play actor returned early; restarting its loop")
-            except Exception as e:
-                logger.warning("a self-play actor failed (%s); restarting its loop", e)
-            self.restarts += 1
-            self.refs[member.actor.run.remote()] = member
+        for member in self.members.values():
+            member.loop.check()
 
     def stop(self, timeout_s: float) -> None:
-        for member in self.members.values():
-            with suppress(Exception):  # an actor that is already dead needs no stop
-                member.actor.stop.remote()
-        if self.refs:
-            ray.wait(list(self.refs), num_returns=len(self.refs), timeout=timeout_s)
-        for member in self.members.values():
-            with suppress(Exception):
-                ray.kill(member.actor, no_restart=True)
-        self.refs.clear()
+        stop_loops([m.loop for m in self.members.values()], timeout_s)
 
     def games_by_node(self) -> dict[str, int]:
         """Games stored by the actors of each node (nodes that left included)."""

@@ -28,15 +28,14 @@ import numpy as np
 from game import _core
 from game import openings as op
 from game.encoding import META_WHITE_TO_MOVE
-from game.mcts import Evaluator, new_search
+from game.mcts import Evaluator, StepTimes, new_search, step
 from game.pdn import PdnGame, game_from_position
-from game.position import Position
+from game.position import END_REASONS, RESULT_TEXT, Position
 from game.records import RESIGNED, GameRecord, Result, Termination, sparse_visits
-from learner.config import conf_dir
 
 log = logging.getLogger(__name__)
 
-CONF_DIR = conf_dir()  # the checkout's conf/, or the installed copy
+PDN_GAME_TYPE_ENGLISH = "21"  # PDN's GameType for English draughts (8x8, Black moves first)
 # Root WDL index of a loss for the side to move.
 _LOSS = 2
 
@@ -281,39 +280,27 @@ def run_self_play(
     for i in range(n_slots):
         start(i)
     evaluations = batches = decisions = 0
-    network_s = tree_s = 0.0
+    times = StepTimes()
     t_start = time.perf_counter()
     while any(slot is not None for slot in slots) and not (stop is not None and stop()):
         for i in mcts.ready():
             decide(i)
-        t0 = time.perf_counter()
-        planes, masks = mcts.gather()
-        t1 = time.perf_counter()
-        n = len(masks)
+        network_before, tree_before = times.network_s, times.tree_s
+        n = step(mcts, evaluator, times)
         if n == 0:
-            tree_s += t1 - t0
             continue
-        priors, values = evaluator.evaluate(planes, masks)
-        t2 = time.perf_counter()
-        mcts.expand(
-            np.ascontiguousarray(priors, dtype=np.float32),
-            np.ascontiguousarray(values, dtype=np.float32),
-        )
-        t3 = time.perf_counter()
-        tree_s += (t1 - t0) + (t3 - t2)
-        network_s += t2 - t1
         evaluations += n
         batches += 1
         if on_batch is not None:
-            on_batch(n, t2 - t1, (t1 - t0) + (t3 - t2))
+            on_batch(n, times.network_s - network_before, times.tree_s - tree_before)
     stats = SelfPlayStats(
         games=finished,
         positions=decisions,
         evaluations=evaluations,
         batches=batches,
         seconds=time.perf_counter() - t_start,
-        network_s=network_s,
-        tree_s=tree_s,
+        network_s=times.network_s,
+        tree_s=times.tree_s,
     )
     log.debug(
         "self-play: %d games, %d positions, %d evaluations in %d batches, %.1f s "
@@ -347,14 +334,7 @@ def resign_false_positive_rate(records: Sequence[GameRecord]) -> tuple[float, in
 # PDN
 # ----------------------------------------------------------------------------------------------
 
-PDN_RESULT = {Result.BLACK_WIN: "1-0", Result.WHITE_WIN: "0-1", Result.DRAW: "1/2-1/2"}
-TERMINATION_TEXT = {
-    Termination.NO_MOVES: "no legal move",
-    Termination.REPETITION: "threefold repetition",
-    Termination.FORTY_MOVE: "forty-move rule",
-    Termination.PLY_CAP: "ply cap",
-    Termination.RESIGNATION: "resignation",
-}
+TERMINATION_TEXT = {**END_REASONS, Termination.RESIGNATION: "resignation"}
 
 
 def start_game(record: GameRecord) -> _core.Game:
@@ -386,37 +366,35 @@ def record_moves(record: GameRecord) -> list[str]:
 
 
 def record_to_pdn(
-    record: GameRecord, index: int = 0, openings: Sequence[op.Opening] = ()
+    record: GameRecord,
+    index: int = 0,
+    openings: Sequence[op.Opening] = (),
+    tags: Mapping[str, str] | None = None,
 ) -> PdnGame:
-    """A PdnGame for a record (FEN set-up at the opening position, tags for how it ended)."""
+    """A PdnGame for a record, with the standard tags (``tags`` adds to or replaces them).
+
+    A game that started from a ballot of ``openings`` (the record's ``opening_id``) is written
+    from the initial position with the ballot's moves first, as a person replays it; any other
+    start is a FEN set-up at the record's first position.
+    """
     player = f"checkerzero v{record.network_version}"
-    tags = {
+    game_tags = {
         "Event": "checkerzero self-play",
         "Round": str(index + 1),
         "Black": player,
         "White": player,
-        "Termination": TERMINATION_TEXT[record.termination],
     }
+    if record.board_size == 8:
+        game_tags["GameType"] = PDN_GAME_TYPE_ENGLISH
+    game_tags |= dict(tags or {})
+    game_tags["Termination"] = TERMINATION_TEXT[record.termination]
+    result = RESULT_TEXT[record.result]
+    start = Position.from_game(start_game(record))
+    moves = record_moves(record)
     ballot = next((o for o in openings if o.id == record.opening_id), None)
     if ballot is not None and ballot.moves:
-        tags["Opening"] = f"{ballot.name}: {' '.join(ballot.moves)}"
-    start = Position.from_game(start_game(record))
-    return game_from_position(start, record_moves(record), PDN_RESULT[record.result], tags)
-
-
-# ----------------------------------------------------------------------------------------------
-# Config for callers without Hydra
-# ----------------------------------------------------------------------------------------------
-
-
-def load_config(size: int) -> dict[str, Any]:
-    """The default game, mcts and selfplay groups from conf/ (no Hydra needed)."""
-    import yaml
-
-    game_file = {8: "english.yaml", 6: "small.yaml"}[size]
-    groups = {
-        "game": f"game/{game_file}",
-        "mcts": "mcts/default.yaml",
-        "selfplay": "selfplay/default.yaml",
-    }
-    return {g: yaml.safe_load((CONF_DIR / f).read_text()) for g, f in groups.items()}
+        game_tags["Opening"] = f"{ballot.name}: {' '.join(ballot.moves)}"
+        if ballot.size == record.board_size and ballot.fen == start.fen():
+            initial = Position(record.board_size)
+            return game_from_position(initial, [*ballot.moves, *moves], result, game_tags)
+    return game_from_position(start, moves, result, game_tags)

@@ -31,8 +31,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evaluation.elo import PairResult, fit_ratings, match_elo
-from evaluation.match import load_openings, run_match
+from evaluation.elo import fit_ratings, match_elo
+from evaluation.ladder import rung_results
+from evaluation.match import MatchResult, load_openings, run_match
 from evaluation.players import EvalWeights, search
 from game import Position
 
@@ -183,16 +184,14 @@ def speed(seconds: float) -> None:
 
 def strength(max_depth: int, games: int, workers: int, seed: int, ray: str) -> None:
     deck = load_openings("deck")
-    rungs = [("minimax:1", "random")] + [
-        (f"minimax:{d + 1}", f"minimax:{d}") for d in range(1, max_depth)
-    ]
-    pairs = []
+    ladder = ["random"] + [f"minimax:{d}" for d in range(1, max_depth + 1)]
     print(f"Ladder: each rung {games} games from the ACF deck (colours reversed), seed {seed}")
     print(
         f"{'stronger':<10} {'weaker':<10} {'W':>4} {'D':>4} {'L':>4} {'score':>7} "
         f"{'Elo (95%)':>22} {'seconds':>8}"
     )
-    for a, b in rungs:
+
+    def play(a: str, b: str) -> MatchResult:
         start = time.perf_counter()
         result = run_match(a, b, deck, games=games, seed=seed, workers=workers, ray_mode=ray)
         elo = match_elo(result.wins, result.draws, result.losses)
@@ -202,8 +201,9 @@ def strength(max_depth: int, games: int, workers: int, seed: int, ray: str) -> N
             f"{elo.elo_upper:+.0f}] {time.perf_counter() - start:>8.1f}",
             flush=True,
         )
-        pairs.append(PairResult(a, b, result.wins, result.draws, result.losses))
-    ratings = fit_ratings(pairs, {"random": 0.0})
+        return result
+
+    ratings = fit_ratings(rung_results(ladder, play), {"random": 0.0})
     print(f"\nFitted ratings (BayesElo draw model, random = 0, draw_elo {ratings.draw_elo:.0f})")
     for player in sorted(ratings.players, key=lambda p: p.elo):
         print(f"{player.name:<10} {player.elo:>7.0f}  [{player.lower:.0f}, {player.upper:.0f}]")

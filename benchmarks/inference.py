@@ -26,11 +26,11 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-import yaml
 
-from learner.config import conf_dir
+from learner.config import ConfigError, compose
 from learner.inference import NetworkEvaluator, preferred_memory_format, select_device
 from learner.network import CheckersNet, ModelConfig, count_parameters
+from learner.trainer import model_config
 
 WARMUP_CALLS = 3  # first calls pay allocator growth and oneDNN/cuDNN algorithm selection
 WARMUP_CALLS_COMPILED = 6  # torch.compile recompiles once for dynamic shapes, then settles
@@ -54,20 +54,20 @@ class Row:
 
 
 def load_model_config(name: str) -> ModelConfig:
-    """``conf/model/<name>.yaml``, or ``<blocks>x<channels>`` (e.g. ``6x64``) on top of default."""
+    """The ``model`` group ``name`` (conf/model/), or ``<blocks>x<channels>`` (e.g. ``6x64``) on
+    top of the default one, as the composed config gives it."""
     blocks, sep, channels = name.partition("x")
     if sep and blocks.isdigit() and channels.isdigit():
-        base = load_model_config("default")
-        return dataclasses.replace(base, blocks=int(blocks), channels=int(channels))
-    path = conf_dir() / "model" / f"{name}.yaml"
-    if not path.is_file():
-        raise SystemExit(f"no model config {path} (and {name!r} is not <blocks>x<channels>)")
-    values = yaml.safe_load(path.read_text())
-    if isinstance(values.get("board_size"), str):  # ${game.size}: the default game's board
-        values["board_size"] = yaml.safe_load((conf_dir() / "game" / "english.yaml").read_text())[
-            "size"
-        ]
-    return ModelConfig.from_dict(values)
+        overrides = [f"model.blocks={blocks}", f"model.channels={channels}"]
+    else:
+        overrides = [f"model={name}"]
+    try:
+        cfg = compose(["run_dir=unused", *overrides])
+    except ConfigError as e:
+        raise SystemExit(
+            f"{name!r} is neither a conf/model group nor <blocks>x<channels>: {e}"
+        ) from e
+    return model_config(cfg.model, cfg.game.size)
 
 
 def synthetic_inputs(cfg: ModelConfig, batch: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -29,10 +29,12 @@ if "--all-cores" not in sys.argv:  # before NumPy/torch start their thread pools
         os.environ.setdefault(var, "1")
 
 import numpy as np
+from omegaconf import OmegaConf
 
-from actors.self_play import load_config, run_self_play
+from actors.self_play import run_self_play
 from game import _core
 from game.mcts import Evaluator, UniformEvaluator, new_search, step
+from learner.config import compose
 
 TARGET_SIMS_PER_S = 500_000  # issue 4: the tree must not be what limits self-play
 TARGET_TREE_GLUE_SHARE = 0.20  # issue 4: tree + glue under 20% of self-play time on CPU
@@ -46,7 +48,7 @@ def pin_one_core() -> None:
 
 def ours(games: int, simulations: int, leaves: int, seconds: float) -> dict[str, float]:
     """Plays moves in `games` games (tree reuse on) until `seconds` pass; counts new visits."""
-    cfg = load_config(8)["mcts"]
+    cfg = dict(compose().mcts)
     cfg.update(simulations=simulations, leaves_per_game=leaves, dirichlet_epsilon=0.25)
     mcts = new_search(games, 8, cfg, seed=1)
     evaluator = UniformEvaluator()
@@ -141,7 +143,6 @@ def tree_mode(args: argparse.Namespace) -> None:
 
 def network_evaluator(checkpoint: str | None) -> tuple[Evaluator, str]:
     # torch only for this mode: the tree benchmark's numbers come from a process without it.
-    from learner.config import compose
     from learner.inference import NetworkEvaluator, load_evaluator
     from learner.network import CheckersNet
     from learner.trainer import model_config
@@ -156,7 +157,7 @@ def selfplay_mode(args: argparse.Namespace) -> None:
     import torch
 
     torch.set_num_threads((os.cpu_count() or 1) if args.all_cores else 1)
-    cfg = load_config(8)
+    cfg = OmegaConf.to_container(compose(), resolve=True)
     cfg["selfplay"]["games_in_parallel"] = args.games
     if args.simulations_set:
         cfg["mcts"]["simulations"] = args.simulations

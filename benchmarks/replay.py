@@ -10,8 +10,9 @@ temporary directory, then for each record size:
   evicts whole old games) for `--seconds`; records/s and MB/s over all of them, and the ratios
   to plain redis-py SETs of the same bytes from the same processes (the Python client's own
   ceiling) and to redis-benchmark's SET/s;
-- reader: one thread sampling batches (`ReplayStore.sample`: one window round trip, one
-  pipelined MGET of the distinct games) for `--seconds`; samples/s, records fetched/s, MB/s,
+- reader: one thread drawing batches the way the learner's mirror reads the store
+  (`ReplayStore.window`: one round trip, then `ReplayStore.fetch`: one pipelined MGET of the
+  distinct games drawn) for `--seconds`; samples/s, records fetched/s, MB/s,
   and the ratios to redis-benchmark's GET/s and SET/s with one client.
 
 Figures from a machine shared with other work swing by 2x between runs: compare the ratios of
@@ -34,6 +35,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -181,19 +183,30 @@ class WriterPool:
                 proc.join()
 
 
+def read_batch(store: ReplayStore, batch: int, rng: np.random.Generator) -> tuple[int, int]:
+    """Draws `batch` positions uniformly from the window and fetches their distinct games:
+    (positions whose game was still there, records fetched)."""
+    first_id, cumulative = store.window()
+    draws = rng.integers(0, int(cumulative[-1]), size=batch)
+    game_ids = first_id + np.searchsorted(cumulative, draws, side="right")
+    counts = Counter(game_ids.tolist())
+    records = store.fetch(sorted(counts))
+    return sum(counts[g] for g in records), len(records)
+
+
 def measure_reader(server: EmbeddedRedis, args: argparse.Namespace) -> tuple[float, float]:
     """(samples/s, distinct records fetched/s) for one reader on the full window."""
     client = connect(server.url, server.password, retries=CONNECT_RETRIES, backoff_s=0.1)
     store = ReplayStore(client, namespace=NAMESPACE, window_positions=args.window_positions)
     rng = np.random.default_rng(0)
-    store.sample(args.batch, rng)  # loads the window's lengths once
+    read_batch(store, args.batch, rng)  # loads the window's lengths once
     samples = records = 0
     start = time.perf_counter()
     deadline = start + args.seconds
     while time.perf_counter() < deadline:
-        batch = store.sample(args.batch, rng)
-        samples += len(batch)
-        records += len({game_id for game_id, _, _ in batch})
+        drawn, fetched = read_batch(store, args.batch, rng)
+        samples += drawn
+        records += fetched
     elapsed = time.perf_counter() - start
     client.close()
     return samples / elapsed, records / elapsed
@@ -260,7 +273,7 @@ def report(args: argparse.Namespace, writes: list[WriteRow], reads: list[ReadRow
         )
     lines += [
         "",
-        "one reader (ReplayStore.sample: window round trip + pipelined MGET) vs redis-benchmark "
+        "one reader (window round trip + pipelined MGET, as the mirror reads) vs redis-benchmark "
         "GET/SET, 1 client:",
         f"{'record':>8} {'batch':>6} {'samples/s':>10} {'records/s':>10} {'MB/s':>8} "
         f"{'GET/s -c1':>10} {'ratio':>6} {'SET/s -c1':>10} {'ratio':>6}",

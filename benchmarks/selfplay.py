@@ -37,12 +37,11 @@ import time
 from pathlib import Path
 
 import ray
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from actors.actor import SelfPlayActor, stats_key
 from learner.checkpoint import encode_checkpoint
-from learner.config import conf_dir, validate
+from learner.config import compose
 from learner.network import CheckersNet
 from learner.redis_server import EmbeddedRedis
 from learner.replay import connect
@@ -70,13 +69,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="a Hydra override of conf/ (repeatable), e.g. mcts.simulations=200",
     )
     return p.parse_args(argv)
-
-
-def load_config(overrides: list[str]):
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["run_dir=unused", *overrides])
-    validate(cfg)
-    return cfg
 
 
 def measure(n: int, cfg, url: str, password: str, args: argparse.Namespace, client) -> dict:
@@ -150,7 +142,7 @@ def measure_bare(n: int, cfg, args: argparse.Namespace) -> float:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     counts = [int(x) for x in args.actors.split(",")]
-    cfg = load_config(args.set)
+    cfg = compose(["run_dir=unused", *args.set])
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     m, mc, sp = cfg.model, cfg.mcts, cfg.selfplay
     print(

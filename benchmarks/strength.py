@@ -27,7 +27,6 @@ game as PDN and the fitted ratings as CSV.
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import sys
 import tempfile
@@ -37,10 +36,9 @@ from pathlib import Path
 
 import game
 from evaluation.elo import PairResult, Ratings, fit_ratings, match_elo
-from evaluation.evaluator import pair_results
+from evaluation.ladder import pair_results, rung_results
 from evaluation.match import MatchResult, load_openings, run_match
 from game.pdn import write_pdn
-from learner.config import conf_dir
 
 DATA = Path(game.__file__).resolve().parent / "data"  # ships in the wheel
 SHIPPED_GLOB = "*.safetensors"
@@ -56,19 +54,16 @@ def shipped_checkpoint() -> Path | None:
 def random_init_checkpoint(directory: Path, seed: int) -> Path:
     """A randomly initialised network of the default model config, saved for the workers."""
     import torch
-    import yaml
 
     from learner.checkpoint import save_checkpoint
-    from learner.network import CheckersNet, ModelConfig
+    from learner.config import compose
+    from learner.network import CheckersNet
+    from learner.trainer import model_config
 
-    values = yaml.safe_load((conf_dir() / "model" / "default.yaml").read_text())
-    if isinstance(values.get("board_size"), str):  # ${game.size}: the default game's board
-        values["board_size"] = yaml.safe_load((conf_dir() / "game" / "english.yaml").read_text())[
-            "size"
-        ]
+    cfg = compose(["run_dir=unused"])
     torch.manual_seed(seed)
     path = directory / "random_init.safetensors"
-    save_checkpoint(path, CheckersNet(ModelConfig(**values)), step=0, version=0)
+    save_checkpoint(path, CheckersNet(model_config(cfg.model, 8)), step=0, version=0)
     return path
 
 
@@ -77,15 +72,15 @@ def network_spec(path: Path, sims: int, device: str) -> str:
     return spec if device == "cpu" else f"{spec},device={device}"
 
 
-def play(
+def played(
     a: str,
     b: str,
     games: int,
     args: argparse.Namespace,
     log: list[MatchResult],
     label: str | None = None,
-) -> list[PairResult]:
-    """A match of specs ``a`` and ``b``, printed; its games as PairResults (``a`` as ``label``)."""
+) -> MatchResult:
+    """A match of specs ``a`` and ``b``, printed (``a`` as ``label``) and logged."""
     deck = load_openings("deck")
     start = time.perf_counter()
     result = run_match(
@@ -107,7 +102,20 @@ def play(
         f"[{elo.elo_lower:+.0f}, {elo.elo_upper:+.0f}]  {time.perf_counter() - start:6.1f} s",
         flush=True,
     )
-    return pair_results(result.pairs, name, result.player_b)
+    return result
+
+
+def play(
+    a: str,
+    b: str,
+    games: int,
+    args: argparse.Namespace,
+    log: list[MatchResult],
+    label: str | None = None,
+) -> list[PairResult]:
+    """A match of specs ``a`` and ``b``, printed; its games as PairResults (``a`` as ``label``)."""
+    result = played(a, b, games, args, log, label)
+    return pair_results(result.pairs, label or result.player_a, result.player_b)
 
 
 def print_ratings(ratings: Ratings, budgets: dict[str, int]) -> None:
@@ -201,8 +209,7 @@ def run(args: argparse.Namespace, budgets_list: list[int]) -> int:
         log: list[MatchResult] = []
         started = time.perf_counter()
         print(f"Ladder rungs ({args.ladder_games} games each):")
-        for weaker, stronger in itertools.pairwise(ladder):
-            results += play(stronger, weaker, args.ladder_games, args, log)
+        results += rung_results(ladder, lambda a, b: played(a, b, args.ladder_games, args, log))
         budgets: dict[str, int] = {}
         for sims in budgets_list:
             spec = network_spec(checkpoint, sims, args.device)

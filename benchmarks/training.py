@@ -34,12 +34,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from hydra import compose, initialize_config_dir
 
 from actors.self_play import run_self_play
 from game import encoding, records
 from game.mcts import UniformEvaluator
-from learner.config import conf_dir, validate
+from learner.config import compose
 from learner.losses import TrainBatch
 from learner.mirror import MirrorPrefetcher, ReplayMirror
 from learner.network import count_parameters
@@ -76,10 +75,7 @@ def load_config(args: argparse.Namespace):
     overrides = [f"learner.device={args.device}", "run_dir=unused", *args.set]
     if args.batch is not None:
         overrides.append(f"learner.batch_size={args.batch}")
-    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
-    validate(cfg)
-    return cfg
+    return compose(overrides)
 
 
 def fill_store(store: ReplayStore, cfg, games: int) -> tuple[int, int, float]:

@@ -36,11 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.elo import EloEstimate, match_elo
-from evaluation.players import Player, make_player
+from evaluation.players import Player, make_player, minimax_options
 from game.openings import KINDS as OPENING_KINDS
 from game.openings import Opening, load_openings
 from game.pdn import PdnGame, write_pdn
 from game.position import Position
+from learner.cluster import start_ray
+from learner.config import compose
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ PAIR_POINTS = (0.0, 0.5, 1.0, 1.5, 2.0)  # the pentanomial categories: A's point
 
 
 @dataclass(frozen=True)
-class GameRecord:
+class PlayedGame:
     """One finished game. ``moves`` include the opening's; ``result`` is PDN's ("1-0": Black)."""
 
     black: str
@@ -90,7 +92,7 @@ class GameRecord:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> GameRecord:
+    def from_dict(cls, d: Mapping[str, Any]) -> PlayedGame:
         return cls(
             black=str(d["black"]),
             white=str(d["white"]),
@@ -108,12 +110,16 @@ class PairRecord:
 
     index: int  # position in the match schedule
     opening: str
-    a_black: GameRecord
-    a_white: GameRecord
+    a_black: PlayedGame
+    a_white: PlayedGame
 
     @property
     def a_points(self) -> float:
-        return self.a_black.black_points() + (1.0 - self.a_white.black_points())
+        return sum(self.a_game_points())
+
+    def a_game_points(self) -> tuple[float, float]:
+        """A's points in the pair's two games: as Black, then as White."""
+        return self.a_black.black_points(), 1.0 - self.a_white.black_points()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -128,8 +134,8 @@ class PairRecord:
         return cls(
             index=int(d["index"]),
             opening=str(d["opening"]),
-            a_black=GameRecord.from_dict(d["a_black"]),
-            a_white=GameRecord.from_dict(d["a_white"]),
+            a_black=PlayedGame.from_dict(d["a_black"]),
+            a_white=PlayedGame.from_dict(d["a_white"]),
         )
 
 
@@ -139,7 +145,7 @@ class MatchResult:
     player_b: str
     pairs: tuple[PairRecord, ...]
 
-    def games(self) -> list[tuple[GameRecord, bool]]:
+    def games(self) -> list[tuple[PlayedGame, bool]]:
         """Every game with a flag telling whether A had Black, in schedule order."""
         return [
             (g, a_black)
@@ -147,7 +153,7 @@ class MatchResult:
             for g, a_black in ((p.a_black, True), (p.a_white, False))
         ]
 
-    def a_points(self, game: GameRecord, a_black: bool) -> float:
+    def a_points(self, game: PlayedGame, a_black: bool) -> float:
         return game.black_points() if a_black else 1.0 - game.black_points()
 
     @property
@@ -230,7 +236,7 @@ def play_game(
     *,
     max_plies: int = DEFAULT_MAX_PLIES,
     size: int = 8,
-) -> GameRecord:
+) -> PlayedGame:
     """One game from ``opening`` to its end (rules or ply cap). Resets both players first."""
     pos = Position(size, max_plies=max_plies)
     moves = []
@@ -248,7 +254,7 @@ def play_game(
             moves.append(str(pos.play(move)))
         except ValueError as e:
             raise ValueError(f"player {player.name} chose an illegal move: {e}") from None
-    return GameRecord(
+    return PlayedGame(
         black=black.name,
         white=white.name,
         opening=opening.name,
@@ -413,15 +419,8 @@ def _run_on_ray(
     timeout_s: float,
     finished: Callable[[Mapping[str, Any]], None],
 ) -> None:
-    started = False
-    if not ray.is_initialized():
-        try:
-            ray.init(address="auto", log_to_driver=False)
-            logger.info("joined the running Ray cluster")
-        except (ConnectionError, RuntimeError):
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
-            logger.info("started a local Ray instance with %d CPUs", workers)
-        started = True
+    owned = not ray.is_initialized()  # joined or started here: shut down here
+    start_ray("auto", num_cpus=workers, log_to_driver=False)
     try:
         task = ray.remote(num_cpus=1)(_pair_task)
         pending = [task.remote(*job) for job in jobs]
@@ -431,33 +430,14 @@ def _run_on_ray(
                 raise TimeoutError(f"no game pair finished within {timeout_s:.0f} s on Ray")
             finished(ray.get(ready[0], timeout=timeout_s))
     finally:
-        if started:
+        if owned:
             ray.shutdown()
 
 
 # ----------------------------------------------------------------------------- command line
 
 
-def load_baseline(path: Path | str | None) -> dict[str, Any]:
-    """Options for minimax players from conf/evaluation/baseline.yaml (weights, tt_mb)."""
-    if path is None:
-        return {}
-    import yaml  # comes with hydra-core
-
-    with Path(path).open() as f:
-        cfg = yaml.safe_load(f) or {}
-    options: dict[str, Any] = {}
-    if "weights" in cfg:
-        options["weights"] = dict(cfg["weights"])
-    if "search" in cfg and "tt_mb" in cfg["search"]:
-        options["tt_mb"] = int(cfg["search"]["tt_mb"])
-    return options
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    default_baseline = (
-        Path(__file__).resolve().parent.parent / "conf" / "evaluation" / "baseline.yaml"
-    )
     parser = argparse.ArgumentParser(
         prog="python -m evaluation.match",
         description="Play a match between two players from an opening deck, colours reversed.",
@@ -476,16 +456,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ray", choices=("auto", "on", "off"), default="auto")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument(
-        "--baseline",
-        type=Path,
-        default=default_baseline if default_baseline.is_file() else None,
-        help="YAML with the minimax weights (default conf/evaluation/baseline.yaml)",
+        "overrides",
+        nargs="*",
+        help="config overrides, key=value (the minimax players read evaluation.baseline)",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         openings = load_openings(args.openings, size=args.size)
-        options = load_baseline(args.baseline)
+        options = minimax_options(compose(args.overrides).evaluation.baseline)
         started = time.monotonic()
 
         def report(pair: PairRecord, done: int, total: int) -> None:
@@ -508,7 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             player_options=options,
             progress=report,
         )
-    except ValueError as e:
+    except ValueError as e:  # ConfigError included
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(result.summary())

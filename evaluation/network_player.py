@@ -20,12 +20,13 @@ Specs (``evaluation.players.make_player`` hands every spec that is not minimax o
 Options after the colon, separated by ``,`` or ``:``: ``sims`` (simulations per decision),
 ``leaves`` (leaves per forward pass), ``cpuct``, ``device`` (auto, cpu, cuda, ...),
 ``threads`` (torch intra-op threads; 1 by default so parallel workers do not oversubscribe).
-Defaults come from ``conf/mcts/default.yaml`` with ``simulations`` and ``leaves_per_game``
-from ``conf/evaluation/default.yaml`` (the checkout's, or the installed copy).
+Defaults come from the composed config: the ``mcts`` group with ``simulations`` and
+``leaves_per_game`` from the ``evaluation`` group.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Mapping
@@ -35,11 +36,10 @@ from typing import Any
 from game import _core
 from game.mcts import Evaluator, UniformEvaluator, new_search, search
 from game.position import Move, Position
-from learner.config import conf_dir
+from learner.config import compose
 
 logger = logging.getLogger(__name__)
 
-CONF_DIR = conf_dir()  # the checkout's conf/, or the installed copy
 CHECKPOINT_SUFFIX = ".safetensors"
 UNIFORM_SPEC = "uniform-mcts"
 # Torch threads of a checkpoint player unless its spec says otherwise: match workers run one
@@ -61,23 +61,19 @@ _OPTIONS: dict[str, tuple[str, type]] = {
 }
 
 
+@functools.cache
+def _composed_mcts_settings() -> tuple[tuple[str, Any], ...]:
+    cfg = compose()
+    settings = dict(cfg.mcts)
+    settings.update({k: cfg.evaluation[k] for k in EVAL_MCTS_KEYS})
+    return tuple(settings.items())
+
+
 def default_mcts_settings() -> dict[str, Any]:
-    """The search settings of evaluation players: conf/mcts with evaluation's overrides.
-
-    Without a checkout's ``conf/`` (a non-editable install), the C++ defaults (MctsConfig).
-    Noise is always off here (see :func:`play_settings`).
-    """
-    settings: dict[str, Any] = {}
-    mcts_file = CONF_DIR / "mcts" / "default.yaml"
-    eval_file = CONF_DIR / "evaluation" / "default.yaml"
-    if mcts_file.is_file():
-        import yaml  # comes with hydra-core
-
-        settings.update(yaml.safe_load(mcts_file.read_text()) or {})
-        if eval_file.is_file():
-            evaluation = yaml.safe_load(eval_file.read_text()) or {}
-            settings.update({k: evaluation[k] for k in EVAL_MCTS_KEYS if k in evaluation})
-    return settings
+    """The search settings of evaluation players: the composed config's (learner.config.compose)
+    mcts group with the evaluation group's simulations and leaves per game. Noise is always off
+    here (see :func:`play_settings`)."""
+    return dict(_composed_mcts_settings())
 
 
 def play_settings(mcts: Mapping[str, Any] | None, **overrides: Any) -> dict[str, Any]:

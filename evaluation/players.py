@@ -168,6 +168,18 @@ def search(
     return _core.alphabeta_search(game, depth, time_ms, eval_weights(weights), tt_mb)
 
 
+def minimax_options(baseline: Mapping[str, Any] | None) -> dict[str, Any]:
+    """make_player options of the minimax players from the ``evaluation.baseline`` config
+    group: its evaluation ``weights`` and the ``search.tt_mb`` table size."""
+    baseline = baseline or {}
+    options: dict[str, Any] = {}
+    if baseline.get("weights") is not None:
+        options["weights"] = dict(baseline["weights"])
+    if (baseline.get("search") or {}).get("tt_mb") is not None:
+        options["tt_mb"] = int(baseline["search"]["tt_mb"])
+    return options
+
+
 def make_player(
     spec: str,
     *,
@@ -216,6 +228,7 @@ __all__ = [
     "SearchResult",
     "eval_weights",
     "make_player",
+    "minimax_options",
     "search",
     "weights_dict",
 ]

@@ -14,6 +14,7 @@ network's evaluator is ``learner.inference.NetworkEvaluator``.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -24,6 +25,7 @@ from game import _core
 
 __all__ = [
     "Evaluator",
+    "StepTimes",
     "UniformEvaluator",
     "check_mask",
     "make_config",
@@ -136,16 +138,35 @@ def new_search(
         raise ValueError(f"mcts: {err}") from err
 
 
-def step(mcts: _core.BatchedMCTS, evaluator: Evaluator) -> int:
-    """One round trip: gather, evaluate, expand. Returns the number of leaves evaluated."""
+@dataclass
+class StepTimes:
+    """Seconds that `step` calls spent, added up: in the tree (gather, expand), in the network."""
+
+    tree_s: float = 0.0
+    network_s: float = 0.0
+
+
+def step(mcts: _core.BatchedMCTS, evaluator: Evaluator, times: StepTimes | None = None) -> int:
+    """One round trip: gather, evaluate, expand. Returns the number of leaves evaluated.
+
+    With `times`, the seconds of this round trip are added to it.
+    """
+    t0 = time.perf_counter()
     planes, masks = mcts.gather()
+    t1 = time.perf_counter()
     n = len(masks)
     if n == 0:
+        if times is not None:
+            times.tree_s += t1 - t0
         return 0
     priors, wdl = evaluator.evaluate(planes, masks)
+    t2 = time.perf_counter()
     mcts.expand(
         np.ascontiguousarray(priors, dtype=np.float32), np.ascontiguousarray(wdl, dtype=np.float32)
     )
+    if times is not None:
+        times.tree_s += (t1 - t0) + (time.perf_counter() - t2)
+        times.network_s += t2 - t1
     return n
 
 

@@ -10,13 +10,20 @@ import re
 from dataclasses import dataclass
 
 BOARD_SIZES = (6, 8)
-_FEN_SQUARE = re.compile(r"^(K?)(\d+)(?:-(\d+))?$")
+# A FEN item: an optional K, then a square or a range of squares, in ASCII digits only (Python's
+# \d and int() also take other scripts' digits and underscores, which no FEN means).
+_FEN_SQUARE = re.compile(r"^(K?)([0-9]{1,3})(?:-([0-9]{1,3}))?$")
 
 
 def num_squares(size: int) -> int:
     if size not in BOARD_SIZES:
         raise ValueError(f"board size must be one of {BOARD_SIZES}, got {size}")
     return size * size // 2
+
+
+def pieces_per_side(size: int) -> int:
+    """Pieces a side starts with, and the most it can have: 12 on 8x8, 6 on 6x6."""
+    return (size // 2) * (size // 2 - 1)
 
 
 def square_rc(square: int, size: int) -> tuple[int, int]:
@@ -52,8 +59,12 @@ class BoardSetup:
 def parse_fen(fen: str, size: int = 8) -> BoardSetup:
     """Parses a checkers FEN such as ``B:W21,22,K30:B1,2,K9`` (ranges like ``W21-32`` accepted).
 
-    Raises ValueError naming the FEN and the offending part.
+    Raises ValueError naming the FEN and the offending part: a square off the board or given
+    twice, a man on the row where it would have been crowned, more pieces on a side than it
+    starts with.
     """
+    if not isinstance(fen, str):
+        raise TypeError(f"a FEN is a str, got {type(fen).__name__}")
     n = num_squares(size)
     text = fen.strip().rstrip(".").strip()
     if text.startswith("[FEN") or text.startswith('"'):
@@ -99,16 +110,27 @@ def parse_fen(fen: str, size: int = 8) -> BoardSetup:
                     kings |= b
                 else:
                     men |= b
+        count = (men | kings).bit_count()
+        if count > pieces_per_side(size):
+            name = "black" if colour == "B" else "white"
+            raise fail(
+                f"{count} {name} pieces: at most {pieces_per_side(size)} a side on {size}x{size}"
+            )
         pieces[colour] = (men, kings)
     black_men, black_kings = pieces["B"]
     white_men, white_kings = pieces["W"]
     per_row = size // 2
     black_crown_row = ((1 << per_row) - 1) << (n - per_row)
     white_crown_row = (1 << per_row) - 1
-    if black_men & black_crown_row:
-        raise fail(f"black man on White's back rank ({squares_of(black_men & black_crown_row)})")
-    if white_men & white_crown_row:
-        raise fail(f"white man on Black's back rank ({squares_of(white_men & white_crown_row)})")
+    for name, men, row, crowner in (
+        ("black", black_men, black_crown_row, "White"),
+        ("white", white_men, white_crown_row, "Black"),
+    ):
+        if men & row:
+            squares = ", ".join(str(s) for s in squares_of(men & row))
+            raise fail(
+                f"{name} man on {crowner}'s back rank (square {squares}): a man there is crowned"
+            )
     return BoardSetup(
         size=size,
         black=black_men | black_kings,

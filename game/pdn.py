@@ -6,6 +6,8 @@ and ``12...``), results (``1-0``, ``0-1``, ``1/2-1/2``, ``*``, and the ``2-0`` s
 set-up positions through ``[SetUp "1"]`` / ``[FEN "..."]``. "1-0" means Black, the first mover,
 won. Every move is checked against the rules as it is read (``replay=True``); a bad game raises
 ValueError naming the game (its number and Event/players), the move number and the offending text.
+Moves are ASCII digits with ``-`` for steps and ``x`` (or ``:``) for captures; a comment, tag or
+variation left open raises ValueError naming its offset.
 """
 
 from __future__ import annotations
@@ -29,19 +31,23 @@ RESULTS = {
 TAG_ORDER = ("Event", "Site", "Date", "Round", "Black", "White", "Result")
 LINE_WIDTH = 79  # movetext wrapping when writing
 
+# Every alternative matches in time linear in what it consumes, and none can fail after scanning
+# far ahead: a tag or comment left open matches to where it stops (the reader then raises),
+# instead of failing and being rescanned from each later bracket, which made a megabyte of
+# unclosed "{" take minutes. Digits are ASCII ([0-9]): Python's \d takes other scripts' digits.
 _TOKEN = re.compile(
     r"""
-      (?P<tag>\[\s*(?P<tag_name>[A-Za-z0-9_]+)\s+"(?P<tag_value>(?:[^"\\]|\\.)*)"\s*\])
-    | (?P<comment>\{[^}]*\})
+      (?P<tag>\[\s*(?P<tag_name>[A-Za-z0-9_]+)\s+"(?P<tag_value>(?:[^"\\]|\\.)*)(?P<tag_end>"\s*\])?)
+    | (?P<comment>\{[^}]*\}?)
     | (?P<line_comment>;[^\n]*)
     | (?P<open>\()
     | (?P<close>\))
-    | (?P<result>1/2-1/2|1-0|0-1|2-0|0-2|1-1|\*)(?![\d\-x])
-    | (?P<number>\d+\.(?:\.\.)?)
-    | (?P<move>\d+(?:[-x:]\d+)+)(?P<mark>[!?]+)?
-    | (?P<nag>\$\d+)
+    | (?P<result>1/2-1/2|1-0|0-1|2-0|0-2|1-1|\*)(?![0-9\-x])
+    | (?P<number>[0-9]+\.(?:\.\.)?)
+    | (?P<move>[0-9]+(?:[-x:][0-9]+)+)(?P<mark>[!?]+)?
+    | (?P<nag>\$[0-9]+)
     | (?P<space>\s+)
-    | (?P<other>\S+)
+    | (?P<other>[^\s(){};]+|\S)
     """,
     re.VERBOSE,
 )
@@ -96,28 +102,42 @@ def iter_pdn(text: str, *, size: int = 8, replay: bool = True) -> Iterator[PdnGa
     game: PdnGame | None = None
     pos: Position | None = None
     index = 0
-    depth = 0  # variation nesting
     in_moves = False
 
     def finish() -> Iterator[PdnGame]:
         nonlocal game, pos, in_moves
         if game is not None and (game.moves or game.tags):
+            if replay and pos is None and game.fen:  # no move was read: check the set-up alone
+                try:
+                    game.start()
+                except ValueError as e:
+                    where = f"game {index}, {game.describe()}"
+                    raise ValueError(f"{where}: bad [FEN] tag: {e}") from None
             yield game
         game, pos, in_moves = None, None, False
 
+    if not isinstance(text, str):
+        raise TypeError(f"PDN text is a str, got {type(text).__name__}")
+    opened: list[int] = []  # offsets of the "(" of the variations open here (nesting)
     for m in _TOKEN.finditer(text):
-        kind = m.lastgroup if m.lastgroup not in ("tag_name", "tag_value", "mark") else None
-        if kind is None:
-            kind = next(k for k in ("tag", "move") if m.group(k))
+        kind = _KIND_OF_GROUP.get(m.lastgroup, m.lastgroup)
+        if kind == "comment" and not m.group(0).endswith("}"):
+            raise ValueError(f"PDN comment '{{' at offset {m.start()} is never closed")
+        if kind == "tag" and m.group("tag_end") is None:
+            raise ValueError(
+                f"malformed tag at offset {m.start()}: {_excerpt(m.group(0))!r} "
+                'needs the form [Name "value"]'
+            )
         if kind in ("space", "comment", "line_comment", "nag"):
             continue
         if kind == "open":
-            depth += 1
+            opened.append(m.start())
             continue
         if kind == "close":
-            depth = max(0, depth - 1)
+            if opened:
+                opened.pop()
             continue
-        if depth:
+        if opened:
             continue
         if kind == "tag":
             if in_moves:  # a tag after movetext starts the next game (missing result)
@@ -159,9 +179,10 @@ def iter_pdn(text: str, *, size: int = 8, replay: bool = True) -> Iterator[PdnGa
             else:
                 game.moves.append(text_move)
             continue
-        raise ValueError(f"{where}: unexpected text {m.group(0)!r} at offset {m.start()}")
-    if game is not None and (game.moves or game.tags):
-        yield game
+        raise ValueError(f"{where}: unexpected text {_excerpt(m.group(0))!r} at offset {m.start()}")
+    if opened:
+        raise ValueError(f"PDN variation '(' at offset {opened[0]} is never closed")
+    yield from finish()
 
 
 def read_pdn(text: str, *, size: int = 8, replay: bool = True) -> list[PdnGame]:
@@ -204,6 +225,15 @@ def game_from_position(
         game.tags["SetUp"] = "1"
         game.tags["FEN"] = start.fen()
     return game
+
+
+# The token kind of a match from the last group it closed (a tag's inner groups, a move's mark).
+_KIND_OF_GROUP = {"tag_name": "tag", "tag_value": "tag", "tag_end": "tag", "mark": "move"}
+EXCERPT = 40  # characters of bad input quoted in an error message
+
+
+def _excerpt(text: str) -> str:
+    return text if len(text) <= EXCERPT else text[:EXCERPT] + "..."
 
 
 def _unescape(value: str) -> str:

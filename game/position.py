@@ -6,10 +6,19 @@ errors. Moves are the core's `Move` objects, printed as ``11-15`` or ``15x22x29`
 
 from __future__ import annotations
 
+import re
+
 from game import _core
 from game.notation import BoardSetup, diagram, format_fen, num_squares, parse_fen
 
 Move = _core.Move
+
+# A move as written: ASCII digits, one '-' between the two squares of a step, or 'x' between the
+# squares of a capture (all of them, or only some: ``15x29`` for ``15x22x29``). Python's \d and
+# int() would also take other scripts' digits and underscores.
+_MOVE_TEXT = re.compile(r"[0-9]+(?:-[0-9]+|(?:x[0-9]+)+)")
+_MOVE_MARKS = "!?*+"  # annotations that may follow a move
+_BITBOARD_LIMIT = 1 << 32
 
 RESULT_TEXT = {1: "1-0", 2: "0-1", 3: "1/2-1/2"}  # PDN: "1-0" means Black (first mover) won
 END_REASONS = {1: "no legal move", 2: "threefold repetition", 3: "forty-move rule", 4: "ply cap"}
@@ -35,6 +44,12 @@ class Position:
 
     @classmethod
     def from_setup(cls, setup: BoardSetup, *, max_plies: int = 0) -> Position:
+        """The position a BoardSetup describes; ValueError if it is not a position of the rules."""
+        num_squares(setup.size)
+        for name in ("black", "white", "kings"):
+            value = getattr(setup, name)
+            if not isinstance(value, int) or not 0 <= value < _BITBOARD_LIMIT:
+                raise ValueError(f"BoardSetup.{name} must be a 32-bit bitboard, got {value!r}")
         pos = cls.__new__(cls)
         pos._game = _core.Game.from_bitboards(
             setup.size, setup.black, setup.white, setup.kings, setup.white_to_move, max_plies
@@ -90,29 +105,39 @@ class Position:
     def parse_move(self, text: str) -> Move:
         """The legal move that ``text`` names: ``11-15``, ``15x22x29`` or the short ``15x29``.
 
-        A capture may leave out intermediate squares; when several capture paths then match and
-        they all lead to the same position (the same pieces taken, the same destination), the
-        first is returned, since the game continues identically. Raises ValueError otherwise.
+        Squares are ASCII digits; ``-`` joins the two squares of a step and ``x`` the squares of a
+        capture, never the other way round. A capture may leave out intermediate squares; when
+        several capture paths then match and they all lead to the same position (the same pieces
+        taken, the same destination), the first is returned, since the game continues
+        identically. Raises ValueError otherwise.
         """
-        cleaned = text.strip().rstrip("!?*+").lower()
-        separator = "x" if "x" in cleaned else "-"
-        parts = cleaned.split(separator)
-        try:
-            squares = [int(p) for p in parts]
-        except ValueError:
-            raise ValueError(f"malformed move {text!r}") from None
+        if not isinstance(text, str):
+            raise TypeError(f"a move is a str, got {type(text).__name__}")
+        cleaned = text.strip().rstrip(_MOVE_MARKS).lower()
+        if not _MOVE_TEXT.fullmatch(cleaned):
+            raise ValueError(
+                f"malformed move {text!r}: write squares in digits 0-9, joined by '-' for a step "
+                "(11-15) or by 'x' for a capture (15x22x29)"
+            )
+        capture = "x" in cleaned
+        parts = cleaned.split("x" if capture else "-")
         n = num_squares(self.size)
-        if len(squares) < 2:
-            raise ValueError(f"malformed move {text!r}: a move names at least two squares")
-        if any(not 1 <= s <= n for s in squares):
+        if any(len(p) > 2 or not 1 <= int(p) <= n for p in parts):
             raise ValueError(f"malformed move {text!r}: squares must be 1-{n}")
-        candidates = [m for m in self.legal_moves() if _matches(m.squares, squares)]
-        if separator == "-" and len(squares) == 2:
-            steps = [m for m in candidates if not m.is_capture]
-            candidates = steps or candidates
+        squares = [int(p) for p in parts]
+        legal = self.legal_moves()
+        candidates = [m for m in legal if m.is_capture == capture and _matches(m.squares, squares)]
         if not candidates:
-            legal = ", ".join(str(m) for m in self.legal_moves()) or "none"
-            raise ValueError(f"illegal move {text!r} in {self.fen()} (legal: {legal})")
+            other = [m for m in legal if m.is_capture != capture and _matches(m.squares, squares)]
+            if other:
+                why = (
+                    f"{other[0]} is a step, and 'x' is only for captures"
+                    if capture
+                    else f"{other[0]} is a capture, written with 'x'"
+                )
+                raise ValueError(f"illegal move {text!r} in {self.fen()}: {why}")
+            listed = ", ".join(str(m) for m in legal) or "none"
+            raise ValueError(f"illegal move {text!r} in {self.fen()} (legal: {listed})")
         first = candidates[0]
         if any(
             m.captures != first.captures or m.destination != first.destination for m in candidates

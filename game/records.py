@@ -24,7 +24,16 @@ Byte layout of `GameRecord.to_bytes()` (schema version 1, every number little-en
 
 Visit counts above 65535 (not reached with the configured simulations) are scaled down together,
 which keeps the distribution. A byte string that is truncated, corrupted, or not a record raises
-ValueError saying which check failed.
+ValueError saying which check failed. So does a well-framed record (its CRC correct) that self-play
+could not have written: every record is checked in full on construction and decoding, since the
+C++ encoder and move generator trust what they are given (`_validate`): positions the rules can
+reach (pieces on the board's squares, no square held twice, kings on pieces, no man on its
+crowning row, at most the starting number of pieces a side, a well-formed meta word), a played
+action and visited actions legal at each position (one batched call of the core's legal-mask
+generator per record), no action listed twice, visit counts >= 1, and root values that are
+probability vectors or all NaN (a forced move played unsearched). Whether each position follows
+from the one before is not checked (that needs a replay of the game, a Python loop per action):
+a record that breaks there still trains on legal positions, and `record_moves` refuses it.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from enum import IntEnum
 
 import numpy as np
 
+from game import _core
 from game.encoding import HISTORY, META_WHITE_TO_MOVE, NUM_WDL, PACKED_WORDS, num_actions
 
 MAGIC = b"CZGR"
@@ -48,6 +58,23 @@ _FLAG_RESIGN_ENABLED = 1
 MAX_STORED_VISITS = np.iinfo(np.uint16).max
 # `played` value of a decision at which the side to move resigned (always the last one).
 RESIGNED = 255
+# A searched root value is a float16 probability vector: three roundings of at most 2^-12 each
+# (values in [0.5, 1]) move its sum by under 1e-3; more than this is not a distribution.
+WDL_SUM_TOLERANCE = 1e-2
+# The meta word of a packed state (game/cpp/game.h pack_meta): bit 0 White to move, bits 1-6 the
+# mid-jump square + 1 (0: none), bits 8-15 the no-progress plies, bit 16 "position present".
+_META_JUMP_SHIFT, _META_JUMP_MASK = 1, 0x3F
+_META_NO_PROGRESS_SHIFT = 8
+_META_PRESENT = 1 << 16
+_META_UNKNOWN_BITS = np.uint32(
+    ~(
+        META_WHITE_TO_MOVE
+        | _META_JUMP_MASK << _META_JUMP_SHIFT
+        | 0xFF << _META_NO_PROGRESS_SHIFT
+        | _META_PRESENT
+    )
+    & 0xFFFFFFFF
+)
 
 
 class Result(IntEnum):
@@ -66,6 +93,34 @@ class Termination(IntEnum):
     FORTY_MOVE = 3
     PLY_CAP = 4
     RESIGNATION = 5
+
+
+@dataclass(frozen=True)
+class _Geometry:
+    """Bitboard masks of one board size (bit i is square i + 1; Black starts on the low squares
+    and is crowned on the highest row, White the reverse)."""
+
+    squares: int
+    off_board: np.uint32  # every bit that is not a playable square
+    black_crown: np.uint32  # the row where a black man is crowned
+    white_crown: np.uint32
+    pieces: int  # pieces a side at the start: no side can ever hold more
+
+    @classmethod
+    def of(cls, size: int) -> _Geometry:
+        squares, half = size * size // 2, size // 2
+        row = (1 << half) - 1
+        start = _core.Game(size)
+        return cls(
+            squares=squares,
+            off_board=np.uint32(~((1 << squares) - 1) & 0xFFFFFFFF),
+            black_crown=np.uint32(row << (squares - half)),
+            white_crown=np.uint32(row),
+            pieces=int(start.black).bit_count(),
+        )
+
+
+_GEOMETRY = {size: _Geometry.of(size) for size in (6, 8)}
 
 
 @dataclass(frozen=True)
@@ -230,6 +285,105 @@ def _validate(r: GameRecord) -> None:
     Termination(r.termination)
     if r.resign_trigger != -1 and not 0 <= r.resign_trigger < t:
         raise ValueError(f"resign_trigger {r.resign_trigger} outside the game's {t} decisions")
+    if e and int(r.visit_counts.min()) < 1:
+        t_bad = int(np.searchsorted(r.visit_offsets, np.argmin(r.visit_counts), side="right")) - 1
+        raise ValueError(f"decision {t_bad} has a visit count of 0 (every listed action has >= 1)")
+    _check_root_wdl(r.root_wdl)
+    if t:
+        _check_positions(r.board_size, r.positions)
+        _check_actions(r)
+
+
+def _check_root_wdl(wdl: np.ndarray) -> None:
+    """Each row is a probability vector (finite, in [0, 1], summing to 1 within float16 rounding)
+    or all NaN (a forced move played without a search)."""
+    w = wdl.astype(np.float32)
+    unsearched = np.isnan(w).all(axis=1)
+    # Comparisons with NaN are False, so a row with any NaN or infinity fails `probability`.
+    probability = ((w >= 0) & (w <= 1)).all(axis=1) & (
+        np.abs(w.sum(axis=1) - 1) <= WDL_SUM_TOLERANCE
+    )
+    bad = ~(unsearched | probability)
+    if bad.any():
+        t = int(np.argmax(bad))
+        raise ValueError(
+            f"root_wdl of decision {t} is {w[t].tolist()}: not a probability vector "
+            f"(values in [0, 1] summing to 1) nor all NaN (unsearched)"
+        )
+
+
+def _check_positions(size: int, positions: np.ndarray) -> None:
+    """Every packed state is one the rules can reach: pieces on the board's squares, one piece per
+    square, kings only where a piece is, no man on the row where it would have been crowned, at
+    most the starting number of pieces a side, and a meta word of the layout in game/cpp/game.h
+    (a present slot, a mid-jump square holding a piece of the mover, a no-progress count the
+    forty-move rule allows, no other bits). The core's encoder and move generator trust these."""
+    geo = _GEOMETRY[size]
+    black, white, kings, meta = (positions[:, k] for k in range(PACKED_WORDS))
+    occupied = black | white
+    side = (meta & META_WHITE_TO_MOVE).astype(bool)
+    jumping = ((meta >> _META_JUMP_SHIFT) & _META_JUMP_MASK).astype(np.int64) - 1
+    mover = np.where(side, white, black)
+    on_jump_square = np.zeros(len(positions), bool)
+    mid = jumping >= 0
+    in_range = mid & (jumping < geo.squares)
+    on_jump_square[in_range] = (
+        (mover[in_range] >> jumping[in_range].astype(np.uint32)) & 1
+    ).astype(bool)
+    problems = [
+        ((occupied | kings) & geo.off_board != 0, "a piece or king off the board's squares"),
+        (black & white != 0, "a square held by both sides"),
+        (kings & ~occupied != 0, "a king on an empty square"),
+        (black & ~kings & geo.black_crown != 0, "a black man on Black's crowning row"),
+        (white & ~kings & geo.white_crown != 0, "a white man on White's crowning row"),
+        (np.bitwise_count(black) > geo.pieces, f"more than {geo.pieces} black pieces"),
+        (np.bitwise_count(white) > geo.pieces, f"more than {geo.pieces} white pieces"),
+        (meta & _META_UNKNOWN_BITS != 0, "unknown bits set in the meta word"),
+        (meta & _META_PRESENT == 0, "the meta word's 'position present' bit clear"),
+        (mid & ~on_jump_square, "a mid-jump square without a piece of the side to move"),
+        (
+            (meta >> _META_NO_PROGRESS_SHIFT) & 0xFF > _core.MAX_PLIES_WITHOUT_PROGRESS,
+            f"a no-progress count above {_core.MAX_PLIES_WITHOUT_PROGRESS} plies",
+        ),
+    ]
+    if not np.logical_or.reduce([bad for bad, _ in problems]).any():  # one test when all is well
+        return
+    for bad, what in problems:
+        if bad.any():
+            t = int(np.argmax(bad))
+            raise ValueError(
+                f"position {t} ({[int(x) for x in positions[t]]}) has {what} on a "
+                f"{size}x{size} board"
+            )
+
+
+def _check_actions(r: GameRecord) -> None:
+    """The played action and every visited action of each decision are legal in its position
+    (one batched call of the core's legal-mask generator), and no action is listed twice."""
+    t = r.num_decisions
+    a = num_actions(r.board_size)
+    legal = _core.legal_mask_packed(r.board_size, r.positions.reshape(t, 1, PACKED_WORDS))
+    played = r.played.astype(np.int64)
+    moved = played != RESIGNED
+    if np.any(played[moved] >= a):
+        k = int(np.flatnonzero(moved & (played >= a))[0])
+        raise ValueError(f"decision {k} played action {played[k]}, out of range for {a} actions")
+    illegal = moved.copy()
+    illegal[moved] = ~legal[np.flatnonzero(moved), played[moved]]
+    if illegal.any():
+        k = int(np.argmax(illegal))
+        raise ValueError(f"decision {k} played action {played[k]}, which is illegal there")
+    owner = np.repeat(np.arange(t), np.diff(r.visit_offsets.astype(np.int64)))
+    actions = r.visit_actions.astype(np.int64)
+    unvisitable = ~legal[owner, actions]
+    if unvisitable.any():
+        k = int(np.argmax(unvisitable))
+        raise ValueError(
+            f"decision {owner[k]} lists visits to action {actions[k]}, which is illegal there"
+        )
+    keys = owner * a + actions
+    if len(np.unique(keys)) != len(keys):
+        raise ValueError("a decision lists the same visited action twice")
 
 
 def sparse_visits(visits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -255,6 +409,35 @@ def histories(positions: np.ndarray, indices: np.ndarray) -> np.ndarray:
         ok = src >= 0
         out[ok, k] = positions[src[ok]]
     return out
+
+
+# Outcome codes of `mover_outcome`: indices into (win, draw, loss).
+WIN, DRAW, LOSS = 0, 1, 2
+
+
+def mover_outcome(result: np.ndarray, meta: np.ndarray) -> np.ndarray:
+    """Each position's game result (`Result` values) from its mover's view, as WIN/DRAW/LOSS
+    (uint8); `meta` is the packed position's meta word (the side to move)."""
+    result = np.asarray(result)
+    white = (np.asarray(meta) & META_WHITE_TO_MOVE).astype(bool)
+    mover_won = white == (result == Result.WHITE_WIN)
+    return np.where(result == Result.DRAW, DRAW, np.where(mover_won, WIN, LOSS)).astype(np.uint8)
+
+
+def value_targets(outcome: np.ndarray, root_wdl: np.ndarray, q_weight: float) -> np.ndarray:
+    """The value head's targets (n, 3) float32: the one-hot outcome (WIN/DRAW/LOSS codes), mixed
+    with the search's root value where there was a search (root_wdl not NaN)::
+
+        target_wdl = (1 - q_weight) * result + q_weight * root_wdl
+    """
+    if not 0.0 <= q_weight <= 1.0:
+        raise ValueError(f"q_weight must be in [0, 1], got {q_weight}")
+    wdl = np.eye(NUM_WDL, dtype=np.float32)[np.asarray(outcome, dtype=np.intp)]
+    if q_weight > 0.0:
+        root = np.asarray(root_wdl).astype(np.float32)
+        searched = ~np.isnan(root).any(axis=1)
+        wdl[searched] = (1.0 - q_weight) * wdl[searched] + q_weight * root[searched]
+    return wdl
 
 
 def training_samples(
@@ -286,16 +469,6 @@ def training_samples(
         actions, counts = record.visits(int(i))
         c = counts.astype(np.float32)
         pi[row, actions] = c / c.sum()
-    white = (record.positions[idx, 3] & META_WHITE_TO_MOVE).astype(bool)
-    wdl = np.zeros((len(idx), 3), np.float32)
-    if record.result == Result.DRAW:
-        wdl[:, 1] = 1.0
-    else:
-        mover_won = white == (record.result == Result.WHITE_WIN)
-        wdl[mover_won, 0] = 1.0
-        wdl[~mover_won, 2] = 1.0
-    if q_weight > 0.0:
-        root = record.root_wdl[idx].astype(np.float32)
-        searched = ~np.isnan(root).any(axis=1)
-        wdl[searched] = (1.0 - q_weight) * wdl[searched] + q_weight * root[searched]
+    outcome = mover_outcome(np.full(len(idx), int(record.result)), record.positions[idx, 3])
+    wdl = value_targets(outcome, record.root_wdl[idx], q_weight)
     return histories(record.positions, idx), pi, wdl

@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
 import random
 import struct
@@ -39,6 +40,7 @@ from safetensors.torch import load as safetensors_load  # plain tensors, never p
 from safetensors.torch import save as safetensors_save
 from torch import nn
 
+from game.notation import BOARD_SIZES
 from learner.network import CheckersNet, ModelConfig
 
 logger = logging.getLogger(__name__)
@@ -49,6 +51,10 @@ KIND_MODEL = "model"
 KIND_TRAINING_STATE = "training_state"
 HEADER_LENGTH_BYTES = 8  # safetensors: little-endian u64 header length, then the JSON header
 MAX_HEADER_BYTES = 100 * 1024 * 1024  # safetensors' own limit; larger means a foreign/corrupt file
+# Largest file or weights blob read, unless the caller passes its own cap (the run passes
+# learner.max_checkpoint_mb): about 40x a training state of the large model (10x128, ~3 M
+# parameters), so a damaged length or a foreign file is refused before it is read whole.
+MAX_CHECKPOINT_BYTES = 1024 * 1024 * 1024
 
 # Name prefixes of tensors inside a training-state file.
 MODEL_PREFIX = "model/"
@@ -102,13 +108,24 @@ def _cpu_tensors(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]
 
 def _encode(tensors: Mapping[str, torch.Tensor], header: dict[str, Any]) -> bytes:
     tensors = _cpu_tensors(tensors)
+    bad = non_finite_tensors(tensors)
+    if bad:  # what _decode would refuse is never written
+        raise ValueError(f"tensor {bad[0]!r} holds NaN or infinite values; not saved")
     header = {**header, "sha256": _tensor_digest(tensors)}
     metadata = {METADATA_KEY: json.dumps(header, sort_keys=True)}
     return safetensors_save(tensors, metadata=metadata)
 
 
-def _decode(data: bytes, source: str) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Parse and verify; ``source`` names the file (or stream) in error messages."""
+def _decode(
+    data: bytes, source: str, max_bytes: int = MAX_CHECKPOINT_BYTES
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Parse and verify; ``source`` names the file (or stream) in error messages.
+
+    Besides the format and the checksum, every floating-point tensor must be finite: a network
+    (or optimizer state) holding NaN or infinity is refused by name, never loaded.
+    """
+    if len(data) > max_bytes:
+        raise ValueError(f"{source}: {len(data)} bytes is over the {max_bytes}-byte checkpoint cap")
     if len(data) < HEADER_LENGTH_BYTES:
         raise ValueError(f"{source}: {len(data)} bytes is too short for a safetensors file")
     (header_len,) = struct.unpack("<Q", data[:HEADER_LENGTH_BYTES])
@@ -139,13 +156,48 @@ def _decode(data: bytes, source: str) -> tuple[dict[str, torch.Tensor], dict[str
     schema = header.get("schema_version")
     if schema != SCHEMA_VERSION:
         raise ValueError(f"{source}: schema_version {schema!r}, this code reads {SCHEMA_VERSION}")
+    body = len(data) - HEADER_LENGTH_BYTES - header_len
+    ends = [
+        entry["data_offsets"][1]
+        for name, entry in raw_header.items()
+        if name != "__metadata__"
+        and isinstance(entry, dict)
+        and isinstance(entry.get("data_offsets"), list)
+        and len(entry["data_offsets"]) == 2
+        and isinstance(entry["data_offsets"][1], int)
+    ]
+    if ends and max(ends) > body:
+        raise ValueError(
+            f"{source}: truncated: the tensors need {max(ends)} bytes after the header, "
+            f"the file has {body}"
+        )
     try:
         tensors = safetensors_load(data)
     except Exception as exc:  # SafetensorError is not exported under a stable name
         raise ValueError(f"{source}: corrupt safetensors body ({exc})") from exc
     if _tensor_digest(tensors) != header.get("sha256"):
         raise ValueError(f"{source}: tensor checksum mismatch; the file is corrupt")
+    bad = non_finite_tensors(tensors)
+    if bad:
+        raise ValueError(
+            f"{source}: tensor {bad[0]!r} holds NaN or infinite values"
+            + (f" (and {len(bad) - 1} more tensors)" if len(bad) > 1 else "")
+            + "; refusing to load it"
+        )
     return tensors, header
+
+
+def non_finite_tensors(tensors: Mapping[str, torch.Tensor]) -> list[str]:
+    """Names of the floating-point tensors of ``tensors`` holding a NaN or an infinity, sorted."""
+    flags = {
+        name: torch.isfinite(t).all()
+        for name, t in tensors.items()
+        if t.is_floating_point() and t.numel()
+    }
+    if not flags:
+        return []
+    finite = torch.stack(list(flags.values())).cpu().tolist()  # one device sync
+    return sorted(name for name, ok in zip(flags, finite, strict=True) if not ok)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -162,8 +214,12 @@ def _write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def _read(path: Path) -> bytes:
+def _read(path: Path, max_bytes: int = MAX_CHECKPOINT_BYTES) -> bytes:
+    """The file's bytes; its size is checked against ``max_bytes`` before it is read."""
     try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise ValueError(f"{path}: {size} bytes is over the {max_bytes}-byte checkpoint cap")
         return path.read_bytes()
     except IsADirectoryError as exc:
         raise ValueError(f"{path}: is a directory, not a checkpoint file") from exc
@@ -174,6 +230,13 @@ def _expect_kind(header: Mapping[str, Any], kind: str, source: str) -> None:
         raise ValueError(f"{source}: holds a {header.get('kind')!r}, expected a {kind!r}")
 
 
+def _int_field(header: Mapping[str, Any], key: str, source: str, default: int = 0) -> int:
+    value = header.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{source}: header's {key!r} is {value!r}, not an integer")
+    return value
+
+
 def _config_from_header(header: Mapping[str, Any], source: str) -> ModelConfig:
     try:
         return ModelConfig.from_dict(header["model_config"])
@@ -181,7 +244,54 @@ def _config_from_header(header: Mapping[str, Any], source: str) -> ModelConfig:
         raise ValueError(f"{source}: bad model_config in header ({exc})") from exc
 
 
+def _check_shapes(
+    expected: Mapping[str, torch.Tensor], weights: Mapping[str, torch.Tensor], source: str
+) -> None:
+    """Every tensor of ``expected`` (a state dict, possibly on the meta device) is in
+    ``weights`` with its shape and dtype, and nothing else is."""
+    missing = sorted(set(expected) - set(weights))
+    unexpected = sorted(set(weights) - set(expected))
+    if missing or unexpected:
+        raise ValueError(
+            f"{source}: weights do not fit the model: missing {missing[:5]}"
+            f"{' ...' if len(missing) > 5 else ''}, unexpected {unexpected[:5]}"
+            f"{' ...' if len(unexpected) > 5 else ''}"
+        )
+    for name, want in expected.items():
+        got = weights[name]
+        if tuple(got.shape) != tuple(want.shape) or got.dtype != want.dtype:
+            raise ValueError(
+                f"{source}: tensor {name!r} is {got.dtype} {tuple(got.shape)}, the header's "
+                f"model needs {want.dtype} {tuple(want.shape)}"
+            )
+
+
+def _expected_state(
+    config: ModelConfig, tensors: Mapping[str, torch.Tensor], source: str
+) -> dict[str, torch.Tensor]:
+    """The state dict (shapes only, on the meta device) of the network ``config`` describes.
+
+    Nothing is allocated; the header's board size must be one the rules support and its block
+    count within the file's tensor count (each block holds tensors of its own), so a header
+    cannot make even this step expensive."""
+    if config.board_size not in BOARD_SIZES:
+        raise ValueError(
+            f"{source}: header's board_size {config.board_size} is not one of {BOARD_SIZES}"
+        )
+    if config.blocks > len(tensors):
+        raise ValueError(
+            f"{source}: header names {config.blocks} residual blocks, but the file holds only "
+            f"{len(tensors)} tensors"
+        )
+    try:
+        with torch.device("meta"):
+            return CheckersNet(config).state_dict()
+    except (RuntimeError, OverflowError) as exc:  # sizes past what torch can even describe
+        raise ValueError(f"{source}: header's model {config} cannot be built ({exc})") from exc
+
+
 def _load_weights(model: nn.Module, weights: Mapping[str, torch.Tensor], source: str) -> None:
+    _check_shapes(model.state_dict(), weights, source)  # nothing copied unless all fit
     try:
         model.load_state_dict(weights, strict=True)
     except RuntimeError as exc:
@@ -211,21 +321,34 @@ def encode_checkpoint(
 
 
 def decode_checkpoint(
-    data: bytes, device: str | torch.device = "cpu", *, source: str = "<bytes>"
+    data: bytes,
+    device: str | torch.device = "cpu",
+    *,
+    source: str = "<bytes>",
+    max_bytes: int = MAX_CHECKPOINT_BYTES,
 ) -> tuple[CheckersNet, CheckpointMeta]:
-    """Inverse of ``encode_checkpoint``: a new model in eval mode on ``device`` and its header."""
-    tensors, header = _decode(data, source)
+    """Inverse of ``encode_checkpoint``: a new model in eval mode on ``device`` and its header.
+
+    The header's model is checked against the file's tensors (names, shapes, dtypes) before the
+    network is built, so a header that names a larger network than the file holds allocates
+    nothing; more than ``max_bytes`` is refused unread.
+    """
+    tensors, header = _decode(data, source, max_bytes)
     _expect_kind(header, KIND_MODEL, source)
     config = _config_from_header(header, source)
+    _check_shapes(_expected_state(config, tensors, source), tensors, source)
     model = CheckersNet(config)
     _load_weights(model, tensors, source)
     model.to(device).eval()
+    extra = header.get("extra", {})
+    if not isinstance(extra, dict):
+        raise ValueError(f"{source}: header's 'extra' is {extra!r}, not a JSON object")
     meta = CheckpointMeta(
         config=config,
-        step=int(header.get("step", 0)),
-        version=int(header.get("version", 0)),
+        step=_int_field(header, "step", source),
+        version=_int_field(header, "version", source),
         schema_version=int(header["schema_version"]),
-        extra=header.get("extra", {}),
+        extra=extra,
     )
     return model, meta
 
@@ -241,15 +364,19 @@ def save_checkpoint(
     """Write ``model``'s weights and header to ``path`` atomically."""
     path = Path(path)
     _write_atomic(path, encode_checkpoint(model, step=step, version=version, extra=extra))
-    logger.info("saved checkpoint %s (step %d, version %d)", path, step, version)
+    logger.debug("saved checkpoint %s (step %d, version %d)", path, step, version)
 
 
 def load_checkpoint(
-    path: str | os.PathLike[str], device: str | torch.device = "cpu"
+    path: str | os.PathLike[str],
+    device: str | torch.device = "cpu",
+    *,
+    max_bytes: int = MAX_CHECKPOINT_BYTES,
 ) -> tuple[CheckersNet, CheckpointMeta]:
-    """Read a model checkpoint; ``ValueError`` naming ``path`` if truncated, corrupt or foreign."""
+    """Read a model checkpoint; ``ValueError`` naming ``path`` if truncated, corrupt, foreign,
+    non-finite or over ``max_bytes``."""
     path = Path(path)
-    return decode_checkpoint(_read(path), device, source=str(path))
+    return decode_checkpoint(_read(path, max_bytes), device, source=str(path), max_bytes=max_bytes)
 
 
 def read_checkpoint_meta(path: str | os.PathLike[str]) -> CheckpointMeta:
@@ -311,6 +438,43 @@ def _unflatten_tree(obj: Any, tensors: Mapping[str, torch.Tensor], source: str) 
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{source}: malformed state entry {str(obj)[:80]} ({exc})") from exc
     return {k: _unflatten_tree(v, tensors, source) for k, v in obj.items()}
+
+
+def _check_like(saved: Any, fresh: Any, source: str, where: str = "optimizer") -> None:
+    """``saved`` has the form of ``fresh`` (what this code's own optimizer or scheduler holds):
+    the same kind of value at every key both have, numbers finite, lists of the same length.
+    Torch accepts nearly any mapping in ``load_state_dict`` and fails later, in a training step."""
+
+    def kind(v: Any) -> str:
+        if isinstance(v, bool):
+            return "bool"
+        if isinstance(v, (int, float)):
+            return "number"
+        if isinstance(v, (list, tuple)):
+            return "list"
+        if isinstance(v, Mapping):
+            return "mapping"
+        if isinstance(v, torch.Tensor):
+            return "tensor"
+        return type(v).__name__
+
+    if kind(saved) != kind(fresh):
+        raise ValueError(f"{source}: {where} is {str(saved)[:60]!r}, expected a {kind(fresh)}")
+    if kind(fresh) == "number":
+        try:
+            finite = math.isfinite(float(saved))
+        except OverflowError:
+            finite = False
+        if not finite:
+            raise ValueError(f"{source}: {where} is {str(saved)[:60]}, not a finite number")
+    if kind(fresh) == "list":
+        if len(saved) != len(fresh):
+            raise ValueError(f"{source}: {where} has {len(saved)} entries, expected {len(fresh)}")
+        for i, (a, b) in enumerate(zip(saved, fresh, strict=True)):
+            _check_like(a, b, source, f"{where}[{i}]")
+    elif kind(fresh) == "mapping":
+        for key in fresh.keys() & saved.keys():
+            _check_like(saved[key], fresh[key], source, f"{where}.{key}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -383,7 +547,7 @@ def save_training_state(
         "tree": tree,
     }
     _write_atomic(path, _encode(tensors, header))
-    logger.info("saved training state %s (step %d)", path, step)
+    logger.debug("saved training state %s (step %d)", path, step)
 
 
 def load_training_state(
@@ -391,6 +555,8 @@ def load_training_state(
     model: CheckersNet,
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None,
+    *,
+    max_bytes: int = MAX_CHECKPOINT_BYTES,
 ) -> TrainingState:
     """Restore ``model``, ``optimizer`` and ``scheduler`` in place from ``path``.
 
@@ -400,7 +566,7 @@ def load_training_state(
     """
     path = Path(path)
     source = str(path)
-    tensors, header = _decode(_read(path), source)
+    tensors, header = _decode(_read(path, max_bytes), source, max_bytes)
     _expect_kind(header, KIND_TRAINING_STATE, source)
     config = _config_from_header(header, source)
     if config != model.config:
@@ -411,14 +577,34 @@ def load_training_state(
     if not isinstance(tree, dict):
         raise ValueError(f"{source}: training state has no 'tree' section")
     state = _unflatten_tree(tree, tensors, source)
+    if not isinstance(state, dict):
+        raise ValueError(f"{source}: training state's 'tree' section is not a JSON object")
+    saved_opt = state.get("optimizer")
+    if not isinstance(saved_opt, dict):
+        raise ValueError(f"{source}: training state holds no optimizer state")
+    _check_like(saved_opt.get("param_groups"), optimizer.state_dict()["param_groups"], source)
     try:
-        optimizer.load_state_dict(state["optimizer"])
-    except (KeyError, ValueError, RuntimeError) as exc:
+        optimizer.load_state_dict(saved_opt)
+    except Exception as exc:  # torch raises what the damage leads to; all mean "does not fit"
         raise ValueError(f"{source}: optimizer state does not fit ({exc})") from exc
+    for param, slots in optimizer.state.items():  # per-parameter buffers (momentum, ...)
+        if not isinstance(param, torch.Tensor) or not isinstance(slots, Mapping):
+            raise ValueError(f"{source}: optimizer state {str(slots)[:60]!r} is for no parameter")
+        for name, value in slots.items():
+            if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+                continue
+            if not isinstance(value, torch.Tensor) or (value.dim() and value.shape != param.shape):
+                raise ValueError(
+                    f"{source}: optimizer state {name!r} ({str(value)[:40]}) does not fit a "
+                    f"parameter of shape {tuple(param.shape)}"
+                )
     if scheduler is not None:
-        if state.get("scheduler") is None:
+        saved = state.get("scheduler")
+        if not isinstance(saved, dict):
             raise ValueError(f"{source}: no scheduler state saved, but a scheduler was given")
-        scheduler.load_state_dict(state["scheduler"])
-    return TrainingState(
-        step=int(header["step"]), counters=state.get("counters", {}), rng=state.get("rng", {})
-    )
+        _check_like(saved, scheduler.state_dict(), source, "scheduler")
+        scheduler.load_state_dict(saved)
+    counters, rng = state.get("counters", {}), state.get("rng", {})
+    if not isinstance(counters, dict) or not isinstance(rng, dict):
+        raise ValueError(f"{source}: the counters and RNG states must be JSON objects")
+    return TrainingState(step=_int_field(header, "step", source), counters=counters, rng=rng)

@@ -16,26 +16,21 @@ from typing import Any
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir, initialize_config_module
 from hydra.errors import HydraException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+
+from game.encoding import NUM_PLANES
 
 SOURCE_CONF = Path(__file__).resolve().parents[1] / "conf"
 PACKAGE_CONF = "pkg://learner.conf"  # where a non-editable install puts conf/ (CMakeLists.txt)
+
+# `${encoder_planes:}` in conf/model: the network's input planes are the encoder's, not a choice.
+OmegaConf.register_new_resolver("encoder_planes", lambda: NUM_PLANES, replace=True)
 
 
 def config_path() -> str:
     """The checkout's conf/ when running from source, else the copy inside the package."""
     return str(SOURCE_CONF) if (SOURCE_CONF / "config.yaml").is_file() else PACKAGE_CONF
-
-
-def conf_dir() -> Path:
-    """The configs as a folder: the checkout's conf/, else the installed copy (learner/conf)."""
-    if (SOURCE_CONF / "config.yaml").is_file():
-        return SOURCE_CONF
-    installed = Path(__file__).resolve().parent / "conf"
-    if not (installed / "config.yaml").is_file():
-        raise FileNotFoundError(f"no Hydra configs: neither {SOURCE_CONF} nor {installed} exist")
-    return installed
 
 
 class ConfigError(ValueError):
@@ -62,14 +57,17 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
     return cfg
 
 
-def _check(cfg: DictConfig, key: str, ok: Any, why: str) -> None:
+def _check(cfg: DictConfig, key: str, ok: Any, why: str | Any) -> None:
+    """Raises ConfigError unless ``ok(value)``; ``why`` is the reason, or makes it from the
+    value."""
     node = cfg
     for part in key.split("."):
         if node is None or part not in node:
             return  # the group is absent in this composition; nothing to check
         node = node[part]
     if not ok(node):
-        raise ConfigError(f"bad config value {key}={node!r}: {why}")
+        reason = why(node) if callable(why) else why
+        raise ConfigError(f"bad config value {key}={node!r}: {reason}")
 
 
 def validate(cfg: DictConfig) -> None:
@@ -86,17 +84,12 @@ def validate(cfg: DictConfig) -> None:
     _check(cfg, "learner.publish_every_steps", positive, "publish at least every so many steps")
     _check(cfg, "learner.checkpoint_every_steps", positive, "checkpoint every so many steps")
     _check(cfg, "learner.keep_checkpoints", positive, "keep at least one checkpoint")
+    _check(cfg, "learner.keep_weights", non_negative, "weights files kept, >= 0 (0: all)")
     _check(
         cfg,
         "learner.value_target_q_weight",
         lambda v: isinstance(v, int | float) and 0 <= v <= 1,
         "a share in [0, 1] of the search's root value in the value target",
-    )
-    _check(
-        cfg,
-        "learner.device",
-        lambda v: isinstance(v, str) and v.split(":")[0] in ("auto", "cpu", "cuda", "mps"),
-        "auto, cpu, cuda[:N] or mps",
     )
     _check(cfg, "replay.window_positions", positive, "the replay window holds > 0 positions")
     _check(cfg, "replay.sample_ratio", positive, "samples per new position must be > 0")
@@ -120,4 +113,39 @@ def validate(cfg: DictConfig) -> None:
         lambda v: not v or cfg.evaluation.get("enabled", False),
         "gating needs evaluation.enabled=true: actors follow the weights the evaluator "
         "promotes, and with no evaluator they would wait for ever",
+    )
+    for key in ("learner.device", "evaluation.device"):
+        _check(cfg, key, device_available, device_missing_why)
+
+
+def device_available(spec: Any) -> bool:
+    """Whether a device spec (auto, cpu, cuda, cuda:N, mps) names a device this torch has."""
+    if not isinstance(spec, str):
+        return False
+    kind, _, index = spec.partition(":")
+    if kind not in ("auto", "cpu", "cuda", "mps") or (index and not index.isdigit()):
+        return False
+    if kind in ("auto", "cpu"):
+        return not index
+    import torch  # only for a GPU spec: torch's import is most of a cold start
+
+    if kind == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        return not index and mps is not None and mps.is_available()
+    return torch.cuda.is_available() and int(index or 0) < torch.cuda.device_count()
+
+
+def device_missing_why(spec: Any) -> str:
+    import torch  # only on the way to an error message
+
+    cuda = (
+        f"{torch.cuda.device_count()} CUDA device(s)"
+        if torch.cuda.is_available()
+        else "no CUDA device (or a CPU-only build)"
+    )
+    mps = getattr(torch.backends, "mps", None)
+    has_mps = mps is not None and mps.is_available()
+    return (
+        f"auto, cpu, cuda[:N] or mps, and present: this torch {torch.__version__} sees {cuda}"
+        f"{' and MPS' if has_mps else ', no MPS'}"
     )

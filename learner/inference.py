@@ -116,7 +116,7 @@ class NetworkEvaluator:
         except RuntimeError as exc:
             raise ValueError(f"weights version {version} do not fit the model ({exc})") from exc
         self.version = version
-        logger.info("loaded weights version %d", version)
+        logger.debug("loaded weights version %d", version)
 
     def _host_to_device(
         self, planes: np.ndarray, mask: np.ndarray

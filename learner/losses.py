@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 
 import numpy as np
 import torch
@@ -34,11 +35,15 @@ MASKED_LOGIT = torch.finfo(torch.float32).min
 
 @dataclasses.dataclass(frozen=True)
 class Losses:
-    """Mean losses of one batch, as Python floats (``total = policy + value_weight * value``)."""
+    """Mean losses of one batch, as Python floats (``total = policy + value_weight * value``).
+
+    ``skipped``: the loss or the gradients were not finite, so no step was taken.
+    """
 
     policy: float
     value: float
     total: float
+    skipped: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,19 +130,35 @@ def train_step(
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     device: str | torch.device,
 ) -> Losses:
-    """One optimizer step on ``batch``; returns the batch's losses before the step."""
+    """One optimizer step on ``batch``; returns the batch's losses before the step.
+
+    When the loss or the gradient norm is not finite (a poisoned batch, an overflow) the step is
+    skipped: the gradients are dropped, the optimizer and scheduler do not move, the BatchNorm
+    running statistics the forward pass updated are put back, and the result says ``skipped``.
+    One device sync either way (the finiteness test needs the values before the step).
+    """
     device = torch.device(device)
     planes, mask, target_pi, target_wdl = batch_to_device(batch, device)
     model.train()
     optimizer.zero_grad(set_to_none=True)
+    buffers = list(model.buffers())  # BatchNorm statistics: the forward pass updates them
+    saved = [b.detach().clone() for b in buffers]
     with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
         policy_logits, wdl_logits = model(planes)
     p_loss = policy_loss(policy_logits, target_pi, mask)
     v_loss = value_loss(wdl_logits, target_wdl)
     total = p_loss + value_weight * v_loss
     total.backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    grad_norm = torch.nn.utils.get_total_norm(grads) if grads else torch.zeros((), device=device)
+    values = torch.stack([p_loss, v_loss, total, grad_norm.float()]).detach().cpu().tolist()
+    if not all(math.isfinite(v) for v in values):
+        optimizer.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            for buffer, before in zip(buffers, saved, strict=True):
+                buffer.copy_(before)
+        return Losses(policy=values[0], value=values[1], total=values[2], skipped=True)
     optimizer.step()
     if scheduler is not None:
         scheduler.step()
-    values = torch.stack([p_loss, v_loss, total]).detach().cpu().tolist()  # one device sync
     return Losses(policy=values[0], value=values[1], total=values[2])

@@ -141,25 +141,37 @@ def plot_metrics(csv_path: Path, out_dir: Path) -> list[Path]:
     series = read_metrics(csv_path)
     written = []
     for name, keys in PLOTS.items():
-        present = [k for k in keys if series.get(k)]
-        if not present:
+        fig = draw_plot(name, keys, series)
+        if fig is None:
             continue
-        fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-        x_is_step = name in ("loss.png", "elo.png")
-        for key in present:
-            points = series[key]
-            t0 = points[0][1]
-            xs = [p[0] for p in points] if x_is_step else [(p[1] - t0) / 60 for p in points]
-            ax.plot(
-                xs, [p[2] for p in points], label=key, marker="o" if name == "elo.png" else None
-            )
-        ax.set_xlabel("training step" if x_is_step else "minutes")
-        ax.set_title(name.removesuffix(".png"))
-        ax.grid(alpha=0.3)
-        ax.legend()
-        fig.tight_layout()
         path = Path(out_dir) / name
         fig.savefig(path)
         plt.close(fig)
         written.append(path)
     return written
+
+
+def draw_plot(
+    name: str, keys: tuple[str, ...], series: Mapping[str, list[tuple[int, float, float]]]
+) -> Any:
+    """The matplotlib figure of one plot (None when none of its keys has a value)."""
+    import matplotlib.pyplot as plt
+
+    present = [k for k in keys if series.get(k)]
+    if not present:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    x_is_step = name in ("loss.png", "elo.png")
+    for key in present:
+        points = series[key]
+        t0 = points[0][1]
+        xs = [p[0] for p in points] if x_is_step else [(p[1] - t0) / 60 for p in points]
+        # Points marked where a line would not show them: Elo's few ratings, a series of one.
+        marked = name == "elo.png" or len(points) == 1
+        ax.plot(xs, [p[2] for p in points], label=key, marker="o" if marked else None)
+    ax.set_xlabel("training step" if x_is_step else "minutes")
+    ax.set_title(name.removesuffix(".png"))
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    return fig

@@ -34,8 +34,8 @@ from typing import Self
 import numpy as np
 
 from game import encoding
-from game.encoding import HISTORY, META_WHITE_TO_MOVE, NUM_WDL, PACKED_WORDS, num_actions
-from game.records import GameRecord, Result
+from game.encoding import HISTORY, NUM_WDL, PACKED_WORDS, num_actions
+from game.records import GameRecord, mover_outcome, value_targets
 from learner.losses import TrainBatch
 from learner.replay import ReplayEmpty, ReplayStore
 
@@ -48,10 +48,6 @@ REFRESH_S = 0.5  # the prefetcher's pause between refreshes: a new game can be d
 # about this long, and a refresh with nothing new (one round trip, ~1 ms) stays a small share
 EMPTY_POLL_S = 0.25  # the prefetcher's wait while the window is empty or malformed-only
 MALFORMED_LOG_EVERY = 1000  # log the first malformed record, then one in this many
-
-# Result code per position (an index into _WDL_OF_CODE): the game's result from the mover's view.
-_WIN, _DRAW, _LOSS = 0, 1, 2
-_WDL_OF_CODE = np.eye(NUM_WDL, dtype=np.float32)  # code -> one-hot (win, draw, loss)
 
 
 class _Column:
@@ -124,9 +120,12 @@ class ReplayMirror:
     RuntimeError rather than corrupt the arrays. The counters (`num_positions`, `num_games`,
     `malformed`) may be read from any thread.
 
-    A record that does not decode (GameRecord.from_bytes raises ValueError), is for another board
-    size or holds a different number of decisions than the store lists is counted in `malformed`,
-    logged the first time and every MALFORMED_LOG_EVERY-th, and contributes no positions.
+    A record that does not decode or fails its checks (GameRecord.from_bytes raises ValueError:
+    positions the rules cannot reach, illegal played or visited actions, zero visit counts, root
+    values that are not probabilities; see game/records.py), is for another board size or holds
+    a different number of decisions than the store lists is counted in `malformed` (the run's
+    `replay/records_rejected`), logged the first time and every MALFORMED_LOG_EVERY-th, and
+    contributes no positions: nothing from it reaches the encoder or a training batch.
     """
 
     def __init__(self, store: ReplayStore, board_size: int):
@@ -186,11 +185,10 @@ class ReplayMirror:
         the ids went backwards (the store was emptied, or rewritten with fewer games), everything
         is read afresh. A store emptied and refilled beyond the newest id held between two
         refreshes goes unnoticed: ids and lengths are all that is compared, and the lengths come
-        through ReplayStore's local copy, which keeps those it had (`ReplayStore.sample` shares
-        that blind spot).
+        through ReplayStore's local copy, which keeps those it had.
         """
-        with self._exclusive(), self.store._unavailable_as_error("refresh the replay mirror"):
-            first, cumulative = self.store._refresh_window()
+        with self._exclusive():
+            first, cumulative = self.store.window()
             lengths = np.diff(cumulative, prepend=0)
             last = first + len(lengths) - 1
             if self._rewritten(first, last, lengths):
@@ -209,7 +207,7 @@ class ReplayMirror:
             new_lengths = lengths[self._game_start.hi - first :]
             for lo in range(0, len(new_ids), FETCH_GAMES):
                 ids = new_ids[lo : lo + FETCH_GAMES].tolist()
-                self._append_games(ids, new_lengths[lo : lo + FETCH_GAMES], self.store._fetch(ids))
+                self._append_games(ids, new_lengths[lo : lo + FETCH_GAMES], self.store.fetch(ids))
             return len(new_ids)
 
     def draw(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
@@ -262,11 +260,7 @@ class ReplayMirror:
             entries = np.arange(len(owner)) + shift[owner]  # absolute visit rows, draw by draw
             pi = np.zeros((n, self._num_actions), np.float32)
             pi[owner, self._actions.take(entries)] = self._fractions.take(entries)
-            wdl = _WDL_OF_CODE[self._result.take(p)]
-            if q_weight > 0.0:  # the same expression as training_samples, for equal roundings
-                root = self._root_wdl.take(p)
-                searched = ~np.isnan(root).any(axis=1)
-                wdl[searched] = (1.0 - q_weight) * wdl[searched] + q_weight * root[searched]
+            wdl = value_targets(self._result.take(p), self._root_wdl.take(p), q_weight)
         return TrainBatch(
             planes=encoding.encode(packed, self.board_size),
             mask=encoding.legal_masks(packed, self.board_size),
@@ -398,9 +392,7 @@ class ReplayMirror:
         # (integers below 2^24: at most 128 actions of at most 65535 visits), so equal quotients.
         totals = np.add.reduceat(counts.astype(np.int64), local_start).astype(np.float32)
         result = np.repeat(np.array([int(g.result) for g in games], np.int64), lengths)
-        white = (positions[:, 3] & META_WHITE_TO_MOVE).astype(bool)
-        mover_won = white == (result == Result.WHITE_WIN)
-        code = np.where(result == Result.DRAW, _DRAW, np.where(mover_won, _WIN, _LOSS))
+        code = mover_outcome(result, positions[:, 3])
         self._visit_start.append(self._actions.hi + local_start)
         self._visit_len.append(visit_len.astype(np.int32))
         self._actions.append(np.concatenate([g.visit_actions for g in games]))

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from game.encoding import NUM_DIRECTIONS, NUM_WDL, num_actions
+from game.encoding import NUM_DIRECTIONS, NUM_PLANES, NUM_WDL, num_actions
 from game.notation import num_squares, square_rc
 
 logger = logging.getLogger(__name__)
@@ -39,9 +39,9 @@ class ModelConfig:
     """Shape of the network; the Hydra ``model`` group holds exactly these keys."""
 
     board_size: int = 8
-    in_planes: int = 15
+    in_planes: int = NUM_PLANES
     blocks: int = 4
-    channels: int = 48
+    channels: int = 32
     policy_channels: int = 32
     value_channels: int = 8
     value_hidden: int = 128

@@ -22,11 +22,10 @@ counters and evicts), hence atomically, and reach the append-only file together.
 an add is lost and the client's retry sends it again, the game is stored twice (at least once).
 Every counter lives in Redis, so a restarted learner or actor sees the same store.
 
-Sampling keeps a local copy of the window's lengths and fetches only what changed since the last
-call (one round trip), picks positions uniformly with the cumulative lengths, then fetches the
-distinct games with MGET. A draw whose game was evicted between those two steps is drawn again
-by a script that chooses and reads inside Redis (slower, it walks the window's lengths, but
-nothing can be evicted in between), so a busy writer cannot starve the reader.
+Readers see the window through `window()` (its first id and the cumulative lengths of its games;
+the store keeps a local copy of the lengths and fetches only what changed since the last call, in
+one round trip) and `fetch(ids)` (pipelined MGETs; a game evicted meanwhile is simply absent).
+The learner's mirror (`learner.mirror`) keeps the window decoded on top of those two calls.
 """
 
 from __future__ import annotations
@@ -48,8 +47,6 @@ from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.retry import Retry
 
 logger = logging.getLogger(__name__)
-
-Sample = tuple[int, bytes, int]  # (game id, record bytes, position index within the game)
 
 SOCKET_TIMEOUT_S = 30.0  # a batch of 64 KB records is MBs; far above a healthy reply time
 MAX_BACKOFF_S = 30.0  # cap of the exponential backoff between connection attempts
@@ -188,35 +185,6 @@ if from < first or from > last + 1 then from = first end
 return {first, last, from, redis.call('LRANGE', lengths, from - first, -1)}
 """
 
-# ARGV: game key prefix, then one uniform in [0, 1) per draw. Returns {game id, position index,
-# record} per draw, or {} for an empty window. Lua numbers are doubles: exact below 2^53.
-_SAMPLE = """
-local meta, lengths = KEYS[1], KEYS[2]
-local prefix = ARGV[1]
-local v = redis.call('HMGET', meta, 'first_id', 'window_positions')
-local first, total = tonumber(v[1] or '1'), tonumber(v[2] or '0')
-if total == 0 then return {} end
-local lens = redis.call('LRANGE', lengths, 0, -1)
-local cum, acc = {}, 0
-for i = 1, #lens do acc = acc + tonumber(lens[i]); cum[i] = acc end
-local out = {}
-for j = 2, #ARGV do
-  local pos = math.min(math.floor(tonumber(ARGV[j]) * total), total - 1)
-  local lo, hi = 1, #cum
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if cum[mid] > pos then hi = mid else lo = mid + 1 end
-  end
-  local start = 0
-  if lo > 1 then start = cum[lo - 1] end
-  local id = first + lo - 1
-  out[#out + 1] = id
-  out[#out + 1] = pos - start
-  out[#out + 1] = redis.call('GET', prefix .. id)
-end
-return out
-"""
-
 
 @dataclass(frozen=True)
 class ReplayStats:
@@ -244,7 +212,6 @@ class ReplayStore:
         self._game_prefix = f"{{{namespace}}}:game:"
         self._staging_prefix = f"{{{namespace}}}:staging:"
         self._window_script = client.register_script(_WINDOW)
-        self._sample_script = client.register_script(_SAMPLE)
         self._lock = threading.Lock()  # guards the local copy of the window below
         self._cache_first = 1  # game id of _cache_lengths[0]
         self._cache_lengths = np.zeros(0, dtype=np.int64)
@@ -301,60 +268,12 @@ class ReplayStore:
             positions_added=positions or 0,
         )
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> list[Sample]:
-        """`batch_size` positions drawn uniformly (with replacement) from the window."""
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        with self._unavailable_as_error("sample"):
-            first_id, cumulative = self._refresh_window()
-            if len(cumulative) == 0:
-                raise ReplayEmpty(f"replay store {self.namespace!r} holds no game yet")
-            draws = rng.integers(0, int(cumulative[-1]), size=batch_size)
-            slots = np.searchsorted(cumulative, draws, side="right")
-            indices = draws - np.concatenate(([0], cumulative))[slots]
-            game_ids = (first_id + slots).tolist()
-            records = self._fetch(sorted(set(game_ids)))
-            result: list[Sample] = []
-            evicted = 0
-            for game_id, index in zip(game_ids, indices.tolist(), strict=True):
-                record = records.get(game_id)
-                if record is None:
-                    evicted += 1  # left the window since the snapshot: drawn again below
-                else:
-                    result.append((game_id, record, index))
-            if evicted:
-                logger.debug(
-                    "%d of %d draws hit evicted games; redrawn in Redis", evicted, batch_size
-                )
-                result += self._sample_atomically(evicted, rng)
-        return result
+    def window(self) -> tuple[int, np.ndarray]:
+        """First game id of the window and the cumulative lengths of its games (one round trip).
 
-    def _sample_atomically(self, n: int, rng: np.random.Generator) -> list[Sample]:
-        """`n` uniform draws chosen and read inside Redis, so no game can vanish in between.
-
-        The slower path (the script walks the whole window's lengths), used only for the draws
-        whose games were evicted between the snapshot and the read of the fast path.
+        The lengths are kept locally between calls, so only those of new games cross the wire.
         """
-        uniforms = [repr(float(u)) for u in rng.random(n)]
-        flat = self._sample_script(
-            keys=[self._meta, self._lengths], args=[self._game_prefix, *uniforms]
-        )
-        if not flat:
-            raise ReplayEmpty(f"replay store {self.namespace!r} holds no game yet")
-        samples = []
-        for k in range(0, len(flat), 3):
-            game_id, index, record = int(flat[k]), int(flat[k + 1]), flat[k + 2]
-            if record is None:
-                raise RuntimeError(
-                    f"replay store {self.namespace!r} is inconsistent: game {game_id} is in the "
-                    "window but its record is missing (were its keys deleted by hand?)"
-                )
-            samples.append((game_id, bytes(record), index))
-        return samples
-
-    def _refresh_window(self) -> tuple[int, np.ndarray]:
-        """First game id of the window and the cumulative lengths of its games (one round trip)."""
-        with self._lock:
+        with self._lock, self._unavailable_as_error("read the window"):
             cache_next = self._cache_first + len(self._cache_lengths)
             first, last, start, new = self._window_script(
                 keys=[self._meta, self._lengths], args=[cache_next]
@@ -374,12 +293,13 @@ class ReplayStore:
                 )
             return first, np.cumsum(self._cache_lengths)
 
-    def _fetch(self, game_ids: Sequence[int]) -> dict[int, bytes]:
+    def fetch(self, game_ids: Sequence[int]) -> dict[int, bytes]:
         """Records of the given games (absent ones left out), in one pipelined round trip."""
         pipe = self._client.pipeline(transaction=False)
         for lo in range(0, len(game_ids), MGET_CHUNK):
             pipe.mget([self.game_key(g) for g in game_ids[lo : lo + MGET_CHUNK]])
-        values = [v for chunk in pipe.execute() for v in chunk]
+        with self._unavailable_as_error("read games"):
+            values = [v for chunk in pipe.execute() for v in chunk]
         return {g: bytes(v) for g, v in zip(game_ids, values, strict=True) if v is not None}
 
     @contextlib.contextmanager

@@ -16,37 +16,49 @@ import json
 import logging
 import math
 import os
+import re
 import signal
+import socket
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import ray
+import redis
 from omegaconf import DictConfig, OmegaConf
 
 from actors.pool import ActorPool
 from actors.self_play import record_to_pdn
-from evaluation.evaluator import read_eval_metrics, start_evaluator
+from evaluation.evaluator_actor import start_evaluator
+from evaluation.keys import promoted_versions, read_eval_metrics
 from game.openings import load_openings
 from game.pdn import write_pdn
 from game.records import GameRecord
+from learner.cluster import start_ray
+from learner.losses import Losses
 from learner.metrics import MetricsLogger
 from learner.mirror import MirrorPrefetcher, ReplayMirror
 from learner.preflight import PreflightError, check_cluster
 from learner.redis_server import EmbeddedRedis, RedisServerError
-from learner.replay import ReplayStore, ReplayUnavailable, SampleRatio, connect
+from learner.replay import ReplayStats, ReplayStore, ReplayUnavailable, SampleRatio, connect
+from learner.retention import WEIGHTS_DIR, prune_weights, save_promoted
 from learner.trainer import Trainer
 from learner.weights import WeightsChannel
 
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_DIR = "checkpoints"
-SUMMARY_FILE = "summary.json"  # the run's end state, the same dict as "run finished" logs
+SUMMARY_FILE = "summary.json"  # the run's end state, for scripts; the log shows it as text
+MODEL_FILE = "latest.safetensors"  # under checkpoints/: the newest weights, a model checkpoint
+GAMES_FILE = "games/selfplay.pdn"  # under the run dir: self-play games, each once, appended
+GAME_ID_TAG = re.compile(r'^\[Round "(\d+)"\]', re.MULTILINE)  # a game's record id in GAMES_FILE
 ACTOR_STOP_TIMEOUT_S = 30.0  # grace for actors to finish their current move and flush games
+PREFETCH_TIMEOUT_S = 60.0  # longest wait for a batch once training started: a stuck thread errors
 
 
 def git_revision() -> str:
@@ -88,40 +100,38 @@ def redis_for_run(cfg: DictConfig, run_dir: Path) -> Iterator[tuple[str, str | N
         logger.info("stopped the private redis-server")
 
 
-def start_ray(cluster_cfg: DictConfig) -> bool:
-    """Joins a running cluster if one is reachable, else starts a local one; True if started."""
-    if ray.is_initialized():
-        return False
-    env = {
-        "env_vars": {
-            "PYTHONPATH": os.pathsep.join(
-                filter(
-                    None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]
-                )
-            )
-        }
+@dataclass
+class _Loop:
+    """The training loop's clocks and handles, shared by the steps of `Run._train`."""
+
+    t_start: float
+    store: InitVar[ReplayStore]
+    trainer: Trainer
+    prefetcher: MirrorPrefetcher | None = None  # started with the first training step
+    losses: Losses | None = None  # of the newest step
+    last_progress: float = field(init=False)  # monotonic times of the last progress line, ...
+    last_csv: float = field(init=False)  # ... metrics row, ...
+    last_plot: float = field(init=False)  # ... plots ...
+    last_ckpt: float = field(init=False)  # ... and checkpoint
+    last_ckpt_step: int = field(init=False)
+    last_stats: ReplayStats = field(init=False)  # the store's counters at the last metrics row
+    last_stats_t: float = field(init=False)
+    steps_at_last: int = field(init=False)  # the step at the last metrics row
+
+    def __post_init__(self, store: ReplayStore) -> None:
+        self.last_progress = self.last_csv = self.last_plot = self.last_ckpt = self.t_start
+        self.last_ckpt_step = self.steps_at_last = self.trainer.counters.step
+        self.last_stats, self.last_stats_t = store.stats(), self.t_start
+
+
+def _loss_metrics(losses: Losses | None) -> dict[str, float]:
+    if losses is None:
+        return {}
+    return {
+        "learner/loss_policy": losses.policy,
+        "learner/loss_value": losses.value,
+        "learner/loss_total": losses.total,
     }
-    if cluster_cfg.address and cluster_cfg.address != "local":
-        try:
-            ray.init(address=cluster_cfg.address, runtime_env=env, log_to_driver=True)
-            logger.info("joined the Ray cluster at %s", cluster_cfg.address)
-            return False
-        except ConnectionError:
-            if cluster_cfg.address != "auto":
-                raise
-    # address="local": a plain ray.init() would join whatever cluster the machine's
-    # /tmp/ray/ray_current_cluster names (the last `ray start` or test cluster), and then fail
-    # because num_cpus cannot be given to an existing cluster.
-    ray.init(
-        address="local",
-        num_cpus=cluster_cfg.num_cpus,
-        include_dashboard=cluster_cfg.include_dashboard,
-        object_store_memory=int(cluster_cfg.object_store_memory_mb) * 1024 * 1024,
-        runtime_env=env,
-        log_to_driver=True,
-    )
-    logger.info("started a local Ray (%s CPUs)", ray.cluster_resources().get("CPU"))
-    return True
 
 
 class Run:
@@ -130,8 +140,9 @@ class Run:
         self.run_dir = Path(cfg.run_dir)
         self.ckpt_dir = self.run_dir / CHECKPOINT_DIR
         self._stop = threading.Event()
-        # Openings named in the PDN samples of self-play games (_sample_games).
+        # Openings whose moves start the self-play games written as PDN (_write_games).
         self._deck = load_openings(cfg.selfplay.openings, int(cfg.game.size))
+        self._games_written: int | None = None  # newest record id in GAMES_FILE (read lazily)
 
     def request_stop(self, *_: Any) -> None:
         if not self._stop.is_set():
@@ -172,7 +183,13 @@ class Run:
 
     def _join_cluster(self) -> bool:
         """Ray (joined or started; True if started here), then the cluster's preflight."""
-        started = start_ray(self.cfg.cluster)
+        cluster = self.cfg.cluster
+        started = start_ray(
+            cluster.address,
+            num_cpus=cluster.num_cpus,
+            include_dashboard=cluster.include_dashboard,
+            object_store_memory_mb=cluster.object_store_memory_mb,
+        )
         check_cluster(self.cfg, self.cfg.replay.url or None, ray.nodes())
         if threading.current_thread() is threading.main_thread():
             # After ray.init, which installs its own SIGTERM handler that exits at once:
@@ -204,15 +221,7 @@ class Run:
         pool = ActorPool(cfg, url, password, client)
         ratio = SampleRatio(cfg.replay.sample_ratio, min_positions=cfg.replay.min_positions)
         mirror = ReplayMirror(store, size)  # each game decoded once, on the prefetch thread
-        prefetcher: MirrorPrefetcher | None = None
-        t_start = time.monotonic()
-        last_progress = last_csv = last_plot = last_ckpt = t_start
-        last_ckpt_step = trainer.counters.step
-        last_stats = store.stats()
-        last_stats_t = t_start
-        steps_at_last = trainer.counters.step
-        summary: dict[str, Any] = {"resumed": resumed}
-        losses = None
+        loop = _Loop(t_start=time.monotonic(), store=store, trainer=trainer)
         evaluator = None
         try:
             # The evaluator first: under gating it promotes the first version, which the
@@ -220,9 +229,7 @@ class Run:
             evaluator = start_evaluator(cfg, url, password, self.run_dir)
             pool.start()  # logs how many actors run on how many nodes, and again on every change
             logger.info("training on %s", trainer.device)
-            while not self._stop.is_set():
-                if self._limits_reached(trainer, t_start):
-                    break
+            while not self._stop.is_set() and not self._limits_reached(trainer, loop.t_start):
                 pool.check()
                 if evaluator is not None:
                     evaluator.check()
@@ -232,98 +239,188 @@ class Run:
                 ):
                     self._stop.wait(cfg.learner.wait_poll_s)
                 else:
-                    if prefetcher is None:
-                        prefetcher = MirrorPrefetcher(
-                            mirror,
-                            cfg.learner.batch_size,
-                            depth=cfg.replay.prefetch_depth,
-                            seed=cfg.seed + trainer.counters.step,
-                            q_weight=cfg.learner.value_target_q_weight,
-                        )
-                    batch = prefetcher.get(timeout=60.0)
-                    losses = trainer.step(batch)
-                    if trainer.counters.step % cfg.learner.publish_every_steps == 0:
-                        self._publish(trainer, channel)
-                        if trainer.counters.version % cfg.logging.pdn_every_versions == 0:
-                            self._sample_games(store, trainer.counters.version)
+                    self._train_step(loop, mirror, store, channel, client)
                 now = time.monotonic()
-                # Once per multiple of checkpoint_every_steps (the step stays on that multiple
-                # while the learner waits for self-play), and at least every checkpoint_every_min.
+                self._maybe_checkpoint(loop, now, client, channel)
                 if (
-                    trainer.counters.step % cfg.learner.checkpoint_every_steps == 0
-                    and trainer.counters.step > last_ckpt_step
-                ) or (now - last_ckpt > 60 * cfg.learner.checkpoint_every_min):
-                    trainer.save(self.ckpt_dir, keep=cfg.learner.keep_checkpoints)
-                    last_ckpt, last_ckpt_step = now, trainer.counters.step
-                if (
-                    now - last_csv >= cfg.logging.csv_every_s
-                    or now - last_progress >= cfg.logging.progress_every_s
+                    now - loop.last_csv >= cfg.logging.csv_every_s
+                    or now - loop.last_progress >= cfg.logging.progress_every_s
                 ):
-                    dt = max(now - last_stats_t, 1e-9)
-                    row = {
-                        "selfplay/positions_per_s": (
-                            stats.positions_added - last_stats.positions_added
-                        )
-                        / dt,
-                        "selfplay/games_per_s": (stats.games_added - last_stats.games_added) / dt,
-                        "selfplay/games": stats.games_added,
-                        "replay/window_positions": stats.window_positions,
-                        "replay/positions_added": stats.positions_added,
-                        "replay/malformed": prefetcher.malformed if prefetcher else 0,
-                        "learner/steps_per_s": (trainer.counters.step - steps_at_last) / dt,
-                        "learner/samples_per_s": (trainer.counters.step - steps_at_last)
-                        * cfg.learner.batch_size
-                        / dt,
-                        "learner/lr": trainer.lr,
-                        "learner/weights_version": trainer.counters.version,
-                    }
-                    if losses is not None:
-                        row |= {
-                            "learner/loss_policy": losses.policy,
-                            "learner/loss_value": losses.value,
-                            "learner/loss_total": losses.total,
-                        }
-                    row |= pool.metrics()
-                    row |= read_eval_metrics(client, cfg.replay.namespace)
-                    metrics.log(row, trainer.counters.step)
-                    last_csv = now
-                    if now - last_progress >= cfg.logging.progress_every_s:
-                        self._progress(trainer, stats, row, now - t_start)
-                        last_progress = now
-                    last_stats, last_stats_t, steps_at_last = stats, now, trainer.counters.step
-                if now - last_plot >= 60 * cfg.logging.plot_every_min:
+                    extra = pool.metrics() | read_eval_metrics(client, cfg.replay.namespace)
+                    self._report(loop, stats, now, metrics, extra, ratio)
+                if now - loop.last_plot >= 60 * cfg.logging.plot_every_min:
                     metrics.plot()
-                    last_plot = now
+                    loop.last_plot = now
         except KeyboardInterrupt:
             logger.info("interrupted")
         finally:
-            if prefetcher is not None:
-                prefetcher.close()
+            if loop.prefetcher is not None:
+                loop.prefetcher.close()
             pool.stop(ACTOR_STOP_TIMEOUT_S)
             if evaluator is not None:
                 evaluator.stop(ACTOR_STOP_TIMEOUT_S)
-            path = trainer.save(self.ckpt_dir, keep=cfg.learner.keep_checkpoints)
-            logger.info("saved %s", path)
-            # The last state, so that a run shorter than logging.csv_every_s still has its
-            # losses in metrics.csv and loss.png.
-            final = {"learner/weights_version": trainer.counters.version}
-            if losses is not None:
-                final |= {
-                    "learner/loss_policy": losses.policy,
-                    "learner/loss_value": losses.value,
-                    "learner/loss_total": losses.total,
-                }
-            metrics.log(final, trainer.counters.step)
+            path = self._save(trainer, client, channel)
+            stats = loop.last_stats
+            with _redis_trouble_logged("the last self-play games and counters"):
+                self._write_games(store)
+                stats = store.stats()
+            # The last state, rates since the last row included, so that a run shorter than
+            # logging.csv_every_s still has its losses and throughput in metrics.csv and plots.
+            metrics.log(self._metrics_row(loop, stats, time.monotonic()), trainer.counters.step)
             metrics.close()
-        stats = store.stats()
-        summary |= {
+        return self._summary(resumed, loop, stats, path, client, pool)
+
+    def _train_step(
+        self,
+        loop: _Loop,
+        mirror: ReplayMirror,
+        store: ReplayStore,
+        channel: WeightsChannel,
+        client: Any,
+    ) -> None:
+        """One optimizer step on the next prefetched batch; publishes (keeping any newly
+        promoted version on disk, and writing new self-play games as PDN) on its multiples. The
+        prefetcher starts with the first step, once the window has positions."""
+        cfg, trainer = self.cfg, loop.trainer
+        if loop.prefetcher is None:
+            loop.prefetcher = MirrorPrefetcher(
+                mirror,
+                cfg.learner.batch_size,
+                depth=cfg.replay.prefetch_depth,
+                seed=cfg.seed + trainer.counters.step,
+                q_weight=cfg.learner.value_target_q_weight,
+            )
+        batch = loop.prefetcher.get(timeout=PREFETCH_TIMEOUT_S)
+        losses = trainer.step(batch)
+        if losses.skipped:  # a non-finite loss: the step count stays, so nothing is published
+            return
+        loop.losses = losses
+        if trainer.counters.step % cfg.learner.publish_every_steps == 0:
+            self._publish(trainer, channel)
+            self._keep_promoted(client, channel)
+            if trainer.counters.version % cfg.logging.pdn_every_versions == 0:
+                self._write_games(store)
+
+    def _maybe_checkpoint(
+        self, loop: _Loop, now: float, client: Any, channel: WeightsChannel
+    ) -> None:
+        """Once per multiple of checkpoint_every_steps (the step stays on that multiple while
+        the learner waits for self-play), and at least every checkpoint_every_min."""
+        lc, step = self.cfg.learner, loop.trainer.counters.step
+        if (step % lc.checkpoint_every_steps == 0 and step > loop.last_ckpt_step) or (
+            now - loop.last_ckpt > 60 * lc.checkpoint_every_min
+        ):
+            self._save(loop.trainer, client, channel)
+            loop.last_ckpt, loop.last_ckpt_step = now, step
+
+    def _save(self, trainer: Trainer, client: Any, channel: WeightsChannel) -> Path:
+        """A checkpoint, then the weights files pruned to learner.keep_weights (promoted
+        versions saved first, so none is lost)."""
+        path = trainer.save(self.ckpt_dir, keep=self.cfg.learner.keep_checkpoints)
+        logger.debug("saved %s", path)
+        with _redis_trouble_logged("the promoted weights"):
+            self._keep_promoted(client, channel)
+        prune_weights(self.ckpt_dir / WEIGHTS_DIR, int(self.cfg.learner.keep_weights))
+        return path
+
+    def _keep_promoted(self, client: Any, channel: WeightsChannel) -> None:
+        """Every version the gate promoted, on disk as weights/best_v<version>.safetensors."""
+        versions = promoted_versions(client, self.cfg.replay.namespace)
+        best = channel.version("best")
+        if best >= 0:
+            versions.append(best)
+
+        def fetch(version: int) -> bytes | None:
+            data = channel.get(version)
+            if data is None and version == channel.version("best"):
+                data = channel.best_data()
+            return data
+
+        save_promoted(self.ckpt_dir / WEIGHTS_DIR, versions, fetch)
+
+    def _report(
+        self,
+        loop: _Loop,
+        stats: ReplayStats,
+        now: float,
+        metrics: MetricsLogger,
+        extra: dict[str, float],
+        ratio: SampleRatio,
+    ) -> None:
+        """A metrics row (with the actors' and the evaluator's `extra`), and the progress line
+        when it is due."""
+        trainer = loop.trainer
+        row = self._metrics_row(loop, stats, now) | extra
+        metrics.log(row, trainer.counters.step)
+        loop.last_csv = now
+        if now - loop.last_progress >= self.cfg.logging.progress_every_s:
+            self._progress(trainer, stats, row, now - loop.t_start, ratio)
+            loop.last_progress = now
+        loop.last_stats, loop.last_stats_t = stats, now
+        loop.steps_at_last = trainer.counters.step
+
+    def _metrics_row(self, loop: _Loop, stats: ReplayStats, now: float) -> dict[str, float]:
+        """Self-play, replay and learner rates since the last row, and the newest losses."""
+        trainer, last = loop.trainer, loop.last_stats
+        dt = max(now - loop.last_stats_t, 1e-9)
+        steps = trainer.counters.step - loop.steps_at_last
+        row = {
+            "selfplay/positions_per_s": (stats.positions_added - last.positions_added) / dt,
+            "selfplay/games_per_s": (stats.games_added - last.games_added) / dt,
+            "selfplay/games": stats.games_added,
+            "replay/window_positions": stats.window_positions,
+            "replay/positions_added": stats.positions_added,
+            "replay/records_rejected": loop.prefetcher.malformed if loop.prefetcher else 0,
+            "learner/steps_per_s": steps / dt,
+            "learner/samples_per_s": steps * self.cfg.learner.batch_size / dt,
+            "learner/lr": trainer.lr,
+            "learner/steps_skipped_nonfinite": trainer.counters.skipped_nonfinite,
+            "learner/weights_version": trainer.counters.version,
+        }
+        return row | _loss_metrics(loop.losses)
+
+    def _summary(
+        self,
+        resumed: bool,
+        loop: _Loop,
+        stats: ReplayStats,
+        state: Path,
+        client: Any,
+        pool: ActorPool,
+    ) -> dict[str, Any]:
+        """The run's end state: written to summary.json, logged as text."""
+        trainer, losses = loop.trainer, loop.losses
+        elo: dict[str, float] = {}
+        with _redis_trouble_logged("the newest Elo"):
+            elo = read_eval_metrics(client, self.cfg.replay.namespace)
+        selfplay: dict[str, int] = {"actors": pool.size, "nodes": pool.nodes}
+        with _redis_trouble_logged("the games per node"):
+            selfplay = pool.summary()
+        summary = {
+            "resumed": resumed,
             "step": trainer.counters.step,
             "version": trainer.counters.version,
             "games": stats.games_added,
             "positions": stats.positions_added,
-            "checkpoint": str(path),
-        } | pool.summary()
-        logger.info("run finished: %s", summary)
+            "elapsed_s": round(time.monotonic() - loop.t_start, 1),
+            # What `python -m evaluation.match` and `evaluation.calibration` take as a player.
+            "model": str(self.ckpt_dir / MODEL_FILE),
+            "training_state": str(state),  # what a resume loads
+            "losses": None
+            if losses is None
+            else {"policy": losses.policy, "value": losses.value, "total": losses.total},
+            "elo": None
+            if "eval/elo" not in elo
+            else {
+                "version": int(elo.get("eval/version", 0)),
+                "elo": _finite(elo["eval/elo"]),
+                "lower": _finite(elo.get("eval/elo_lower")),
+                "upper": _finite(elo.get("eval/elo_upper")),
+            },
+            # Actors at the end and the nodes whose actors stored games (nodes that left too).
+            "selfplay": selfplay,
+        }
+        logger.info("%s", describe_summary(summary, self.run_dir / SUMMARY_FILE))
         tmp = self.run_dir / f"{SUMMARY_FILE}.tmp"  # for scripts (no log parsing), whole or absent
         tmp.write_text(json.dumps(summary, indent=1) + "\n")
         tmp.replace(self.run_dir / SUMMARY_FILE)
@@ -343,55 +440,135 @@ class Run:
         trainer.counters.version += 1
         channel.publish(trainer.weights_bytes(trainer.counters.version), trainer.counters.version)
 
-    def _sample_games(self, store: ReplayStore, version: int) -> None:
-        """The newest self-play games as PDN under <run_dir>/games/, for a person to read."""
+    def _write_games(self, store: ReplayStore) -> int:
+        """Appends the newest self-play games not written yet (at most logging.pdn_sample_games)
+        to GAMES_FILE, each once, its record id as the Round tag; returns how many."""
         count = int(self.cfg.logging.pdn_sample_games)
+        if count <= 0:
+            return 0
+        path = self.run_dir / GAMES_FILE
+        if self._games_written is None:  # a resumed run goes on after the games it wrote
+            text = path.read_text(errors="replace") if path.is_file() else ""
+            self._games_written = max((int(x) for x in GAME_ID_TAG.findall(text)), default=0)
         newest = store.stats().games_added
+        first = max(self._games_written + 1, newest - count + 1, 1)
+        tags = {
+            "Event": f"checkerzero self-play ({self.run_dir.name})",
+            "Site": socket.gethostname(),
+            "Date": time.strftime("%Y.%m.%d"),
+        }
         games = []
-        for game_id in range(newest, max(0, newest - count), -1):
+        for game_id in range(first, newest + 1):
             data = store.get(game_id)
             if data is None:
-                break
+                continue  # already out of the replay window
             try:
                 record = GameRecord.from_bytes(data)
-            except ValueError:
-                continue  # counted by the prefetcher when sampled; a sample file just skips it
-            games.append(record_to_pdn(record, len(games), self._deck))
+                games.append(
+                    record_to_pdn(record, openings=self._deck, tags=tags | {"Round": str(game_id)})
+                )
+            except ValueError as e:  # a malformed record: counted by the mirror; the file skips it
+                logger.debug("PDN file skips game %d: %s", game_id, e)
+        self._games_written = max(self._games_written, newest)
         if games:
-            out = self.run_dir / "games"
-            out.mkdir(exist_ok=True)
-            (out / f"selfplay_v{version:05d}.pdn").write_text(write_pdn(games))
+            path.parent.mkdir(exist_ok=True)
+            with path.open("a") as f:
+                if f.tell() > 0:
+                    f.write("\n")
+                f.write(write_pdn(games))
+        return len(games)
 
     def _progress(
-        self, trainer: Trainer, stats: Any, row: dict[str, float], elapsed: float
+        self,
+        trainer: Trainer,
+        stats: ReplayStats,
+        row: dict[str, float],
+        elapsed: float,
+        ratio: SampleRatio,
     ) -> None:
-        loss = (
-            (
-                f"loss {row['learner/loss_total']:.3f} (policy {row['learner/loss_policy']:.3f}, "
-                f"value {row['learner/loss_value']:.3f})"
+        parts = [
+            f"games {stats.games_added:,} ({row['selfplay/games_per_s']:.2f}/s)",
+            f"positions {stats.positions_added:,} ({row['selfplay/positions_per_s']:.0f}/s)",
+            f"window {stats.window_positions:,}",
+            f"step {trainer.counters.step:,} ({row['learner/steps_per_s']:.1f}/s)",
+        ]
+        if "learner/loss_total" in row:
+            parts.append(
+                f"loss {row['learner/loss_total']:.3f} (policy {row['learner/loss_policy']:.3f},"
+                f" value {row['learner/loss_value']:.3f})"
             )
-            if "learner/loss_total" in row
-            else "waiting for data"
-        )
+        batch = int(self.cfg.learner.batch_size)
+        if stats.positions_added < ratio.min_positions:
+            parts.append(
+                f"waiting for data: {stats.positions_added:,}/{ratio.min_positions:,} positions"
+            )
+        elif ratio.should_wait(stats.positions_added, trainer.counters.samples, batch):
+            # Trained on all that replay.sample_ratio allows: the next batch needs new positions.
+            needed = math.ceil((trainer.counters.samples + batch) / ratio.ratio)
+            parts.append(
+                f"waiting for self-play: {stats.positions_added:,}/{needed:,} positions"
+                f" (replay.sample_ratio {ratio.ratio:g})"
+            )
         if "eval/elo" in row:  # the newest rated candidate, random = 0
             lower, upper = row.get("eval/elo_lower", math.nan), row.get("eval/elo_upper", math.nan)
             version = row.get("eval/version", 0)
-            loss += f" | Elo {row['eval/elo']:+.0f} [{lower:+.0f}, {upper:+.0f}] (v{version:.0f})"
-        logger.info(
-            "[%5.0fs] games %d (%.2f/s) | positions %.0f/s | window %d | step %d (%.1f/s) | %s"
-            " | weights v%d | %d actors on %d node(s)",
-            elapsed,
-            stats.games_added,
-            row["selfplay/games_per_s"],
-            row["selfplay/positions_per_s"],
-            stats.window_positions,
-            trainer.counters.step,
-            row["learner/steps_per_s"],
-            loss,
-            trainer.counters.version,
-            row["selfplay/actors"],
-            row["selfplay/nodes"],
+            parts.append(
+                f"Elo {row['eval/elo']:+.0f} [{lower:+.0f}, {upper:+.0f}] (v{version:.0f})"
+            )
+        parts.append(f"weights v{trainer.counters.version}")
+        if "selfplay/actors" in row:
+            parts.append(
+                f"{row['selfplay/actors']:.0f} actors on {row['selfplay/nodes']:.0f} node(s)"
+            )
+        logger.info("[%5.0fs] %s", elapsed, " | ".join(parts))
+
+
+@contextmanager
+def _redis_trouble_logged(what: str) -> Iterator[None]:
+    """Runs a step that reads Redis on the way out of a run: a lost connection is logged
+    (naming ``what`` was skipped) instead of hiding the error that ended the run."""
+    try:
+        yield
+    except (redis.RedisError, ConnectionError) as e:
+        logger.warning("skipped %s: Redis failed (%s)", what, e)
+
+
+def _finite(value: float | None) -> float | None:
+    """A number for JSON: None for a missing or infinite one (JSON has no infinity)."""
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def _signed(value: float | None) -> str:
+    return "?" if value is None else f"{value:+.0f}"
+
+
+def describe_summary(summary: dict[str, Any], path: Path) -> str:
+    """The end of a run as a person reads it (the same facts as summary.json)."""
+    minutes, seconds = divmod(int(summary["elapsed_s"]), 60)
+    lines = [
+        f"run finished after {minutes} min {seconds:02d} s"
+        f"{' (resumed)' if summary['resumed'] else ''}: {summary['step']:,} training steps,"
+        f" weights version {summary['version']}, {summary['games']:,} self-play games,"
+        f" {summary['positions']:,} positions",
+    ]
+    if losses := summary.get("losses"):
+        lines.append(
+            f"  last losses: total {losses['total']:.3f}"
+            f" (policy {losses['policy']:.3f}, value {losses['value']:.3f})"
         )
+    else:
+        lines.append("  no training step yet (replay.min_positions not reached)")
+    if elo := summary.get("elo"):
+        rating, lower, upper = (_signed(elo.get(k)) for k in ("elo", "lower", "upper"))
+        lines.append(
+            f"  newest Elo: {rating} [{lower}, {upper}] (weights v{elo['version']}, random = 0)"
+        )
+    lines += [
+        f"  network: {summary['model']}",
+        f"    play it: python -m evaluation.match {summary['model']} minimax:4 --games 20",
+        f"  summary for scripts: {path}",
+    ]
+    return "\n".join(lines)
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:

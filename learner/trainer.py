@@ -19,29 +19,27 @@ from hydra.utils import instantiate
 
 from game import encoding
 from learner.checkpoint import (
+    MAX_CHECKPOINT_BYTES,
     capture_rng_state,
     encode_checkpoint,
     load_training_state,
+    non_finite_tensors,
     restore_rng_state,
     save_checkpoint,
     save_training_state,
 )
+from learner.inference import select_device
 from learner.losses import Losses, TrainBatch, train_step
 from learner.network import CheckersNet, ModelConfig
 
 logger = logging.getLogger(__name__)
 
 STATE_PATTERN = re.compile(r"^state_(\d{8})\.safetensors$")
+SKIPPED_LOG_EVERY = 100  # log the first step skipped for a non-finite loss, then one in this many
 
 
-def pick_device(spec: str) -> torch.device:
-    if spec != "auto":
-        return torch.device(spec)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
+class NonFiniteWeightsError(ValueError):
+    """The model holds NaN or infinite values: it is neither published nor checkpointed."""
 
 
 def model_config(model_cfg: Mapping[str, Any], board_size: int) -> ModelConfig:
@@ -61,6 +59,7 @@ class Counters:
     step: int = 0  # optimizer steps taken
     samples: int = 0  # training samples drawn (for the sample-to-position ratio)
     version: int = 0  # newest weights version published
+    skipped_nonfinite: int = 0  # batches whose loss or gradients were not finite (no step taken)
 
 
 class Trainer:
@@ -73,7 +72,7 @@ class Trainer:
         device: torch.device | None = None,
     ) -> None:
         self.cfg = cfg
-        self.device = device or pick_device(cfg.device)
+        self.device = device or select_device(cfg.device)
         if self.device.type == "cpu" and cfg.threads:
             torch.set_num_threads(int(cfg.threads))
         self.model = CheckersNet(model_config(model_cfg, board_size)).to(self.device)
@@ -84,9 +83,13 @@ class Trainer:
             instantiate(cfg.scheduler)(self.optimizer) if cfg.get("scheduler") else None
         )
         self.counters = Counters()
+        mb = cfg.get("max_checkpoint_mb")
+        self.max_checkpoint_bytes = MAX_CHECKPOINT_BYTES if mb is None else int(mb * 1024 * 1024)
 
     # --- steps ---------------------------------------------------------------------------------
     def step(self, batch: TrainBatch) -> Losses:
+        """One training step; a batch with a non-finite loss or gradients takes none (it is
+        counted in ``counters.skipped_nonfinite``, and ``counters.step`` stays)."""
         losses = train_step(
             self.model,
             self.optimizer,
@@ -95,20 +98,47 @@ class Trainer:
             scheduler=self.scheduler,
             device=self.device,
         )
-        self.counters.step += 1
         self.counters.samples += len(batch)
+        if losses.skipped:
+            self.counters.skipped_nonfinite += 1
+            n = self.counters.skipped_nonfinite
+            if n == 1 or n % SKIPPED_LOG_EVERY == 0:
+                logger.warning(
+                    "skipped a training step at step %d: non-finite loss or gradients "
+                    "(policy %s, value %s) [%d skipped so far]",
+                    self.counters.step,
+                    losses.policy,
+                    losses.value,
+                    n,
+                )
+            return losses
+        self.counters.step += 1
         return losses
+
+    def check_finite(self) -> None:
+        """Raises NonFiniteWeightsError naming the first tensor of the model that is not finite."""
+        bad = non_finite_tensors(self.model.state_dict())
+        if bad:
+            raise NonFiniteWeightsError(
+                f"the model's tensor {bad[0]!r} holds NaN or infinite values at step "
+                f"{self.counters.step} ({len(bad)} tensors in all); these weights are neither "
+                "published nor checkpointed"
+            )
 
     @property
     def lr(self) -> float:
         return float(self.optimizer.param_groups[0]["lr"])
 
     def weights_bytes(self, version: int) -> bytes:
+        """The weights to publish; NonFiniteWeightsError if they hold NaN or infinity."""
+        self.check_finite()
         return encode_checkpoint(self.model, step=self.counters.step, version=version)
 
     # --- checkpoints ---------------------------------------------------------------------------
     def save(self, ckpt_dir: Path, *, keep: int) -> Path:
-        """Writes a resumable training state (and a plain weights checkpoint beside it)."""
+        """Writes a resumable training state (and a plain weights checkpoint beside it);
+        NonFiniteWeightsError, writing nothing, if the weights hold NaN or infinity."""
+        self.check_finite()
         ckpt_dir.mkdir(parents=True, exist_ok=True)
         path = ckpt_dir / f"state_{self.counters.step:08d}.safetensors"
         save_training_state(
@@ -141,22 +171,53 @@ class Trainer:
         return path
 
     def restore(self, ckpt_dir: Path) -> bool:
-        """Resumes from the newest training state in ``ckpt_dir``; False if there is none."""
+        """Resumes from the newest training state in ``ckpt_dir`` that loads; False if there is
+        none. A state that does not load (truncated, corrupt, non-finite, another model) is
+        skipped with a warning saying why, and the next older one is tried; ValueError listing
+        every reason when states exist but none loads."""
         states = sorted(self._states(ckpt_dir))
         if not states:
             return False
-        state = load_training_state(states[-1], self.model, self.optimizer, self.scheduler)
-        restore_rng_state(state.rng)
-        for key, value in state.counters.items():
-            if hasattr(self.counters, key):
-                setattr(self.counters, key, int(value))
-        logger.info(
-            "resumed from %s (step %d, weights version %d)",
-            states[-1],
-            self.counters.step,
-            self.counters.version,
+        failures: list[str] = []
+        for path in reversed(states):
+            try:
+                self._restore_from(path)
+            except (ValueError, OSError) as e:  # the errors name the file
+                logger.warning("resume skips a training state that does not load: %s", e)
+                failures.append(str(e))
+                continue
+            if failures:
+                logger.warning(
+                    "resumed from an older training state, %s, after skipping %d newer (above)",
+                    path.name,
+                    len(failures),
+                )
+            logger.info(
+                "resumed from %s (step %d, weights version %d)",
+                path,
+                self.counters.step,
+                self.counters.version,
+            )
+            return True
+        raise ValueError(
+            f"no training state in {ckpt_dir} loads ({len(states)} tried): " + "; ".join(failures)
         )
-        return True
+
+    def _restore_from(self, path: Path) -> None:
+        """Loads one training state into the model, optimizer, scheduler, RNGs and counters;
+        ValueError naming the file when any part of it does not fit."""
+        state = load_training_state(
+            path, self.model, self.optimizer, self.scheduler, max_bytes=self.max_checkpoint_bytes
+        )
+        counters = Counters()
+        try:
+            for key, value in state.counters.items():
+                if hasattr(counters, key):
+                    setattr(counters, key, int(value))
+            restore_rng_state(state.rng)
+        except (TypeError, ValueError, KeyError, RuntimeError, IndexError) as e:
+            raise ValueError(f"{path}: bad counters or RNG state ({e})") from e
+        self.counters = counters
 
     @staticmethod
     def _states(ckpt_dir: Path) -> list[Path]:

@@ -33,6 +33,20 @@ if ! command -v redis-server >/dev/null 2>&1; then
 fi
 # The Debian package may start a system service on 6379; the project never uses it.
 
+# The play page's browser test drives Debian's headless Chromium through chromium-driver
+# (browser builds that download themselves cannot be fetched everywhere; these come from apt).
+if ! command -v chromedriver >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "== installing chromium and chromium-driver (apt)"
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "note: chromium-driver is missing and apt-get is not available; the browser test skips" >&2
+  fi
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
   echo "== creating $VENV"
   "$PYTHON" -m venv "$VENV"

@@ -2,7 +2,8 @@
 
     python scripts/strength_curve.py runs/<run> [--snapshots 6] [--games 20] [--sims 100]
 
-The learner keeps each checkpoint's weights under ``<run>/checkpoints/weights/``. This plays
+The learner keeps the weights of its newest ``learner.keep_weights`` checkpoints (20; 0 keeps
+every one) under ``<run>/checkpoints/weights/``. This plays
 evenly spaced snapshots (always the last one) against the ladder (``random`` and
 ``minimax:1..N``) from the ACF deck with colours reversed, plays the rungs against each other
 once, fits every rating by maximum likelihood with draws (random anchored at 0), and writes
@@ -13,15 +14,14 @@ from __future__ import annotations
 
 import argparse
 import csv
-import itertools
 import os
 import re
 import sys
 from pathlib import Path
 
 from evaluation.elo import fit_ratings
-from evaluation.evaluator import pair_results
-from evaluation.match import run_match
+from evaluation.ladder import pair_results, rung_results
+from evaluation.match import MatchResult, run_match
 from game.openings import load_openings
 from learner.metrics import read_metrics
 
@@ -67,17 +67,19 @@ def main(argv: list[str] | None = None) -> None:
     ladder = ["random"] + [f"minimax:{d}" for d in range(1, args.max_depth + 1)]
     results = []
 
-    def play(a: str, b: str, games: int, label: str) -> None:
+    def played(a: str, b: str, games: int, label: str) -> MatchResult:
         match = run_match(a, b, deck, games=games, seed=0, workers=args.workers, ray_mode="off")
         print(
             f"  {label:<14} vs {b:<10} +{match.wins} ={match.draws} -{match.losses} "
             f"({100 * match.score:.0f}%)",
             flush=True,
         )
-        results.extend(pair_results(match.pairs, label, b))
+        return match
 
-    for lower, upper in itertools.pairwise(ladder):
-        play(upper, lower, args.ladder_games, upper)
+    def play(a: str, b: str, games: int, label: str) -> None:
+        results.extend(pair_results(played(a, b, games, label).pairs, label, b))
+
+    results.extend(rung_results(ladder, lambda a, b: played(a, b, args.ladder_games, a)))
     steps = snapshots(args.run_dir, args.snapshots)
     for step, path in steps:
         for rung in ladder[1:]:

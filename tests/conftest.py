@@ -1,8 +1,11 @@
-"""Shared test fixtures: where the project's reference data lives.
+"""Shared test fixtures: the configuration, a private Redis, where the reference data lives.
 
-The reference data (the OCA game archive, the ACF openings) sits in ``shared/data`` beside the
-repository's root, both here and in CI's fresh clone. A test that needs it and cannot find it is
-skipped with a message saying where it looked, never silently passed.
+The configuration is composed by ``learner.config.compose`` exactly as every command line reads
+it (``config``); a test shrinks it with overrides. Redis is a real ``redis-server`` per test
+(``server``, ``client``). The reference data (the OCA game archive, the ACF openings) sits in
+``shared/data`` beside the repository's root, both here and in CI's fresh clone. A test that
+needs it and cannot find it is skipped with a message saying where it looked, never silently
+passed.
 """
 
 from __future__ import annotations
@@ -11,6 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from omegaconf import DictConfig
+
+from learner.config import compose
+from learner.redis_server import EmbeddedRedis, find_redis_server
+from learner.replay import connect
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -37,23 +45,38 @@ def shared_file(shared_data: Path) -> Callable[[str], Path]:
     return find
 
 
+# The run directory of composed test configs: never created (tests that run the loop pass
+# their own).
+UNUSED_RUN_DIR = "/tmp/checkerzero-tests-unused"
+
+
+@pytest.fixture(scope="session")
+def config() -> Callable[..., DictConfig]:
+    """``config("game=small", "mcts.simulations=8")``: the composed, validated configuration."""
+
+    def make(*overrides: str) -> DictConfig:
+        return compose([f"run_dir={UNUSED_RUN_DIR}", *overrides])
+
+    return make
+
+
 # A private redis-server per test (real, never faked) and a client with a fast retry schedule:
-# the replay store's and the mirror's tests share them.
+# every test that needs Redis uses them.
 REDIS_TEST_BACKOFF_S = 0.001
 
 
 @pytest.fixture
 def server(tmp_path: Path):
-    from learner.redis_server import EmbeddedRedis
-
+    try:
+        find_redis_server()
+    except Exception as e:  # pragma: no cover - the set-up installs it
+        pytest.skip(f"redis-server not available: {e}")
     with EmbeddedRedis(tmp_path / "run") as srv:
         yield srv
 
 
 @pytest.fixture
 def client(server):
-    from learner.replay import connect
-
     c = connect(server.url, server.password, retries=2, backoff_s=REDIS_TEST_BACKOFF_S)
     yield c
     c.close()

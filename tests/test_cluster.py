@@ -26,14 +26,12 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import ray
-from hydra import compose, initialize_config_dir
 from ray.cluster_utils import Cluster
 
 from actors.actor import games_by_node_key, stats_key
 from actors.pool import ActorPool
 from game.records import GameRecord
 from learner.checkpoint import encode_checkpoint
-from learner.config import SOURCE_CONF
 from learner.network import CheckersNet
 from learner.redis_server import EmbeddedRedis
 from learner.replay import ReplayStore, connect
@@ -97,7 +95,7 @@ class Loop:
 
 
 @pytest.fixture(scope="module")
-def loop(tmp_path_factory) -> Iterator[Loop]:
+def loop(tmp_path_factory, config) -> Iterator[Loop]:
     run_dir = tmp_path_factory.mktemp("cluster_run")
     # Short: Ray's unix socket paths under it must stay below 108 characters.
     ray_tmp = tempfile.mkdtemp(prefix="czray", dir="/tmp")
@@ -114,8 +112,7 @@ def loop(tmp_path_factory) -> Iterator[Loop]:
         assert len(nodes) == NODES
 
         redis_server = EmbeddedRedis(run_dir).start()
-        with initialize_config_dir(config_dir=str(SOURCE_CONF), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=[*OVERRIDES, f"run_dir={run_dir}"])
+        cfg = config(*OVERRIDES, f"run_dir={run_dir}")
         client = connect(redis_server.url, redis_server.password, retries=3, backoff_s=0.1)
         store = ReplayStore(
             client, namespace=cfg.replay.namespace, window_positions=cfg.replay.window_positions

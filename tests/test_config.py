@@ -8,33 +8,28 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from learner.config import SOURCE_CONF, ConfigError, validate
-from learner.network import CheckersNet
+from game.encoding import NUM_PLANES
+from learner.config import ConfigError, validate
+from learner.network import CheckersNet, ModelConfig
 from learner.trainer import model_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def composed(*overrides: str):
-    with initialize_config_dir(config_dir=str(SOURCE_CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
-
-
 @pytest.mark.parametrize("preset", ["laptop", "smoke", "cluster", "gpu"])
-def test_every_preset_composes_and_validates(preset):
-    cfg = composed(f"preset={preset}", "run_dir=/tmp/x")
+def test_every_preset_composes_and_validates(config, preset):
+    cfg = config(f"preset={preset}")
     validate(cfg)
     assert cfg.game.size == 8
     OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
 
 
-def test_groups_instantiate_into_working_objects():
-    cfg = composed("preset=smoke", "run_dir=/tmp/x")
+def test_groups_instantiate_into_working_objects(config):
+    cfg = config("preset=smoke")
     net = CheckersNet(model_config(cfg.model, cfg.game.size))
     opt = instantiate(cfg.learner.optimizer)(net.parameters())
     sched = instantiate(cfg.learner.scheduler)(opt)
@@ -46,16 +41,17 @@ def test_groups_instantiate_into_working_objects():
     assert logits.shape == (2, 128) and wdl.shape == (2, 3)
 
 
-def test_small_board_group_switches_the_board():
-    cfg = composed("game=small", "model.board_size=6", "run_dir=/tmp/x")
+def test_small_board_group_switches_the_board(config):
+    cfg = config("game=small")  # model.board_size follows game.size
     validate(cfg)
     net = CheckersNet(model_config(cfg.model, cfg.game.size))
     assert net(torch.zeros(1, cfg.model.in_planes, 6, 6))[0].shape == (1, 72)
 
 
-def test_unknown_key_is_rejected_by_hydra():
-    with pytest.raises(ConfigCompositionException, match=r"mcts\.simulationz"):
-        composed("mcts.simulationz=3")
+def test_unknown_key_is_rejected_by_hydra(config):
+    with pytest.raises(ConfigError, match=r"mcts\.simulationz") as info:
+        config("mcts.simulationz=3")
+    assert isinstance(info.value.__cause__, ConfigCompositionException)
 
 
 @pytest.mark.parametrize(
@@ -68,14 +64,13 @@ def test_unknown_key_is_rejected_by_hydra():
         ("model.board_size=6", "model.board_size"),
     ],
 )
-def test_bad_values_are_rejected_naming_the_key(override, key):
-    cfg = composed(override, "run_dir=/tmp/x")
+def test_bad_values_are_rejected_naming_the_key(config, override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        validate(cfg)
+        config(override)
 
 
 def test_command_line_fails_before_starting_anything(tmp_path):
-    """A wrong key or value exits non-zero with a message, creating no run directory."""
+    """A wrong key or value exits non-zero with a message, creating no run directory at all."""
     run_dir = tmp_path / "run"
     for override, needle in [("mcts.simulationz=3", "simulationz"), ("game.size=7", "game.size")]:
         proc = subprocess.run(
@@ -87,4 +82,16 @@ def test_command_line_fails_before_starting_anything(tmp_path):
         )
         assert proc.returncode != 0
         assert needle in proc.stderr
-        assert not (run_dir / "checkpoints").exists()
+        assert not run_dir.exists()
+
+
+def test_defaults_are_the_group_files_and_derived_keys_follow(config):
+    cfg = config()
+    # The network's dataclass defaults are the model group's.
+    assert model_config(cfg.model, cfg.game.size) == ModelConfig()
+    # The laptop preset (the default) is the group files: naming it changes nothing.
+    assert OmegaConf.to_container(config("preset=laptop"), resolve=True) == OmegaConf.to_container(
+        cfg, resolve=True
+    )
+    small = config("game=small")
+    assert (small.model.board_size, small.model.in_planes) == (6, NUM_PLANES)

@@ -9,31 +9,21 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from evaluation.evaluator import (
-    EvalSettings,
-    EvaluatorWorker,
-    calibration_results,
-    decisions_key,
-    fit_all,
-    gate,
-    ladder_results,
-    pair_results,
-    read_eval_metrics,
-    results_key,
-)
+from evaluation.evaluator import EvaluatorWorker
+from evaluation.gate import gate
+from evaluation.keys import decisions_key, read_eval_metrics, results_key
+from evaluation.ladder import fit_all, in_process, ladder_results, pair_results, rung_results
 from evaluation.match import play_match, run_match
 from evaluation.network_player import MCTSPlayer, parse_spec
 from evaluation.players import make_player
+from evaluation.settings import EvalSettings
 from game.openings import extend_openings, load_openings, random_openings
 from game.pdn import read_pdn, write_pdn
 from game.position import Position
 from learner.checkpoint import encode_checkpoint, save_checkpoint
-from learner.config import SOURCE_CONF
 from learner.network import CheckersNet, ModelConfig
-from learner.redis_server import EmbeddedRedis, find_redis_server
 from learner.replay import connect
 from learner.weights import WeightsChannel
 
@@ -152,8 +142,8 @@ def test_gate_plays_each_opening_at_most_once(deck) -> None:
 
 
 def test_ladder_ratings_are_ordered_with_random_at_zero(deck) -> None:
-    rows = calibration_results(
-        ["random", "minimax:1", "minimax:3"], 10, deck, seed=0, max_plies=MAX_PLIES
+    rows = rung_results(
+        ["random", "minimax:1", "minimax:3"], in_process(deck, 10, seed=0, max_plies=MAX_PLIES)
     )
     rows += ladder_results(
         "minimax:3",
@@ -254,31 +244,26 @@ def test_extended_openings_continue_the_deck_to_new_positions(deck) -> None:
 # ----------------------------------------------------------------------------- the worker
 
 
-def small_config(**evaluation) -> dict:
-    """The real composed config, shrunk: tiny searches, a short ladder, a short gate."""
+@pytest.fixture()
+def small_config(config):
+    """``small_config(**evaluation)``: the real composed config, shrunk: tiny searches, a short
+    ladder, a short gate."""
+    return lambda **evaluation: shrunk(config, **evaluation)
+
+
+def shrunk(config, **evaluation) -> dict:
     settings = {
         "every_versions": 1,
         "simulations": 8,
         "ladder": "[random,minimax:1]",
         "ladder_pairs": 1,
-        "calibration_pairs": 2,
+        "rung_pairs": 2,
         "gate.max_games": 8,
         "gating": "true",  # the laptop preset (the default) rates without gating
     } | evaluation
-    overrides = ["run_dir=/tmp/unused", "replay.namespace=t", "game.max_plies=150"]
+    overrides = ["replay.namespace=t", "game.max_plies=150"]
     overrides += [f"evaluation.{k}={v}" for k, v in settings.items()]
-    with initialize_config_dir(config_dir=str(SOURCE_CONF), version_base="1.3"):
-        return OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
-
-
-@pytest.fixture()
-def redis_server(tmp_path):
-    try:
-        find_redis_server()
-    except Exception as e:  # pragma: no cover - the set-up installs it
-        pytest.skip(f"redis-server not available: {e}")
-    with EmbeddedRedis(tmp_path) as server:
-        yield server
+    return OmegaConf.to_container(config(*overrides), resolve=True)
 
 
 def publish_tiny(channel: WeightsChannel, version: int) -> None:
@@ -286,7 +271,7 @@ def publish_tiny(channel: WeightsChannel, version: int) -> None:
     channel.publish(encode_checkpoint(CheckersNet(TINY), step=version, version=version), version)
 
 
-def test_config_is_read_and_checked() -> None:
+def test_config_is_read_and_checked(small_config) -> None:
     s = EvalSettings.from_config(small_config())
     assert s.mcts["simulations"] == 8 and s.mcts["dirichlet_epsilon"] == 0.0
     assert s.ladder == ("random", "minimax:1") and s.player_options["weights"]["man"] == 100
@@ -296,14 +281,16 @@ def test_config_is_read_and_checked() -> None:
         EvalSettings.from_config(small_config(ladder="[minimax:1,minimax:2]"))
 
 
-def test_worker_records_everything_and_a_restart_loses_nothing(redis_server, tmp_path) -> None:
+def test_worker_records_everything_and_a_restart_loses_nothing(
+    server, tmp_path, small_config
+) -> None:
     cfg = small_config()
-    client = connect(redis_server.url, redis_server.password, retries=2, backoff_s=0.05)
+    client = connect(server.url, server.password, retries=2, backoff_s=0.05)
     channel = WeightsChannel(client, namespace="t")
     for v in (1, 2, 3):
         publish_tiny(channel, v)
     worker = EvaluatorWorker(EvalSettings.from_config(cfg), client, tmp_path)
-    assert worker.step()  # calibration, v1 made best (and laddered), v3 gated and laddered
+    assert worker.step()  # the rungs, v1 made best (and laddered), v3 gated and laddered
     assert channel.version("best") in (1, 3)
     decisions = worker.decisions()
     assert [d["version"] for d in decisions] == [1, 3]  # v2 skipped: v3 was newer
@@ -337,9 +324,9 @@ def test_worker_records_everything_and_a_restart_loses_nothing(redis_server, tmp
     assert read_eval_metrics(client, "t")["eval/version"] == 4.0
 
 
-def test_worker_stopped_mid_gate_resumes_where_it_stopped(redis_server, tmp_path) -> None:
-    cfg = small_config(calibration_pairs=0, ladder_pairs=0, **{"gate.max_games": 10})
-    client = connect(redis_server.url, redis_server.password, retries=2, backoff_s=0.05)
+def test_worker_stopped_mid_gate_resumes_where_it_stopped(server, tmp_path, small_config) -> None:
+    cfg = small_config(rung_pairs=0, ladder_pairs=0, **{"gate.max_games": 10})
+    client = connect(server.url, server.password, retries=2, backoff_s=0.05)
     channel = WeightsChannel(client, namespace="t")
     publish_tiny(channel, 1)
     publish_tiny(channel, 2)
@@ -381,16 +368,16 @@ def local_ray():
         ray.shutdown()
 
 
-def test_evaluator_actor_on_ray(local_ray, redis_server, tmp_path) -> None:
+def test_evaluator_actor_on_ray(local_ray, server, tmp_path, small_config) -> None:
     """The actor evaluates published versions; killed, Ray restarts it and it carries on."""
-    from evaluation.evaluator import start_evaluator
+    from evaluation.evaluator_actor import start_evaluator
 
-    cfg = small_config(calibration_pairs=1, poll_s=0.2)
-    client = connect(redis_server.url, redis_server.password, retries=2, backoff_s=0.05)
+    cfg = small_config(rung_pairs=1, poll_s=0.2)
+    client = connect(server.url, server.password, retries=2, backoff_s=0.05)
     channel = WeightsChannel(client, namespace="t")
     publish_tiny(channel, 1)
     publish_tiny(channel, 2)
-    handle = start_evaluator(cfg, redis_server.url, redis_server.password, Path(tmp_path))
+    handle = start_evaluator(cfg, server.url, server.password, Path(tmp_path))
     assert handle is not None
 
     def wait_for_version(version: int) -> None:
@@ -412,4 +399,5 @@ def test_evaluator_actor_on_ray(local_ray, redis_server, tmp_path) -> None:
     after = client.lrange(results_key("t"), 0, -1)
     assert after[: len(before)] == before and len(after) > len(before)
     assert (tmp_path / "eval" / "v00003_ladder.pdn").is_file()
-    assert start_evaluator(small_config(enabled=False), redis_server.url, None, tmp_path) is None
+    disabled = small_config(enabled=False, gating="false")
+    assert start_evaluator(disabled, server.url, None, tmp_path) is None

@@ -14,7 +14,7 @@ Containers are removed by name whatever happens; nothing else on the machine is 
 
 from __future__ import annotations
 
-import ast
+import json
 import os
 import re
 import shutil
@@ -137,6 +137,8 @@ def test_head_and_two_workers_run_a_smoke_run_with_actors_on_every_node(
     secret = tmp_path / "redis_password"
     secret.write_text(uuid.uuid4().hex + "\n")
     secret.chmod(0o644)  # read inside the container by its own user
+    runs = tmp_path / "runs"
+    runs.mkdir()
     redis_port, ray_port = free_port(), free_port()
     ip = host_ip()
     host = ("--network", "host")
@@ -158,6 +160,7 @@ def test_head_and_two_workers_run_a_smoke_run_with_actors_on_every_node(
         *("-e", "REDIS_PASSWORD_FILE=/run/secrets/redis_password", "--shm-size=512m"),
         # Two CPUs: one kept for the learner, one for an actor.
         *("-e", f"RAY_START_ARGS=--num-cpus=2 --dashboard-agent-listen-port={ports[0]}"),
+        *("-v", f"{runs}:/var/lib/checkerzero/runs"),  # the run directory, read here after
         *("-v", f"{secret}:/run/secrets/redis_password:ro", image, "head", *HEAD_OVERRIDES),
     )
     for i in range(WORKERS):
@@ -178,11 +181,11 @@ def test_head_and_two_workers_run_a_smoke_run_with_actors_on_every_node(
     output = logs.stdout + logs.stderr
     state = docker("inspect", "-f", "{{.State.ExitCode}}", head).stdout.strip()
     assert state == "0", output[-6000:]
-    summary = ast.literal_eval(re.findall(r"run finished: (\{.*\})", output)[-1])
+    summary = json.loads((runs / "cluster" / "summary.json").read_text())
     assert summary["games"] >= WORKERS + 1
     counts = [
         (int(a), int(n)) for a, n in re.findall(r"(\d+) self-play actors? on (\d+) node", output)
     ]
     assert (WORKERS + 1, WORKERS + 1) in counts, (counts, output[-6000:])
-    assert summary["nodes_with_games"] == WORKERS + 1, (summary, output[-6000:])
+    assert summary["selfplay"]["nodes_with_games"] == WORKERS + 1, (summary, output[-6000:])
     assert secret.read_text().strip() not in output  # the password is never printed

@@ -8,14 +8,14 @@ would kill every Ray on the machine, so it is never used. Ray is started locally
 1. The smoke preset completes: actors, a private Redis, training steps, published weights, a
    checkpoint, metrics, plots, the resolved config and the git revision; Redis stopped after.
 2. Redis unreachable at start: a non-zero exit and one line naming the URL, after bounded retries.
-3. The learner SIGKILLed mid-run and started again on the same run directory resumes from its
-   checkpoint (the step continues), the replay window survives (its private Redis's append-only
-   file) and weights versions keep growing.
+3. The learner SIGKILLed mid-run and started again on the same run directory (with no other
+   override than a new step limit) resumes from its checkpoint with its saved config (the step
+   continues), the replay window survives (its private Redis's append-only file) and weights
+   versions keep growing; the run's original config record is untouched.
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import json
 import os
@@ -33,8 +33,10 @@ import pytest
 import redis
 import yaml
 
+from evaluation.players import make_player
 from game.pdn import read_pdn
 from learner.checkpoint import read_checkpoint_meta
+from learner.metrics import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 # One tiny configuration for every run here: the smoke preset (1-block net, 20 steps), one actor
@@ -50,18 +52,21 @@ SMOKE = (
 RUN_TIMEOUT_S = 240  # a smoke run takes ~20 s here; 2 shared cores can make it several times that
 POLL_S = 0.2
 STATE = re.compile(r"^state_(\d{8})\.safetensors$")
-SUMMARY = re.compile(r"run finished: (\{.*\})")
+FINISHED = re.compile(r"run finished after \d+ min \d\d s")
 
 
-def learner_command(run_dir: Path, *overrides: str) -> list[str]:
-    return [sys.executable, "-m", "learner", *SMOKE, f"run_dir={run_dir}", *overrides]
+def learner_command(run_dir: Path, *overrides: str, resume: bool = False) -> list[str]:
+    """A new smoke run, or (resume) the run in `run_dir` with its saved config and `overrides`."""
+    given = () if resume else SMOKE
+    flags = [o for o in overrides if o.startswith("-")]  # Hydra's flags (-m) go first
+    overrides = tuple(o for o in overrides if not o.startswith("-"))
+    return [sys.executable, "-m", "learner", *flags, *given, f"run_dir={run_dir}", *overrides]
 
 
-def summary_of(output: str) -> dict:
-    """The dict of the learner's last `run finished: {...}` line (a literal; nothing executed)."""
-    found = SUMMARY.findall(output)
-    assert found, f"no 'run finished' line in the output:\n{output[-3000:]}"
-    return ast.literal_eval(found[-1])
+def summary_of(run_dir: Path, output: str) -> dict:
+    """The run's summary.json, once the log said, as text, that the run finished."""
+    assert FINISHED.search(output), f"no 'run finished' lines in the output:\n{output[-3000:]}"
+    return json.loads((run_dir / "summary.json").read_text())
 
 
 def redis_processes(run_dir: Path) -> list[psutil.Process]:
@@ -94,7 +99,7 @@ def kill_all(procs: list[psutil.Process]) -> None:
 
 @contextlib.contextmanager
 def learner_process(
-    run_dir: Path, log: Path, *overrides: str
+    run_dir: Path, log: Path, *overrides: str, resume: bool = False
 ) -> Iterator[tuple[subprocess.Popen, list[psutil.Process]]]:
     """`python -m learner` in a session of its own, output to `log`; everything killed after.
 
@@ -104,7 +109,7 @@ def learner_process(
     seen: list[psutil.Process] = []
     with log.open("w") as out:
         proc = subprocess.Popen(
-            learner_command(run_dir, *overrides),
+            learner_command(run_dir, *overrides, resume=resume),
             cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -160,23 +165,35 @@ def port_answers(port: int) -> bool:
 def test_smoke_run_completes_end_to_end(tmp_path):
     run_dir = tmp_path / "run"
     log = tmp_path / "learner.log"
-    with learner_process(run_dir, log) as (proc, _):
+    # One weights file kept (the newest), to see retention at work.
+    with learner_process(run_dir, log, "learner.keep_weights=1") as (proc, _):
         rc = proc.wait(timeout=RUN_TIMEOUT_S)
     output = log.read_text(errors="replace")
     assert rc == 0, output[-4000:]
 
-    summary = summary_of(output)
+    summary = summary_of(run_dir, output)
     assert summary["step"] == 20  # preset smoke: learner.max_steps=20
     assert summary["version"] >= 2  # v1 at start, then one per 10 steps: a learned version
     assert summary["games"] >= 1 and summary["positions"] >= 64  # replay.min_positions=64
-    assert json.loads((run_dir / "summary.json").read_text()) == summary  # what scripts read
+    assert summary["elapsed_s"] > 0 and summary["losses"]["total"] > 0
+    assert summary["elo"] is None  # the smoke preset runs no evaluator
     assert re.search(r"1 self-play actors on 1 node\(s\)", output)
-    assert "actor 0 plays with weights version 1" in output  # the actor followed the channel
 
-    # The checkpoint holds the final step and the last published version.
+    # The terminal: counts while waiting, no line per checkpoint file, the end as text.
+    assert re.search(r"waiting for data: \d+/64 positions", output), output[-4000:]
+    assert "saved checkpoint" not in output and "saved training state" not in output
+    assert "plays with weights version" not in output and "loaded weights version" not in output
+    assert "run finished: {" not in output
+
+    # The checkpoint holds the final step and the last published version; summary.json names
+    # the network file a match takes, not the training state.
     assert saved_steps(run_dir)[-1] == 20
     meta = read_checkpoint_meta(run_dir / "checkpoints" / "latest.safetensors")
     assert (meta.step, meta.version) == (20, summary["version"])
+    assert summary["model"] == str(run_dir / "checkpoints" / "latest.safetensors")
+    make_player(summary["model"])  # what `python -m evaluation.match` builds from it
+    weights = sorted(p.name for p in (run_dir / "checkpoints" / "weights").iterdir())
+    assert weights == ["step_00000020.safetensors"]
 
     # Metrics: rows of losses and self-play counters; plots drawn from them.
     csv_text = (run_dir / "metrics.csv").read_text()
@@ -185,6 +202,10 @@ def test_smoke_run_completes_end_to_end(tmp_path):
     assert final_loss and final_loss[-1].split(",")[1] == "20"
     assert float(final_loss[-1].split(",")[3]) > 0
     assert ",selfplay/games," in csv_text
+    # Throughput: the rates of the run's last stretch too, so a short run is not flat zero.
+    rates = read_metrics(run_dir / "metrics.csv")
+    assert max(v for _, _, v in rates["selfplay/positions_per_s"]) > 0
+    assert max(v for _, _, v in rates["learner/samples_per_s"]) > 0
     for plot in ("loss.png", "throughput.png", "replay.png"):
         assert (run_dir / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", plot
 
@@ -196,11 +217,14 @@ def test_smoke_run_completes_end_to_end(tmp_path):
         r"([0-9a-f]{40}(-dirty)?|unknown)\n", (run_dir / "git_revision.txt").read_text()
     )
 
-    # PDN samples of the self-play games, readable by the engine's PDN reader.
-    samples = sorted((run_dir / "games").glob("selfplay_v*.pdn"))
-    assert samples, "no PDN samples of self-play games in the run dir"
-    sampled = read_pdn(samples[-1].read_text())
-    assert sampled and all(g.moves for g in sampled)
+    # The self-play games: one file, each game once, from the initial position through the
+    # ballot's moves, played by a version the actor followed from the weights channel.
+    assert [p.name for p in (run_dir / "games").iterdir()] == ["selfplay.pdn"]
+    games = read_pdn((run_dir / "games" / "selfplay.pdn").read_text())
+    rounds = [int(g.tags["Round"]) for g in games]
+    assert games and rounds == sorted(set(rounds)) and all(g.moves for g in games)
+    assert all(not g.fen and g.tags["GameType"] == "21" and g.tags["Date"] for g in games)
+    assert all(re.fullmatch(r"checkerzero v\d+", g.tags["Black"]) for g in games)
 
     # The private redis-server was started, then stopped: its port is closed, its process gone.
     match = re.search(r"redis-server \S+ pid (\d+) on redis://127\.0\.0\.1:(\d+)/0", output)
@@ -275,12 +299,13 @@ def test_killed_learner_resumes_from_its_checkpoint(tmp_path):
         # redis-server stays for the second run to find.
         kill_all([p for p in seen if p not in redis_processes(run_dir)])
 
-        # Inside the first run's block, whose clean-up would kill the orphaned server.
+        # Inside the first run's block, whose clean-up would kill the orphaned server. Only the
+        # directory and a new step limit: the rest (the smoke network above all) is the run's
+        # saved config, not the laptop default the command line would compose.
         resumed_to = killed_at + 10
-        with learner_process(run_dir, second_log, f"learner.max_steps={resumed_to}") as (
-            proc,
-            _,
-        ):
+        with learner_process(
+            run_dir, second_log, f"learner.max_steps={resumed_to}", resume=True
+        ) as (proc, _):
             rc = proc.wait(timeout=RUN_TIMEOUT_S)
     output = second_log.read_text(errors="replace")
     assert rc == 0, output[-4000:]
@@ -292,7 +317,7 @@ def test_killed_learner_resumes_from_its_checkpoint(tmp_path):
     )
     assert match, output[-4000:]
     assert int(match.group(1)) == int(match.group(2)) == killed_at > 0
-    summary = summary_of(output)
+    summary = summary_of(run_dir, output)
     assert summary["resumed"] is True
     assert summary["step"] == resumed_to  # training continued from the saved step, not from 0
     assert summary["positions"] >= before["positions_added"]  # no game of the window was lost
@@ -300,3 +325,29 @@ def test_killed_learner_resumes_from_its_checkpoint(tmp_path):
     assert summary["version"] > version_before  # weights versions only grow
     assert saved_steps(run_dir)[-1] == resumed_to
     assert redis_processes(run_dir) == []
+    assert yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text())[: len(SMOKE)] == (
+        list(SMOKE)
+    )
+    assert len(list((run_dir / ".hydra").glob("resume-*/config.yaml"))) == 1
+
+
+@pytest.mark.slow
+def test_a_sweep_runs_each_job_in_its_own_run_directory(tmp_path):
+    """`-m` with two values: two whole runs, one after the other in one process, each from
+    step 0 in <run_dir>/<job>/ with its own config record, Redis and summary."""
+    root = tmp_path / "sweep"
+    log = tmp_path / "sweep.log"
+    with learner_process(root, log, "-m", "mcts.simulations=4,8") as (proc, _):
+        rc = proc.wait(timeout=2 * RUN_TIMEOUT_S)
+    output = log.read_text(errors="replace")
+    assert rc == 0, output[-4000:]
+    assert "resumed from" not in output
+    for job, sims in (("0", 4), ("1", 8)):
+        run_dir = root / job
+        saved = yaml.safe_load((run_dir / ".hydra" / "config.yaml").read_text())
+        assert saved["mcts"]["simulations"] == sims and saved["run_dir"] == str(run_dir)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["resumed"] is False and summary["step"] == 20
+        assert summary["model"] == str(run_dir / "checkpoints" / "latest.safetensors")
+        assert redis_processes(run_dir) == []
+    assert sorted(p.name for p in root.iterdir()) == ["0", "1", "multirun.yaml"]

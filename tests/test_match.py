@@ -10,10 +10,10 @@ import math
 import pytest
 
 from evaluation.match import (
-    GameRecord,
     MatchResult,
     Opening,
     PairRecord,
+    PlayedGame,
     load_openings,
     main,
     play_game,
@@ -83,8 +83,8 @@ def test_pairs_reverse_colours_and_pdn_replays(deck: list[Opening]) -> None:
 
 
 def test_points_and_pentanomial_from_a_view() -> None:
-    def game(black: str, white: str, result: str) -> GameRecord:
-        return GameRecord(black, white, "start", (), result, "no legal move")
+    def game(black: str, white: str, result: str) -> PlayedGame:
+        return PlayedGame(black, white, "start", (), result, "no legal move")
 
     pairs = (
         PairRecord(0, "start", game("A", "B", "1-0"), game("B", "A", "0-1")),  # A wins both
@@ -157,8 +157,8 @@ def test_command_line(tmp_path, capsys) -> None:
 
 
 def test_match_elo_comes_from_the_games() -> None:
-    def game(black: str, white: str, result: str) -> GameRecord:
-        return GameRecord(black, white, "start", (), result, "no legal move")
+    def game(black: str, white: str, result: str) -> PlayedGame:
+        return PlayedGame(black, white, "start", (), result, "no legal move")
 
     wins = PairRecord(0, "start", game("A", "B", "1-0"), game("B", "A", "0-1"))
     even = PairRecord(1, "start", game("A", "B", "1-0"), game("B", "A", "1-0"))

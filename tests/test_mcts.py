@@ -353,11 +353,10 @@ def test_bad_calls_raise():
 # ------------------------------------------------------------------------------------------
 
 
-def test_every_mcts_config_key_reaches_the_search():
-    from actors.self_play import load_config
+def test_every_mcts_config_key_reaches_the_search(config):
     from game.mcts import SEARCH_KEYS, make_config
 
-    cfg = load_config(8)["mcts"]
+    cfg = config().mcts
     assert set(cfg) == set(SEARCH_KEYS)  # no knob in conf/mcts that nothing reads
     made = make_config(cfg)
     for key, value in cfg.items():

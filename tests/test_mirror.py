@@ -18,7 +18,9 @@ import time
 import numpy as np
 import pytest
 
+from actors.self_play import play_games
 from game import encoding
+from game.mcts import UniformEvaluator
 from game.records import GameRecord, Result, training_samples
 from learner.losses import TrainBatch
 from learner.mirror import MIN_ROWS, MirrorPrefetcher, ReplayMirror, _Column
@@ -30,20 +32,17 @@ pytestmark = pytest.mark.skipif(
     reason="redis-server not installed (apt-get install redis-server); these tests need a real one",
 )
 
+GAME_GROUP = {8: "english", 6: "small"}  # conf/game file of each board side
 TINY_BACKOFF_S = 0.001  # keeps the dead-server test fast
 WAIT_S = 30.0  # upper bound on waits for the prefetch thread; a healthy run takes milliseconds
 
 
-def _play(size: int, n_games: int, seed: int) -> list[GameRecord]:
-    from actors.self_play import load_config, play_games
-    from game.mcts import UniformEvaluator
-
-    cfg = load_config(size)
-    cfg["mcts"].update(simulations=8, leaves_per_game=4)
-    cfg["selfplay"].update({"games_in_parallel": 8, "resign": False})
+def _play(config, size: int, n_games: int, seed: int) -> list[GameRecord]:
+    overrides = ["mcts.simulations=8", "mcts.leaves_per_game=4", "selfplay.games_in_parallel=8"]
+    overrides += ["selfplay.resign=false", f"game={GAME_GROUP[size]}"]
     if size != 8:
-        cfg["selfplay"]["openings"] = "start"
-    return play_games(UniformEvaluator(), cfg, n_games=n_games, seed=seed)
+        overrides.append("selfplay.openings=start")
+    return play_games(UniformEvaluator(), config(*overrides), n_games=n_games, seed=seed)
 
 
 def _with_forced_moves(record: GameRecord) -> GameRecord:
@@ -53,13 +52,19 @@ def _with_forced_moves(record: GameRecord) -> GameRecord:
     return dataclasses.replace(record, root_wdl=wdl)
 
 
-@functools.cache
-def games(size: int) -> tuple[GameRecord, ...]:
-    """Distinct self-play games, won by either side; half with unsearched decisions."""
-    played = _play(size, 24, seed=size)
-    out = tuple(_with_forced_moves(r) if k % 2 else r for k, r in enumerate(played))
-    assert {r.result for r in out} >= {Result.BLACK_WIN, Result.WHITE_WIN}
-    return out
+@pytest.fixture(scope="module")
+def games(config):
+    """``games(size)``: distinct self-play games, won by either side; half with unsearched
+    decisions (played once per board size)."""
+
+    @functools.cache
+    def of_size(size: int) -> tuple[GameRecord, ...]:
+        played = _play(config, size, 24, seed=size)
+        out = tuple(_with_forced_moves(r) if k % 2 else r for k, r in enumerate(played))
+        assert {r.result for r in out} >= {Result.BLACK_WIN, Result.WHITE_WIN}
+        return out
+
+    return of_size
 
 
 def _add(store: ReplayStore, record: GameRecord, **changes) -> int:
@@ -100,7 +105,7 @@ def _assert_same(mirror_batch: TrainBatch, reference: TrainBatch) -> None:
 
 @pytest.mark.parametrize("size", [6, 8])
 @pytest.mark.parametrize("q_weight", [0.0, 0.25, 1.0])
-def test_batches_equal_the_record_decoder_for_the_same_draws(client, size, q_weight):
+def test_batches_equal_the_record_decoder_for_the_same_draws(client, size, q_weight, games):
     store = ReplayStore(client, window_positions=100_000)
     played = games(size)
     for record in played:
@@ -125,11 +130,11 @@ def test_batches_equal_the_record_decoder_for_the_same_draws(client, size, q_wei
     assert one_hot.all() if q_weight == 0.0 else (not one_hot.all() and one_hot.any())
 
 
-def test_refresh_reads_only_new_games_and_decodes_each_once(client, monkeypatch):
+def test_refresh_reads_only_new_games_and_decodes_each_once(client, monkeypatch, games):
     store = ReplayStore(client, window_positions=100_000)
     fetched: list[list[int]] = []
-    fetch = store._fetch
-    monkeypatch.setattr(store, "_fetch", lambda ids: fetched.append(list(ids)) or fetch(ids))
+    fetch = store.fetch
+    monkeypatch.setattr(store, "fetch", lambda ids: fetched.append(list(ids)) or fetch(ids))
     decoded = []
     from_bytes = GameRecord.from_bytes
     monkeypatch.setattr(
@@ -150,15 +155,13 @@ def test_refresh_reads_only_new_games_and_decodes_each_once(client, monkeypatch)
     assert mirror.num_positions == sum(r.num_decisions for r in played[:8])
 
 
-def test_a_game_evicted_between_window_and_fetch_holds_no_positions(client, monkeypatch):
+def test_a_game_evicted_between_window_and_fetch_holds_no_positions(client, monkeypatch, games):
     store = ReplayStore(client, window_positions=100_000)
     played = games(6)[:3]
     for record in played:
         _add(store, record)
-    fetch = store._fetch
-    monkeypatch.setattr(
-        store, "_fetch", lambda ids: {g: v for g, v in fetch(ids).items() if g != 2}
-    )
+    fetch = store.fetch
+    monkeypatch.setattr(store, "fetch", lambda ids: {g: v for g, v in fetch(ids).items() if g != 2})
     mirror = ReplayMirror(store, 6)
     mirror.refresh()
     assert (mirror.num_games, mirror.malformed) == (3, 0)  # not malformed: just gone
@@ -167,7 +170,7 @@ def test_a_game_evicted_between_window_and_fetch_holds_no_positions(client, monk
     assert set(game_ids.tolist()) == {1, 3}
 
 
-def test_evicted_games_leave_and_the_arrays_stay_bounded(client):
+def test_evicted_games_leave_and_the_arrays_stay_bounded(client, games):
     window = 300
     store = ReplayStore(client, window_positions=window)
     played = games(6)
@@ -230,7 +233,7 @@ def test_column_keeps_values_and_bounded_memory_through_appends_and_drops():
         column.drop_below(column.hi + 1)
 
 
-def test_malformed_records_are_skipped_counted_and_logged_once(client, caplog):
+def test_malformed_records_are_skipped_counted_and_logged_once(client, caplog, games):
     store = ReplayStore(client, window_positions=100_000)
     good = games(6)[:4]
     eight = games(8)[0]
@@ -258,7 +261,7 @@ def test_malformed_records_are_skipped_counted_and_logged_once(client, caplog):
     _assert_same(mirror.batch_at(rows), _reference(store, 6, game_ids, indices, 0.0))
 
 
-def test_empty_store_raises_and_the_prefetcher_waits_then_serves(client):
+def test_empty_store_raises_and_the_prefetcher_waits_then_serves(client, games):
     store = ReplayStore(client, window_positions=100_000)
     mirror = ReplayMirror(store, 6)
     mirror.refresh()
@@ -282,7 +285,7 @@ def test_empty_store_raises_and_the_prefetcher_waits_then_serves(client):
         np.testing.assert_array_equal(whole_game.target_wdl[k], batch.target_wdl[row])
 
 
-def test_prefetcher_picks_up_new_games(client):
+def test_prefetcher_picks_up_new_games(client, games):
     store = ReplayStore(client, window_positions=100_000)
     played = games(6)
     for record in played[:3]:
@@ -299,7 +302,7 @@ def test_prefetcher_picks_up_new_games(client):
         assert prefetcher.malformed == 0
 
 
-def test_store_rewritten_with_fewer_games_is_read_afresh(client):
+def test_store_rewritten_with_fewer_games_is_read_afresh(client, games):
     store = ReplayStore(client, window_positions=100_000)
     played = games(6)
     for record in played[:10]:
@@ -317,7 +320,7 @@ def test_store_rewritten_with_fewer_games_is_read_afresh(client):
     _assert_same(mirror.batch_at(rows), _reference(store, 6, *mirror.locate(rows), 0.0))
 
 
-def test_prefetcher_raises_replay_unavailable_when_redis_is_gone(tmp_path):
+def test_prefetcher_raises_replay_unavailable_when_redis_is_gone(tmp_path, games):
     srv = EmbeddedRedis(tmp_path / "run").start()
     c = connect(srv.url, srv.password, retries=1, backoff_s=TINY_BACKOFF_S)
     store = ReplayStore(c, window_positions=100_000)
@@ -336,7 +339,7 @@ def test_prefetcher_raises_replay_unavailable_when_redis_is_gone(tmp_path):
         srv.stop()
 
 
-def test_draws_are_uniform_over_positions_not_games(client):
+def test_draws_are_uniform_over_positions_not_games(client, games):
     store = ReplayStore(client, window_positions=100_000)
     played = sorted(games(6), key=lambda r: r.num_decisions)
     chosen = [played[0], played[len(played) // 2], played[-1]]  # lengths differ ~3x
@@ -353,7 +356,7 @@ def test_draws_are_uniform_over_positions_not_games(client):
     assert len(seen) == lengths.sum()  # every position of every game comes up
 
 
-def test_mirror_refuses_a_second_thread_and_bad_arguments(client):
+def test_mirror_refuses_a_second_thread_and_bad_arguments(client, games):
     store = ReplayStore(client, window_positions=100)
     _add(store, games(6)[0])
     mirror = ReplayMirror(store, 6)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from omegaconf import DictConfig
 
 from game import _core
 from game.records import (
@@ -204,15 +205,17 @@ def test_sparse_visits_scale_large_counts():
 # ------------------------------------------------------------------------------------------
 
 
-def small_config(**selfplay) -> dict:
-    from actors.self_play import load_config
+@pytest.fixture()
+def small_config(config):
+    """``small_config(**selfplay)``: the 6x6 game, a small search, two games at a time."""
 
-    cfg = load_config(6)
-    cfg["mcts"].update(simulations=16, leaves_per_game=4)
-    cfg["selfplay"].update(
-        {"games_in_parallel": 2, "openings": "start", "resign": False, **selfplay}
-    )
-    return cfg
+    def make(**selfplay) -> DictConfig:
+        settings = {"games_in_parallel": 2, "openings": "start", "resign": False, **selfplay}
+        overrides = ["game=small", "mcts.simulations=16", "mcts.leaves_per_game=4"]
+        values = {k: str(v).lower() if isinstance(v, bool) else v for k, v in settings.items()}
+        return config(*overrides, *(f"selfplay.{k}={v}" for k, v in values.items()))
+
+    return make
 
 
 class LosingEvaluator:
@@ -224,7 +227,7 @@ class LosingEvaluator:
         return m / m.sum(axis=1, keepdims=True), wdl
 
 
-def test_self_play_records_replay_exactly():
+def test_self_play_records_replay_exactly(small_config):
     from actors.self_play import play_games, record_moves, record_to_pdn
     from game.mcts import UniformEvaluator
     from game.pdn import read_pdn, write_pdn
@@ -250,7 +253,7 @@ def test_self_play_records_replay_exactly():
     ]
 
 
-def test_self_play_is_reproducible():
+def test_self_play_is_reproducible(small_config):
     from actors.self_play import play_games
     from game.mcts import UniformEvaluator
 
@@ -261,7 +264,7 @@ def test_self_play_is_reproducible():
     assert [r.to_bytes() for r in play_games(UniformEvaluator(), cfg, 3, seed=12)] != first
 
 
-def test_resignation_and_its_false_positive_measure():
+def test_resignation_and_its_false_positive_measure(small_config):
     from actors.self_play import play_games, resign_false_positive_rate
     from game.records import RESIGNED
 
@@ -290,7 +293,7 @@ def test_resignation_and_its_false_positive_measure():
 GOLDEN = Path(__file__).parent / "golden" / "selfplay_6x6_seed5.pdn"
 
 
-def test_fixed_seed_self_play_matches_golden_file():
+def test_fixed_seed_self_play_matches_golden_file(small_config):
     """A change in search or self-play behaviour shows as a diff of this PDN.
 
     Regenerate deliberately with CZ_UPDATE_GOLDEN=1 after checking the change is intended.

@@ -4,19 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from learner.redis_server import EmbeddedRedis, find_redis_server
-from learner.replay import connect
 from learner.weights import KEEP_VERSIONS, WeightsChannel
-
-
-@pytest.fixture()
-def client(tmp_path):
-    try:
-        find_redis_server()
-    except Exception as e:  # pragma: no cover - the set-up installs it
-        pytest.skip(f"redis-server not available: {e}")
-    with EmbeddedRedis(tmp_path) as server:
-        yield connect(server.url, server.password, retries=2, backoff_s=0.05)
 
 
 def test_publish_and_follow_latest(client):

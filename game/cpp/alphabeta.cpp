@@ -122,6 +122,33 @@ int evaluate_board(const Board& b, const EvalWeights& w) {
   return side_score[us] - side_score[us ^ 1];
 }
 
+// A bound on |evaluation| on an S x S board: each feature's |weight| times the most a side can
+// count of it (pieces, rows advanced, steps available, ...). A side's score lies between minus
+// the negative weights' part and plus the positive weights' part, so the difference of the two
+// sides' scores is at most the sum.
+template <int S>
+int64_t evaluation_bound(const EvalWeights& w) {
+  using G = Geometry<S>;
+  const int64_t pieces = G::kMenPerSide;
+  const int64_t centre = popcount(eval_tables<S>().centre);
+  auto mag = [](int x) { return x < 0 ? -int64_t(x) : int64_t(x); };
+  const int64_t sum = std::max(mag(w.man), mag(w.king)) * pieces + mag(w.back_rank) * G::kPerRow +
+                      (mag(w.centre) + mag(w.king_centre)) * centre +
+                      mag(w.mobility) * pieces * kDirections + mag(w.advancement) * pieces * (S - 2) +
+                      mag(w.runaway) * pieces;
+  return sum;
+}
+
+// Weights whose evaluations could reach the mate range (or overflow int) would make the search
+// report false wins; refused once per call, never checked in the search itself.
+void check_weights(int size, const EvalWeights& w) {
+  const int64_t bound = size == 8 ? evaluation_bound<8>(w) : evaluation_bound<6>(w);
+  if (bound >= kMateThreshold)
+    throw std::invalid_argument("evaluation weights too large: a position could score " +
+                                std::to_string(bound) + " centi-men, beyond the mate threshold " +
+                                std::to_string(kMateThreshold));
+}
+
 // Zobrist keys are XOR-linear in (colour, king, square) features, so the change a move makes is
 // the hash of a "difference board" holding just the features it adds or removes (with White to
 // move, which toggles the side key). Equal to zobrist_hash(child) ^ zobrist_hash(parent).
@@ -399,6 +426,7 @@ SearchResult AlphaBeta::search(const Game& game, const SearchLimits& limits, con
                                 std::to_string(limits.depth) + ", time_ms " + std::to_string(limits.time_ms));
   if (limits.depth == 0 && limits.time_ms == 0)
     throw std::invalid_argument("alpha-beta search needs a depth or a time limit (both were 0)");
+  check_weights(game.size(), weights);
   // A new generation makes every older entry read as empty; wrap-around clears the table so a
   // 256-searches-old entry can never pass for a current one.
   if (++generation_ == 0) {
@@ -410,6 +438,7 @@ SearchResult AlphaBeta::search(const Game& game, const SearchLimits& limits, con
 }
 
 int evaluate(int size, const Board& board, const EvalWeights& weights) {
+  if (size == 6 || size == 8) check_weights(size, weights);
   if (size == 8) return evaluate_board<8>(board, weights);
   if (size == 6) return evaluate_board<6>(board, weights);
   throw std::invalid_argument("board size must be 6 or 8, got " + std::to_string(size));

@@ -67,6 +67,24 @@ nb::list moves_list(const Game& g) {
 
 using PackedArray = nb::ndarray<const uint32_t, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
 
+// Board side -> playable squares, or ValueError (before any size-dependent arithmetic).
+size_t squares_of_size(int size) {
+  if (size != 6 && size != 8)
+    throw nb::value_error(("board size must be 6 or 8, got " + std::to_string(size)).c_str());
+  return size_t(size) * size_t(size) / 2;
+}
+
+std::string shape_text(const PackedArray& a) {
+  return "(" + std::to_string(a.shape(0)) + ", " + std::to_string(a.shape(1)) + ", " +
+         std::to_string(a.shape(2)) + ")";
+}
+
+void check_legal(const Game& g, const Move& m, const char* what) {
+  if (g.mid_jump()) throw nb::value_error((std::string(what) + " in the middle of a multi-jump").c_str());
+  if (!g.is_legal_move(m))
+    throw nb::value_error((std::string(what) + ": " + move_text(m) + " is not a legal move here").c_str());
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -102,7 +120,10 @@ NB_MODULE(_core, m) {
             }
           },
           "size"_a, "black"_a, "white"_a, "kings"_a, "white_to_move"_a, "max_plies"_a = 0,
-          "no_progress"_a = 0, "ply"_a = 0)
+          "no_progress"_a = 0, "ply"_a = 0,
+          "A game from bitboards (bit s-1 for square s). ValueError unless it is a position: pieces on\n"
+          "the board, one piece per square, kings on occupied squares, no man on its crowning row, at\n"
+          "most 12 pieces a side (6 on 6x6), no_progress in [0, 80] and ply in [0, 65535].")
       .def("copy", [](const Game& g) { return Game(g); })
       .def_prop_ro("size", &Game::size)
       .def_prop_ro("num_squares", &Game::num_squares)
@@ -127,9 +148,10 @@ NB_MODULE(_core, m) {
            })
       .def("make",
            [](Game& g, const Move& m) {
-             if (g.mid_jump()) throw nb::value_error("make() in the middle of a multi-jump");
+             check_legal(g, m, "make()");
              g.make(m);
-           })
+           },
+           "move"_a, "Plays one of legal_moves() (ValueError for any other move).")
       .def("undo",
            [](Game& g) {
              if (g.history().empty()) throw nb::value_error("nothing to undo");
@@ -160,7 +182,12 @@ NB_MODULE(_core, m) {
                throw nb::value_error(("illegal action " + std::to_string(action)).c_str());
              g.step(action);
            })
-      .def("actions_of", &Game::actions_of)
+      .def("actions_of",
+           [](const Game& g, const Move& m) {
+             check_legal(g, m, "actions_of()");
+             return g.actions_of(m);
+           },
+           "move"_a, "The actions (one per step or single jump) that make up a legal move.")
       .def("move_of",
            [](const Game& g, const std::vector<int>& actions) {
              try {
@@ -180,6 +207,7 @@ NB_MODULE(_core, m) {
       .def(
           "perft",
           [](const Game& g, int depth) {
+            if (g.mid_jump()) throw nb::value_error("perft() in the middle of a multi-jump");
             nb::gil_scoped_release release;
             return cz::perft(g.size(), g.board(), depth);
           },
@@ -187,6 +215,11 @@ NB_MODULE(_core, m) {
       .def(
           "divide",
           [](const Game& g, int depth) {
+            if (g.mid_jump()) throw nb::value_error("divide() in the middle of a multi-jump");
+            if (depth < 1 || depth > cz::kMaxPerftDepth)
+              throw nb::value_error(("divide depth must be in [1, " + std::to_string(cz::kMaxPerftDepth) +
+                                     "], got " + std::to_string(depth))
+                                        .c_str());
             cz::MoveList moves;
             g.legal_moves(moves);
             std::vector<std::tuple<Move, uint64_t>> out;
@@ -205,9 +238,14 @@ NB_MODULE(_core, m) {
   m.def(
       "encode_packed",
       [](int size, PackedArray packed) {
+        squares_of_size(size);
         if (packed.shape(1) != size_t(cz::kHistory) || packed.shape(2) != size_t(cz::kPackedWords))
-          throw nb::value_error("packed states must have shape (n, HISTORY, PACKED_WORDS)");
+          throw nb::value_error(("packed states must have shape (n, HISTORY=" + std::to_string(cz::kHistory) +
+                                 ", PACKED_WORDS=" + std::to_string(cz::kPackedWords) + "), got " +
+                                 shape_text(packed))
+                                    .c_str());
         const size_t n = packed.shape(0), area = size_t(size) * size_t(size);
+        cz::check_packed(size, packed.data(), n, cz::kHistory, cz::kHistory, true);
         auto* out = new float[std::max<size_t>(1, n * cz::kNumPlanes * area)];
         nb::capsule owner(out, [](void* p) noexcept { delete[] static_cast<float*>(p); });
         {
@@ -222,7 +260,13 @@ NB_MODULE(_core, m) {
   m.def(
       "legal_mask_packed",
       [](int size, PackedArray packed) {
-        const size_t n = packed.shape(0), actions = size_t(size) * size / 2 * cz::kDirections;
+        const size_t actions = squares_of_size(size) * cz::kDirections;
+        if (packed.shape(1) < 1 || packed.shape(2) != size_t(cz::kPackedWords))
+          throw nb::value_error(("packed states must have shape (n, k >= 1, PACKED_WORDS=" +
+                                 std::to_string(cz::kPackedWords) + "), got " + shape_text(packed))
+                                    .c_str());
+        const size_t n = packed.shape(0);
+        cz::check_packed(size, packed.data(), n, int(packed.shape(1)), 1, true);
         auto* out = new bool[std::max<size_t>(1, n * actions)];
         nb::capsule owner(out, [](void* p) noexcept { delete[] static_cast<bool*>(p); });
         {
@@ -232,7 +276,8 @@ NB_MODULE(_core, m) {
         }
         return nb::ndarray<nb::numpy, bool, nb::ndim<2>>(out, {n, actions}, owner);
       },
-      "size"_a, "packed"_a, "Legal-action masks of the newest state of each packed history.");
+      "size"_a, "packed"_a,
+      "Legal-action masks of the newest state (slot 0) of each packed history, shape (n, A).");
 
   // ---- alpha-beta baseline (game/cpp/alphabeta.h) ----
   {

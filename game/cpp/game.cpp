@@ -30,6 +30,10 @@ const Zobrist kZobrist;
 
 inline uint64_t key(int color, bool king, int sq) { return kZobrist.piece[color][king][sq]; }
 
+// A 16-bit counter plus one, stuck at kMaxCounter rather than wrapping to 0 (a game from a
+// position set up near the limit must not restart its ply count or its forty-move clock).
+inline uint16_t saturating_next(uint16_t c) { return uint16_t(c + (c < kMaxCounter ? 1 : 0)); }
+
 template <int S>
 struct Rules {
   using G = Geometry<S>;
@@ -112,8 +116,8 @@ struct Rules {
       return;
     }
     s.jumping = -1;
-    s.no_progress = (capture || !king) ? 0 : s.no_progress + 1;
-    s.ply += 1;
+    s.no_progress = (capture || !king) ? 0 : saturating_next(s.no_progress);
+    s.ply = saturating_next(s.ply);
     b.side = ~b.side;
     s.hash ^= kZobrist.white_to_move;
   }
@@ -123,8 +127,8 @@ struct Rules {
     const bool man_moved = !(b.kings & bit(m.from));
     apply_move<S>(b, m);
     s.hash = zobrist_hash(b);
-    s.no_progress = (m.is_capture() || man_moved) ? 0 : s.no_progress + 1;
-    s.ply += 1;
+    s.no_progress = (m.is_capture() || man_moved) ? 0 : saturating_next(s.no_progress);
+    s.ply = saturating_next(s.ply);
     s.jumping = -1;
   }
 
@@ -159,6 +163,60 @@ uint64_t zobrist_hash(const Board& b) {
   return h;
 }
 
+namespace {
+
+std::string square_list(Bitboard b) {  // "square 5" or "squares 5, 9, 12" (1-based)
+  std::string out = popcount(b) == 1 ? "square " : "squares ";
+  while (b) {
+    const int sq = pop_lsb(b);
+    out += std::to_string(sq + 1) + (b ? ", " : "");
+  }
+  return out;
+}
+
+// The meta word's fields (see pack_meta()); every other bit must be clear.
+constexpr uint32_t kMetaSide = 1u;
+constexpr uint32_t kMetaJumping = 0x3Fu << 1;
+constexpr uint32_t kMetaProgress = 0xFFu << 8;
+constexpr uint32_t kMetaPresent = 1u << 16;
+constexpr uint32_t kMetaKnown = kMetaSide | kMetaJumping | kMetaProgress | kMetaPresent;
+
+}  // namespace
+
+std::string board_error(int size, const Board& b) {
+  return dispatch(size, [&](auto sz) -> std::string {
+    using G = Geometry<decltype(sz)::value>;
+    const Bitboard black = b.pieces[index(Color::Black)], white = b.pieces[index(Color::White)];
+    // The common case first, with no strings built: this runs for every packed state handed in.
+    const Bitboard men = (black | white) & ~b.kings;
+    if (!((black | white | b.kings) & ~G::kAll) && !(black & white) && !(b.kings & ~(black | white)) &&
+        !(men & black & G::promotion_row(Color::Black)) && !(men & white & G::promotion_row(Color::White)) &&
+        popcount(black) <= G::kMenPerSide && popcount(white) <= G::kMenPerSide)
+      return {};
+    const std::string board = std::to_string(G::kSide) + "x" + std::to_string(G::kSide) + " board";
+    if (const Bitboard off = (black | white | b.kings) & ~G::kAll) {
+      std::string bits = popcount(off) == 1 ? "bit " : "bits ";
+      for (Bitboard x = off; x;) {
+        const int sq = pop_lsb(x);
+        bits += std::to_string(sq) + (x ? ", " : "");
+      }
+      return "pieces off the " + board + " (" + bits + ")";
+    }
+    if (const Bitboard both = black & white) return square_list(both) + ": both a black and a white piece";
+    if (const Bitboard lone = b.kings & ~(black | white))
+      return "kings on empty squares (" + square_list(lone) + ")";
+    if (const Bitboard m = black & ~b.kings & G::promotion_row(Color::Black))
+      return "black men on White's back rank (" + square_list(m) + ") would have been crowned";
+    if (const Bitboard m = white & ~b.kings & G::promotion_row(Color::White))
+      return "white men on Black's back rank (" + square_list(m) + ") would have been crowned";
+    for (const Color c : {Color::Black, Color::White})
+      if (popcount(b.pieces[index(c)]) > G::kMenPerSide)
+        return std::to_string(popcount(b.pieces[index(c)])) + (c == Color::Black ? " black" : " white") +
+               " pieces: at most " + std::to_string(G::kMenPerSide) + " a side on the " + board;
+    return {};
+  });
+}
+
 uint32_t pack_meta(const State& s) {
   return uint32_t(s.board.side == Color::White) | (uint32_t(s.jumping + 1) << 1) |
          (uint32_t(std::min<int>(s.no_progress, 255)) << 8) | (1u << 16);
@@ -184,17 +242,23 @@ State unpack_state(const uint32_t* in) {
 }
 
 Game::Game(int size, int max_plies) : size_(size), max_plies_(max_plies) {
-  if (max_plies < 0) throw std::invalid_argument("max_plies must be >= 0");
+  if (max_plies < 0 || max_plies > kMaxCounter)
+    throw std::invalid_argument("max_plies must be in [0, " + std::to_string(kMaxCounter) + "], got " +
+                                std::to_string(max_plies));
   st_.board = dispatch(size, [](auto s) { return start_board<decltype(s)::value>(); });
   st_.hash = zobrist_hash(st_.board);
 }
 
 Game Game::from_board(int size, const Board& board, int max_plies, int no_progress, int ply) {
   Game g(size, max_plies);
-  const Bitboard all = size == 8 ? Geometry<8>::kAll : Geometry<6>::kAll;
-  if ((board.pieces[0] & board.pieces[1]) || ((board.pieces[0] | board.pieces[1]) & ~all) ||
-      (board.kings & ~(board.pieces[0] | board.pieces[1])))
-    throw std::invalid_argument("inconsistent board bitboards");
+  if (const std::string why = board_error(size, board); !why.empty())
+    throw std::invalid_argument("not a position: " + why);
+  if (no_progress < 0 || no_progress > kMaxPliesWithoutProgress)
+    throw std::invalid_argument("no_progress must be in [0, " + std::to_string(kMaxPliesWithoutProgress) +
+                                "] (plies), got " + std::to_string(no_progress));
+  if (ply < 0 || ply > kMaxCounter)
+    throw std::invalid_argument("ply must be in [0, " + std::to_string(kMaxCounter) + "], got " +
+                                std::to_string(ply));
   g.st_.board = board;
   g.st_.hash = zobrist_hash(board);
   g.st_.no_progress = uint16_t(no_progress);
@@ -205,6 +269,30 @@ Game Game::from_board(int size, const Board& board, int max_plies, int no_progre
 void Game::legal_moves(MoveList& out) const {
   if (mid_jump()) throw std::logic_error("legal_moves() in the middle of a multi-jump");
   dispatch(size_, [&](auto s) { generate_moves<decltype(s)::value>(st_.board, out); });
+}
+
+bool Game::is_legal_move(const Move& m) const {
+  if (mid_jump()) return false;
+  if (!m.is_capture()) {  // a step, checked directly (most moves; cheaper than generating them all)
+    return dispatch(size_, [&](auto sz) {
+      constexpr int S = decltype(sz)::value;
+      using G = Geometry<S>;
+      const Board& b = st_.board;
+      if (m.captured || m.from >= G::kSquares || m.to >= G::kSquares) return false;
+      const Bitboard from = bit(m.from), to = bit(m.to);
+      if (!(b.pieces[index(b.side)] & from) || (b.occupied() & to)) return false;
+      if (capturing_pieces<S>(b)) return false;  // a capture is compulsory
+      const bool king = b.kings & from;
+      for (int d = 0; d < kDirections; ++d)
+        if ((king || is_forward(b.side, d)) && G::shift(from, d) == to) return true;
+      return false;
+    });
+  }
+  MoveList moves;
+  legal_moves(moves);
+  for (const Move& legal : moves)
+    if (legal == m) return true;
+  return false;
 }
 
 void Game::make(const Move& m) {
@@ -367,7 +455,45 @@ void Game::pack_history(uint32_t* out) const {
 }
 
 uint64_t perft(int size, const Board& b, int depth) {
+  if (depth < 0 || depth > kMaxPerftDepth)
+    throw std::invalid_argument("perft depth must be in [0, " + std::to_string(kMaxPerftDepth) + "], got " +
+                                std::to_string(depth));
   return dispatch(size, [&](auto s) { return perft<decltype(s)::value>(b, depth); });
+}
+
+void check_packed(int size, const uint32_t* packed, size_t n, int stride_slots, int check_slots,
+                  bool require_first) {
+  const int squares = dispatch(size, [](auto sz) { return Geometry<decltype(sz)::value>::kSquares; });
+  for (size_t i = 0; i < n; ++i) {
+    for (int k = 0; k < check_slots; ++k) {
+      const uint32_t* w = packed + (i * size_t(stride_slots) + size_t(k)) * kPackedWords;
+      const uint32_t meta = w[3];
+      std::string why;
+      if (!(meta & kMetaPresent)) {
+        if (k == 0 && require_first)
+          why = "the newest slot holds no position (meta bit 16 clear)";
+        else if (w[0] | w[1] | w[2] | meta)
+          why = "a slot without a position (meta bit 16 clear) must be all zeros";
+      } else if (meta & ~kMetaKnown) {
+        why = "unknown bits set in the meta word (" + std::to_string(meta & ~kMetaKnown) + ")";
+      } else {
+        Board b;
+        b.pieces[0] = w[0];
+        b.pieces[1] = w[1];
+        b.kings = w[2];
+        b.side = (meta & kMetaSide) ? Color::White : Color::Black;
+        why = board_error(size, b);
+        const int jumping = int((meta & kMetaJumping) >> 1) - 1;
+        if (why.empty() && jumping >= squares)
+          why = "mid-jump square " + std::to_string(jumping + 1) + " is off the board";
+        else if (why.empty() && jumping >= 0 && !(b.pieces[index(b.side)] & bit(jumping)))
+          why = "mid-jump square " + std::to_string(jumping + 1) + " holds no piece of the side to move";
+      }
+      if (!why.empty())
+        throw std::invalid_argument("packed state " + std::to_string(i) + ", slot " + std::to_string(k) +
+                                    ": " + why);
+    }
+  }
 }
 
 void encode_packed(int size, const uint32_t* packed, int n, float* out) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "movegen.h"
@@ -22,6 +23,11 @@ constexpr int kPlanesPerSlot = 4;
 constexpr int kNumPlanes = kPlanesPerSlot * kHistory + 3;
 // A packed state is four uint32 words: black, white, kings, meta (see pack_state()).
 constexpr int kPackedWords = 4;
+// State::ply and State::no_progress are 16-bit counters; they saturate here instead of wrapping.
+constexpr int kMaxCounter = 0xFFFF;
+// Deepest perft/divide: the recursion keeps one move list (about 5 KB) per ply on the stack, and
+// depth 13 from the start already takes hours.
+constexpr int kMaxPerftDepth = 64;
 
 enum class Result : uint8_t { Ongoing = 0, BlackWin = 1, WhiteWin = 2, Draw = 3 };
 enum class EndReason : uint8_t { None = 0, NoMoves = 1, Repetition = 2, NoProgress = 3, PlyCap = 4 };
@@ -36,15 +42,30 @@ struct State {
 
 uint64_t zobrist_hash(const Board& b);
 
+// Why `b` is not a position of the rules on a size x size board, or "" when it is one: pieces
+// off the board, both sides on one square, kings on empty squares, men on their crowning row,
+// more pieces on a side than it starts with. Throws std::invalid_argument for a bad size.
+std::string board_error(int size, const Board& b);
+
 // meta word: bit 0 side to move, bits 1-6 jumping square + 1, bits 8-15 no-progress plies,
 // bit 16 set when the slot holds a position (history slots before the game's start are empty).
 uint32_t pack_meta(const State& s);
 void pack_state(const State& s, uint32_t* out);
 State unpack_state(const uint32_t* in);
+// Checks the first `check_slots` states of n packed samples (each `stride_slots` states long)
+// before they are decoded: a present slot must hold a position (board_error()) with a valid meta
+// word (no unknown bits, a mid-jump square holding a piece of the side to move), an absent slot
+// must be all zeros, and with require_first the newest slot must be present. Throws
+// std::invalid_argument naming the sample, the slot and the fault. Called once per batch by the
+// bindings: the encoder's loop itself trusts its input (the search feeds it states it made).
+void check_packed(int size, const uint32_t* packed, size_t n, int stride_slots, int check_slots,
+                  bool require_first);
 
 class Game {
  public:
   explicit Game(int size = 8, int max_plies = 0);
+  // Throws std::invalid_argument when the board is not a position (board_error()) or a counter
+  // is out of range (no_progress 0..kMaxPliesWithoutProgress, ply 0..kMaxCounter).
   static Game from_board(int size, const Board& board, int max_plies = 0, int no_progress = 0,
                          int ply = 0);
 
@@ -59,7 +80,8 @@ class Game {
 
   // Whole moves (only between turns, never in the middle of a multi-jump).
   void legal_moves(MoveList& out) const;
-  void make(const Move& m);
+  bool is_legal_move(const Move& m) const;  // one of legal_moves() (false mid-jump)
+  void make(const Move& m);  // unchecked: call is_legal_move() first on untrusted input
   // Takes back the last make() or step().
   void undo();
 
@@ -89,6 +111,7 @@ class Game {
 int action_of(int size, Color side, int square, int direction);
 void decode_action(int size, Color side, int action, int& square, int& direction);
 
+// Leaf count of the move tree to `depth` (0..kMaxPerftDepth, else std::invalid_argument).
 uint64_t perft(int size, const Board& b, int depth);
 
 // Batched encoder: n samples of kHistory packed states each -> float planes (n, kNumPlanes, S, S).

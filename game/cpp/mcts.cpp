@@ -18,6 +18,46 @@ constexpr int kMaxLegalActions = 32 * kDirections;
 constexpr int kTypicalDepth = 256;
 // Node::pending is 16 bits and counts the leaves of one tree in flight at once.
 constexpr int kMaxLeavesPerGame = 65535;
+// Most leaves one gather() may return (num_games * leaves_per_game): the batch buffers then take
+// about 4 GB on 8x8, far more than one forward pass holds, and sizes stay well inside int.
+constexpr int64_t kMaxCapacity = int64_t(1) << 20;
+
+std::string float_text(float x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return std::to_string(x);
+}
+
+}  // namespace
+
+void check_config(const MctsConfig& c) {
+  const std::pair<const char*, float> finite[] = {
+      {"c_puct", c.c_puct},
+      {"c_puct_base", c.c_puct_base},
+      {"fpu_reduction", c.fpu_reduction},
+      {"fpu_reduction_root", c.fpu_reduction_root},
+      {"dirichlet_alpha", c.dirichlet_alpha},
+      {"dirichlet_epsilon", c.dirichlet_epsilon},
+      {"virtual_loss", c.virtual_loss},
+  };
+  for (const auto& [name, value] : finite)
+    if (!std::isfinite(value))
+      throw std::invalid_argument(std::string(name) + " must be finite, got " + float_text(value));
+  if (c.leaves_per_game <= 0 || c.leaves_per_game > kMaxLeavesPerGame)
+    throw std::invalid_argument("leaves_per_game must be in [1, " + std::to_string(kMaxLeavesPerGame) + "]");
+  if (c.simulations < 0) throw std::invalid_argument("simulations must be >= 0");
+  if (c.c_puct < 0) throw std::invalid_argument("c_puct must be >= 0, got " + float_text(c.c_puct));
+  if (c.c_puct_base < 0)
+    throw std::invalid_argument("c_puct_base must be >= 0 (0: constant c_puct), got " +
+                                float_text(c.c_puct_base));
+  if (c.virtual_loss < 0) throw std::invalid_argument("virtual_loss must be >= 0");
+  if (c.dirichlet_epsilon < 0 || c.dirichlet_epsilon > 1)
+    throw std::invalid_argument("dirichlet_epsilon must be in [0, 1]");
+  if (c.dirichlet_epsilon > 0 && c.dirichlet_alpha <= 0)
+    throw std::invalid_argument("dirichlet_alpha must be positive when noise is on");
+}
+
+namespace {
 
 }  // namespace
 
@@ -25,14 +65,11 @@ BatchedMcts::BatchedMcts(int num_games, int size, const MctsConfig& config)
     : size_(size), num_actions_(size * size / 2 * kDirections), config_(config), rng_(config.seed) {
   if (num_games <= 0) throw std::invalid_argument("num_games must be positive");
   if (size != 6 && size != 8) throw std::invalid_argument("board size must be 6 or 8");
-  if (config.leaves_per_game <= 0 || config.leaves_per_game > kMaxLeavesPerGame)
-    throw std::invalid_argument("leaves_per_game must be in [1, " + std::to_string(kMaxLeavesPerGame) + "]");
-  if (config.simulations < 0) throw std::invalid_argument("simulations must be >= 0");
-  if (config.virtual_loss < 0) throw std::invalid_argument("virtual_loss must be >= 0");
-  if (config.dirichlet_epsilon < 0 || config.dirichlet_epsilon > 1)
-    throw std::invalid_argument("dirichlet_epsilon must be in [0, 1]");
-  if (config.dirichlet_epsilon > 0 && config.dirichlet_alpha <= 0)
-    throw std::invalid_argument("dirichlet_alpha must be positive when noise is on");
+  check_config(config);
+  if (int64_t(num_games) * config.leaves_per_game > kMaxCapacity)
+    throw std::invalid_argument("num_games * leaves_per_game must be at most " +
+                                std::to_string(kMaxCapacity) + ", got " + std::to_string(num_games) +
+                                " * " + std::to_string(config.leaves_per_game));
   capacity_ = num_games * config.leaves_per_game;
   trees_.reserve(num_games);
   for (int i = 0; i < num_games; ++i) {
@@ -302,6 +339,24 @@ void BatchedMcts::expand(const float* priors, const float* wdl, int n) {
   if (n != int(leaves_.size()))
     throw std::invalid_argument("expand() got " + std::to_string(n) + " evaluations for " +
                                 std::to_string(leaves_.size()) + " gathered leaves");
+  // Every value is checked before any tree changes, so a refused batch can be evaluated again.
+  for (int k = 0; k < n; ++k) {
+    const Leaf& lf = leaves_[k];
+    const float* row = priors + size_t(k) * num_actions_;
+    for (int j = 0; j < lf.num_actions; ++j) {
+      const int a = leaf_actions_[lf.actions_begin + j];
+      if (!(std::isfinite(row[a]) && row[a] >= 0.0f))
+        throw std::invalid_argument("priors[" + std::to_string(k) + ", " + std::to_string(a) + "] is " +
+                                    float_text(row[a]) +
+                                    ": the priors of legal actions must be finite and >= 0");
+    }
+    for (int j = 0; j < 3; ++j) {
+      const float v = wdl[size_t(k) * 3 + j];
+      if (!(std::isfinite(v) && v >= 0.0f))
+        throw std::invalid_argument("wdl[" + std::to_string(k) + ", " + std::to_string(j) + "] is " +
+                                    float_text(v) + ": win/draw/loss values must be finite and >= 0");
+    }
+  }
   for (int k = 0; k < n; ++k) {
     const Leaf& lf = leaves_[k];
     Tree& t = trees_[lf.game];
@@ -397,6 +452,7 @@ int BatchedMcts::choose(int i, float temperature) {
   Tree& t = tree(i);
   if (t.over) throw std::logic_error("choose() on a finished game");
   if (t.inflight) throw std::logic_error("choose() with leaves in flight: call expand() first");
+  if (std::isnan(temperature)) throw std::invalid_argument("choose() temperature is nan");
   const Node& root = t.nodes[0];
   if (!(root.flags & kExpanded)) {
     if (t.root_legal == 1) {

@@ -54,6 +54,9 @@ struct MctsConfig {
   uint64_t seed = 0;               // RNG seed (noise, move sampling): same seed, same games
 };
 
+// Throws std::invalid_argument naming the first field out of range (non-finite values included).
+void check_config(const MctsConfig& config);
+
 // One tree node, in an arena per game, addressed by uint32 index. Children of a node are
 // contiguous: [first_child, first_child + num_children). Index 0 is always the root, so
 // first_child == 0 means "no children".
@@ -109,6 +112,8 @@ class BatchedMcts {
   int pending_leaves() const { return int(leaves_.size()); }
   // priors: (L, A) row-major, any non-negative weights (renormalised over the legal actions);
   // wdl: (L, 3) win/draw/loss probabilities from the view of the side to move at the leaf.
+  // A NaN, infinite or negative prior of a legal action or wdl value throws
+  // std::invalid_argument before anything changes (the entries of illegal actions are ignored).
   void expand(const float* priors, const float* wdl, int n);
 
   // Per-game state.

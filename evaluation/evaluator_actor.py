@@ -1,0 +1,91 @@
+"""The evaluator as a Ray actor beside the learner: a thin shell over EvaluatorWorker."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import ray
+from omegaconf import DictConfig, OmegaConf
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from evaluation.evaluator import EvaluatorWorker
+from evaluation.settings import EvalSettings
+from learner.supervisor import RunLoop, stop_loops
+
+logger = logging.getLogger(__name__)
+
+# Seconds between restarts of an evaluator loop that keeps failing (the first is immediate), so a
+# persistent error (a bad checkpoint, Redis gone) logs a line per interval, not a busy loop.
+RESTART_BACKOFF_S = 30.0
+
+
+@ray.remote(max_restarts=-1, max_task_retries=-1, max_concurrency=2)
+class EvaluatorActor:
+    """Ray shell over EvaluatorWorker: ``run()`` evaluates until ``stop()`` (a second call slot,
+    hence max_concurrency=2). Ray restarts a dead actor; the worker resumes from Redis."""
+
+    def __init__(self, cfg: dict, url: str, password: str | None, run_dir: str) -> None:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+        self.worker = EvaluatorWorker.connect(cfg, url, password, run_dir)
+
+    def run(self) -> int:
+        return self.worker.run()
+
+    def stop(self) -> None:
+        self.worker.stop()
+
+    def where(self) -> tuple[str, int]:
+        return ray.get_runtime_context().get_node_id(), os.getpid()
+
+
+class EvaluatorHandle:
+    """The learner's view of the evaluator actor: restart its loop, stop it."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+        self.loop = RunLoop(actor, "the evaluator", backoff_s=RESTART_BACKOFF_S)
+
+    @property
+    def restarts(self) -> int:
+        return self.loop.restarts
+
+    def check(self) -> None:
+        """Restarts the loop if ``run()`` ended (an error Ray could not retry); a loop that
+        keeps failing is restarted at most every RESTART_BACKOFF_S, its error logged each time."""
+        self.loop.check()
+
+    def stop(self, timeout_s: float) -> None:
+        """Asks the loop to stop (between games; an unfinished unit resumes next run), waits up
+        to ``timeout_s``, then kills the actor."""
+        stop_loops([self.loop], timeout_s)
+
+
+def start_evaluator(
+    cfg: Mapping[str, Any], url: str, password: str | None, run_dir: str | Path
+) -> EvaluatorHandle | None:
+    """Starts the evaluator actor on this node (it writes under ``run_dir``); None when
+    ``evaluation.enabled`` is false. Ray must be initialised. The config is checked here, so a
+    bad value fails in the learner before any game."""
+    container = (
+        OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    )
+    if not container.get("evaluation", {}).get("enabled", False):
+        return None
+    settings = EvalSettings.from_config(container)
+    node = ray.get_runtime_context().get_node_id()
+    actor = EvaluatorActor.options(
+        name=None,
+        num_cpus=float(container["evaluation"].get("num_cpus", 0)),
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+    ).remote(container, url, password, str(run_dir))
+    logger.info(
+        "evaluator started: every %d versions, %d simulations, ladder %s",
+        settings.every_versions,
+        settings.mcts["simulations"],
+        list(settings.ladder),
+    )
+    return EvaluatorHandle(actor)

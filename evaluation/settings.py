@@ -1,0 +1,110 @@
+"""What the evaluator reads from the composed config, checked before any game."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluation.gate import GATE_SPRT_KEYS, sprt_from_config
+from evaluation.network_player import play_settings
+from evaluation.players import make_player, minimax_options
+from game.openings import KINDS as OPENING_KINDS
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """What the evaluator reads from the composed config (groups evaluation, game, mcts, replay)."""
+
+    namespace: str
+    size: int
+    max_plies: int
+    every_versions: int
+    ladder: tuple[str, ...]
+    ladder_pairs: int
+    rung_pairs: int
+    fix_ladder: bool
+    openings: str
+    extend_openings: int
+    seed: int
+    poll_s: float
+    device: str
+    torch_threads: int
+    write_pdn: bool
+    # Gate candidates against the best (actors play the promoted weights). Off: AlphaZero's
+    # scheme, actors play the newest weights and the evaluator only rates candidates.
+    gating: bool = True
+    mcts: dict[str, Any] = field(default_factory=dict)  # network players' search settings
+    gate: dict[str, Any] = field(default_factory=dict)  # the SPRT's settings
+    elo: dict[str, Any] = field(default_factory=dict)  # fit_ratings' settings
+    player_options: dict[str, Any] = field(default_factory=dict)  # minimax weights, tt_mb
+    connect_retries: int = 6
+    connect_backoff_s: float = 0.5
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> EvalSettings:
+        """From a composed config (DictConfig or plain dicts); ValueError naming a bad key."""
+
+        def group(name: str) -> Mapping[str, Any]:
+            node = cfg.get(name) if hasattr(cfg, "get") else None
+            if node is None:
+                raise ValueError(f"config group {name!r} is missing")
+            return node
+
+        ev, game, replay = group("evaluation"), group("game"), group("replay")
+
+        def get(key: str) -> Any:
+            if key not in ev:
+                raise ValueError(f"config key evaluation.{key} is missing")
+            return ev[key]
+
+        mcts = dict(group("mcts"))
+        mcts.update(
+            simulations=int(get("simulations")), leaves_per_game=int(get("leaves_per_game"))
+        )
+        options = minimax_options(ev.get("baseline"))
+        s = cls(
+            namespace=str(replay["namespace"]),
+            size=int(game["size"]),
+            max_plies=int(game["max_plies"]),
+            every_versions=int(get("every_versions")),
+            ladder=tuple(str(x) for x in get("ladder")),
+            ladder_pairs=int(get("ladder_pairs")),
+            rung_pairs=int(get("rung_pairs")),
+            fix_ladder=bool(get("fix_ladder")),
+            openings=str(get("openings")),
+            extend_openings=int(get("extend_openings")),
+            seed=int(get("seed")),
+            poll_s=float(get("poll_s")),
+            device=str(get("device")),
+            torch_threads=int(get("torch_threads")),
+            write_pdn=bool(get("write_pdn")),
+            gating=bool(ev.get("gating", True)),
+            mcts=play_settings(mcts),
+            gate={k: v for k, v in dict(get("gate")).items() if k in GATE_SPRT_KEYS},
+            elo=dict(get("elo")),
+            player_options=options,
+            connect_retries=int(replay.get("connect_retries", 6)),
+            connect_backoff_s=float(replay.get("connect_backoff_s", 0.5)),
+        )
+        checks = (
+            ("every_versions", s.every_versions >= 1, "must be >= 1"),
+            ("simulations", s.mcts["simulations"] >= 1, "must be >= 1"),
+            ("ladder_pairs", s.ladder_pairs >= 0, "must be >= 0"),
+            ("rung_pairs", s.rung_pairs >= 0, "must be >= 0"),
+            ("poll_s", s.poll_s > 0, "must be > 0"),
+            ("extend_openings", s.extend_openings >= 0, "must be >= 0"),
+            ("torch_threads", s.torch_threads >= 1, "must be >= 1"),
+            ("openings", s.openings in OPENING_KINDS, f"must be one of {OPENING_KINDS}"),
+        )
+        for key, ok, why in checks:
+            if not ok:
+                raise ValueError(f"bad config value evaluation.{key}={get(key)!r}: {why}")
+        sprt_from_config(s.gate)  # validates the gate's settings now
+        anchor = str(s.elo.get("anchor_player", "random"))
+        if s.ladder and anchor not in {make_player(x, **s.player_options).name for x in s.ladder}:
+            raise ValueError(
+                f"evaluation.ladder {list(s.ladder)} must include the Elo anchor "
+                f"evaluation.elo.anchor_player={anchor!r}, or no rating is tied to it"
+            )
+        return s

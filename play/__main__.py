@@ -1,0 +1,70 @@
+"""``python -m play``: serve the board, the analysis and the training view.
+
+python -m play                       # http://127.0.0.1:8000, the shipped network, runs/
+python -m play --port 8080 --runs runs --models game/data
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+import uvicorn
+import yaml
+
+from play.app import create_app
+from play.paths import Roots
+from play.settings import load_settings, models_dir
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["limits.max_ms=500", ...]`` as nested dicts; values read as YAML scalars."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set {item!r}: use KEY=VALUE")
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(value)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    settings = load_settings()
+    parser = argparse.ArgumentParser(prog="python -m play", description=__doc__.split("\n")[1])
+    parser.add_argument("--host", default=settings["host"], help="address to bind (loopback)")
+    parser.add_argument("--port", type=int, default=settings["port"], help="TCP port")
+    parser.add_argument("--runs", default=settings["runs_dir"], help="the runs folder it reads")
+    parser.add_argument("--models", default=settings["models_dir"], help="the networks folder")
+    parser.add_argument("--player", default=settings["default_player"], help="default opponent")
+    parser.add_argument("--log-level", default="info", help="uvicorn's log level")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a key of conf/play/default.yaml, e.g. --set limits.max_simulations=800",
+    )
+    args = parser.parse_args(argv)
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load_settings({"default_player": args.player, **parse_overrides(args.set)})
+    except ValueError as e:
+        parser.error(str(e))
+    roots = Roots(args.runs, models_dir(args.models))
+    app = create_app(settings, roots)
+    print(
+        f"checkerzero play on http://{args.host}:{args.port}/ (API docs at /docs); "
+        f"networks from {roots.models}, runs from {roots.runs}",
+        flush=True,
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+
+
+if __name__ == "__main__":
+    main()

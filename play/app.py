@@ -1,0 +1,367 @@
+"""The play server: a JSON API (OpenAPI docs at /docs) and the page that uses it.
+
+Routes (all JSON unless said otherwise):
+
+- ``POST /api/position``: a position (FEN and/or moves) with its legal moves, pieces and result;
+- ``POST /api/move``: a player's move for a position, with W/D/L, PV and top moves;
+- ``POST /api/analyse``: batched analysis of many positions (KataGo-style queries with ids);
+- ``GET /api/openings``, ``POST /api/pdn/parse``, ``POST /api/pdn/write``: starts and PDN;
+- ``GET /api/runs`` and ``/api/runs/{run}/...``: runs, metrics, Elo, games (as PDN or JSON);
+- ``GET /api/config``, ``GET /api/status``: the limits and the searches under way;
+- ``GET /docs``: the OpenAPI schema (``/openapi.json``) in Swagger UI, from local files.
+
+Bounds: request bodies above ``limits.max_request_bytes`` get 413; budgets, batch sizes and
+move lists beyond the limits get 422; at most ``limits.max_concurrent_searches`` searches run
+at once and a request that waits ``limits.queue_wait_s`` for a slot gets 503. Paths from
+requests are checked by ``play.paths.Roots``; the server never writes a file.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, Field
+
+from game.notation import squares_of
+from game.openings import acf_deck
+from game.pdn import game_from_position, read_pdn, write_pdn
+from game.position import Position
+from play import runs as run_files
+from play.analysis import position_from
+from play.engines import Engines, LimitError
+from play.paths import CHECKPOINT_SUFFIX, NotFound, PathRefused, Roots
+
+logger = logging.getLogger(__name__)
+
+STATIC = Path(__file__).resolve().parent / "static"
+MAX_FEN_CHARS = 200  # the longest FEN of 8x8 (24 pieces, all kings) is under 120
+MAX_ID_CHARS = 100  # query ids are echoed back
+
+
+class Busy(RuntimeError):
+    pass
+
+
+class PositionQuery(BaseModel):
+    fen: str | None = Field(
+        None, max_length=MAX_FEN_CHARS, description="start FEN; initial if none"
+    )
+    moves: list[str] = Field(default_factory=list, description="moves played from the start")
+
+
+class MoveQuery(PositionQuery):
+    player: str | None = Field(None, description="player spec; the default network if none")
+
+
+class AnalysisQuery(PositionQuery):
+    id: str | int | None = Field(None, description="echoed back with the answer")
+
+
+class AnalyseRequest(BaseModel):
+    network: str | None = Field(None, description="network spec; the default network if none")
+    sims: int | None = Field(None, description="simulations per position")
+    ms: int | None = Field(None, description="milliseconds for the whole batch")
+    positions: list[AnalysisQuery]
+
+
+class PdnText(BaseModel):
+    pdn: str
+
+
+class PdnGameIn(PositionQuery):
+    result: str = "*"
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for a request body over ``limit`` bytes, declared or streamed."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
+                await self._refuse(send)
+                return
+        seen = 0
+        body = []
+        while (
+            True
+        ):  # read the whole (bounded) body first, so an oversized one never reaches a route
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                await self._refuse(send)
+                return
+            body.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Any) -> None:
+        response = JSONResponse(
+            {"detail": f"request body larger than {self.limit} bytes"}, status_code=413
+        )
+        await response({"type": "http"}, None, send)
+
+
+def describe(pos: Position) -> dict[str, Any]:
+    """What the board needs: pieces, legal moves with every landing square, the result."""
+    setup = pos.setup()
+    legal = pos.legal_moves()
+    return {
+        "fen": pos.fen(),
+        "turn": pos.turn,
+        "ply": pos.ply,
+        "black": squares_of(setup.black & ~setup.kings),
+        "white": squares_of(setup.white & ~setup.kings),
+        "black_kings": squares_of(setup.black & setup.kings),
+        "white_kings": squares_of(setup.white & setup.kings),
+        "legal": [
+            {"move": str(m), "squares": list(m.squares), "captures": list(m.captures)}
+            for m in legal
+        ],
+        "must_capture": bool(legal) and legal[0].is_capture,
+        "no_progress": pos.game.no_progress,
+        "result": pos.result(),
+        "end_reason": pos.end_reason,
+    }
+
+
+def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
+    """The app over ``roots`` with the play ``settings`` (conf/play/default.yaml)."""
+    limits = settings["limits"]
+    engines = Engines(settings, roots)
+    slots = threading.BoundedSemaphore(int(limits["max_concurrent_searches"]))
+    active = {"searches": 0, "served": 0}
+    active_lock = threading.Lock()
+
+    app = FastAPI(
+        title="checkerzero play",
+        description="Play, analyse and watch a checkers network. Read-only over its folders.",
+        version="1",
+        docs_url=None,  # served below from local copies of Swagger UI (no CDN)
+        redoc_url=None,
+    )
+
+    @contextmanager
+    def search_slot() -> Iterator[None]:
+        if not slots.acquire(timeout=float(limits["queue_wait_s"])):
+            raise Busy(f"all {limits['max_concurrent_searches']} search slots are busy; try again")
+        with active_lock:
+            active["searches"] += 1
+        try:
+            yield
+        finally:
+            with active_lock:
+                active["searches"] -= 1
+                active["served"] += 1
+            slots.release()
+
+    @app.exception_handler(Busy)
+    async def _busy(_: Request, exc: Busy) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "1"})
+
+    @app.exception_handler(PathRefused)
+    async def _refused(_: Request, exc: PathRefused) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=403)
+
+    @app.exception_handler(NotFound)
+    async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(LimitError)
+    async def _limit(_: Request, exc: LimitError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+
+    @app.exception_handler(ValueError)
+    async def _bad(_: Request, exc: ValueError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=400)
+
+    def position(q: PositionQuery) -> Position:
+        return position_from(q.fen, q.moves, max_moves=int(limits["max_moves"]))
+
+    def networks() -> list[str]:
+        found = []
+        if roots.models.is_dir():
+            found += [
+                roots.relative(p)
+                for p in sorted(roots.models.glob(f"*{CHECKPOINT_SUFFIX}"))
+                if p.is_file() and p.resolve().is_relative_to(roots.models)
+            ]
+        for run in run_files.list_runs(roots, settings["runs"]["running_within_s"]):
+            if run.get("network"):
+                found.append(run["network"])
+        return found
+
+    # --- the page --------------------------------------------------------------------------
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title}: API",
+            swagger_js_url="/static/swagger/swagger-ui-bundle.js",
+            swagger_css_url="/static/swagger/swagger-ui.css",
+            swagger_favicon_url="/static/swagger/favicon-32x32.png",
+        )
+
+    # --- positions and moves ---------------------------------------------------------------
+    @app.get("/api/config")
+    def config() -> dict[str, Any]:
+        """Defaults, limits and the mistake thresholds the page uses."""
+        return {
+            "default_player": settings["default_player"],
+            "default_simulations": settings["default_simulations"],
+            "limits": limits,
+            "analysis": settings["analysis"],
+            "networks": networks(),
+            "players": ["random", "minimax:2", "minimax:4", "minimax:6", "minimax:t200"],
+        }
+
+    @app.get("/api/status")
+    def status() -> dict[str, Any]:
+        """Searches running now and served so far."""
+        with active_lock:
+            return dict(active, slots=limits["max_concurrent_searches"])
+
+    @app.post("/api/position")
+    def position_route(q: PositionQuery) -> dict[str, Any]:
+        """The position after the moves: pieces, legal moves (captures with every landing
+        square and the pieces taken), the side to move and the result."""
+        return describe(position(q))
+
+    @app.post("/api/move")
+    def move(q: MoveQuery) -> dict[str, Any]:
+        """The player's move, with W/D/L, principal variation and top moves for networks."""
+        spec = engines.parse(q.player or settings["default_player"])
+        pos = position(q)
+        with search_slot():
+            answer = engines.move(pos, spec)
+        after = pos.copy()
+        after.play(answer["move"])
+        answer["position"] = describe(after)
+        return answer
+
+    @app.post("/api/analyse")
+    def analyse(q: AnalyseRequest) -> dict[str, Any]:
+        """Batched analysis: every position searched at once with one network."""
+        if len(q.positions) > limits["max_batch_positions"]:
+            raise LimitError(
+                f"{len(q.positions)} positions; at most {limits['max_batch_positions']}"
+            )
+        spec = engines.parse(q.network or settings["default_player"])
+        budget = engines.budget(q.sims, q.ms) if (q.sims or q.ms) else None
+        positions = []
+        for k, item in enumerate(q.positions):
+            if isinstance(item.id, str) and len(item.id) > MAX_ID_CHARS:
+                raise LimitError(f"position {k}: id longer than {MAX_ID_CHARS} characters")
+            try:
+                positions.append(position(item))
+            except ValueError as e:
+                raise ValueError(f"position {k} (id {item.id!r}): {e}") from None
+        with search_slot():
+            results = engines.analyse(positions, spec, budget)
+        return {
+            "network": spec.text,
+            "results": [
+                {"id": item.id, **r.to_dict()} for item, r in zip(q.positions, results, strict=True)
+            ],
+        }
+
+    # --- starts and PDN --------------------------------------------------------------------
+    deck = acf_deck()
+
+    @app.get("/api/openings")
+    def openings() -> list[dict[str, Any]]:
+        """The ACF three-move ballots (156 tournament openings)."""
+        return [{"name": o.name, "moves": list(o.moves), "fen": o.fen} for o in deck]
+
+    @app.post("/api/pdn/parse")
+    def pdn_parse(q: PdnText) -> list[dict[str, Any]]:
+        """The games of a PDN text (start FEN, moves, tags); 400 names a bad game and move."""
+        games = read_pdn(q.pdn)
+        return [
+            {"tags": g.tags, "fen": g.start().fen(), "moves": g.moves, "result": g.result}
+            for g in games[: limits["max_pdn_games"]]
+        ]
+
+    @app.post("/api/pdn/write", response_class=PlainTextResponse)
+    def pdn_write(q: PdnGameIn) -> str:
+        """A game as PDN (the moves are checked)."""
+        start = Position.from_fen(q.fen) if q.fen else Position()
+        position(q)  # every move must be legal
+        return write_pdn([game_from_position(start, q.moves, q.result, q.tags)])
+
+    # --- runs ------------------------------------------------------------------------------
+    @app.get("/api/runs")
+    def runs() -> list[dict[str, Any]]:
+        """Every run in the runs folder with its status, newest first."""
+        return run_files.list_runs(roots, settings["runs"]["running_within_s"])
+
+    @app.get("/api/runs/{run}")
+    def run(run: str) -> dict[str, Any]:
+        """One run: status, the Elo curve with intervals, the ratings table, its PDN files."""
+        path = roots.run(run)
+        return {
+            **run_files.run_status(path, roots, settings["runs"]["running_within_s"]),
+            "elo": run_files.elo_curve(path),
+            "ratings": run_files.ratings(path),
+            "games": run_files.game_files(path),
+        }
+
+    @app.get("/api/runs/{run}/metrics")
+    def metrics(
+        run: str,
+        keys: Annotated[list[str] | None, Query(description="metric keys; all if none")] = None,
+    ) -> dict[str, list[list[float]]]:
+        """Metric series as [step, time_s, value] rows."""
+        return run_files.metrics(roots.run(run), keys)
+
+    @app.get("/api/runs/{run}/games/{file:path}")
+    def games(
+        run: str, file: str, format: Annotated[str, Query(pattern="^(pdn|json)$")] = "pdn"
+    ) -> Any:
+        """A PDN file of the run (``games/...`` or ``eval/...``), as text or parsed."""
+        if not file.endswith(".pdn") or file.split("/")[0] not in run_files.GAME_FOLDERS:
+            raise PathRefused(f"file {file!r}: only games/*.pdn and eval/*.pdn are served")
+        path = roots.run_file(run, file)
+        if format == "json":
+            return run_files.games_json(path, int(limits["max_pdn_games"]))
+        return PlainTextResponse(path.read_text(errors="replace"))
+
+    app.add_middleware(BodyLimit, limit=int(limits["max_request_bytes"]))
+    return app
+
+
+__all__ = ["create_app", "describe"]

@@ -1,0 +1,125 @@
+"""``python -m play.cli``: play a network (or any player) in the terminal.
+
+    python -m play.cli                                   # Black against the shipped network
+    python -m play.cli --colour W --player minimax:6
+    python -m play.cli --ballot 12 --player laptop-60min.safetensors:ms=500
+
+Type a move in standard notation (``11-15``, a capture as ``15x22`` or with every landing square
+``15x22x31``), or ``hint``, ``undo``, ``moves``, ``pdn``, ``quit``. The board is printed with
+its square numbers beside each row.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from game.openings import acf_deck
+from game.pdn import game_from_position, write_pdn
+from game.position import Position
+from play.analysis import position_from
+from play.engines import Engines, PlayerSpec
+from play.paths import Roots
+from play.settings import load_settings, models_dir
+
+HELP = "moves like 11-15 or 15x22x31; hint, undo, moves, pdn, quit"
+
+
+def _wdl(answer: dict) -> str:
+    if not answer.get("wdl"):
+        return ""
+    win, draw, loss = answer["wdl"]
+    side = "Black" if answer["turn"] == "B" else "White"
+    pv = " ".join(answer["pv"][:6])
+    return f" ({side}: win {win:.0%}, draw {draw:.0%}, loss {loss:.0%}; PV {pv})"
+
+
+def play_game(
+    engines: Engines,
+    opponent: PlayerSpec,
+    hint_spec: PlayerSpec,
+    colour: str,
+    start: Position,
+    opening: list[str],
+    read: Callable[[str], str],
+    write: Callable[[str], None],
+) -> Position:
+    """The game loop; returns the final position. ``read`` returns None-like '' at end of input."""
+    start_fen = start.fen()
+    moves = list(opening)
+    pos = position_from(start_fen, moves)
+    while True:
+        write(str(pos))
+        if pos.is_over():
+            write(f"Game over: {pos.result()} ({pos.end_reason})")
+            break
+        if colour in ("B", "W") and pos.turn != colour:
+            answer = engines.move(pos, opponent)
+            write(f"{opponent.text} plays {answer['move']}{_wdl(answer)}")
+            moves.append(answer["move"])
+            pos.play(answer["move"])
+            continue
+        captures = " (a capture is compulsory)" if pos.legal_moves()[0].is_capture else ""
+        try:
+            text = read(f"{'Black' if pos.turn == 'B' else 'White'} to move{captures}> ").strip()
+        except EOFError:
+            break
+        if text in ("quit", "q", "exit"):
+            break
+        if text in ("help", "?", ""):
+            write(HELP)
+        elif text == "moves":
+            write("legal: " + " ".join(str(m) for m in pos.legal_moves()))
+        elif text == "hint":
+            answer = engines.move(pos, hint_spec)
+            write(f"hint: {answer['move']}{_wdl(answer)}")
+        elif text == "undo":
+            back = 2 if colour in ("B", "W") else 1
+            if len(moves) - back < len(opening):
+                write("nothing to undo")
+                continue
+            del moves[len(moves) - back :]
+            pos = position_from(start_fen, moves)
+        elif text == "pdn":
+            game = game_from_position(start, moves, pos.result() or "*")
+            write(write_pdn([game]))
+        else:
+            try:
+                moves.append(str(pos.play(text)))
+            except ValueError as e:
+                write(str(e))
+    return pos
+
+
+def main(argv: list[str] | None = None) -> None:
+    settings = load_settings()
+    parser = argparse.ArgumentParser(prog="python -m play.cli", description=__doc__.split("\n")[0])
+    parser.add_argument("--player", default=settings["default_player"], help="opponent spec")
+    parser.add_argument("--colour", "--color", default="B", choices=["B", "W", "both"])
+    parser.add_argument("--fen", help="start from this position")
+    parser.add_argument("--ballot", type=int, help="start from this ACF 3-move ballot number")
+    parser.add_argument("--models", default=settings["models_dir"], help="the networks folder")
+    parser.add_argument("--runs", default=settings["runs_dir"], help="the runs folder")
+    args = parser.parse_args(argv)
+    engines = Engines(settings, Roots(args.runs, models_dir(args.models)))
+    try:
+        opponent = engines.parse(args.player)
+        hint = opponent if opponent.searches else engines.parse(settings["default_player"])
+        start = Position.from_fen(args.fen) if args.fen else Position()
+        opening: list[str] = []
+        if args.ballot is not None:
+            ballots = {o.id: o for o in acf_deck()}
+            if args.ballot not in ballots:
+                raise ValueError(
+                    f"no ACF ballot {args.ballot}; numbers are {min(ballots)}-"
+                    f"{max(ballots)} (tournament ballots only)"
+                )
+            opening = list(ballots[args.ballot].moves)
+    except ValueError as e:
+        parser.error(str(e))
+    print(f"You play {args.colour} against {opponent.text}. {HELP}.")
+    play_game(engines, opponent, hint, args.colour, start, opening, input, print)
+
+
+if __name__ == "__main__":
+    main()

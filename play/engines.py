@@ -1,0 +1,233 @@
+"""Players and analysis behind bounds: what the server, the engine and the terminal share.
+
+A request names a player by the match tool's specs (``evaluation.players``) plus a time budget
+for networks:
+
+``path.safetensors[:sims=N|:ms=N][:cpuct=X]``
+    a network checkpoint, by a path relative to the models or runs folder, searched with the
+    batched MCTS for N simulations or N milliseconds per move;
+``uniform-mcts[:sims=N|:ms=N]``
+    the same search with equal priors and no network;
+``minimax:D`` / ``minimax:tMS``
+    the alpha-beta baseline at depth D or MS milliseconds;
+``random`` / ``random:SEED``
+    a random legal move.
+
+Every budget is checked against the ``limits`` of the play settings before anything runs, and
+networks are read only through ``learner.checkpoint.load_checkpoint`` (safetensors, never
+unpickled), a few kept loaded (least recently used dropped first).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evaluation.network_player import default_mcts_settings, play_settings
+from evaluation.players import MATE_THRESHOLD, make_player
+from game.mcts import Evaluator, UniformEvaluator
+from game.position import Position
+from learner.checkpoint import load_checkpoint
+from learner.inference import NetworkEvaluator
+from play.analysis import Analysis, Budget, analyse
+from play.paths import Roots
+
+logger = logging.getLogger(__name__)
+
+UNIFORM = "uniform-mcts"
+_NETWORK_SPEC = re.compile(rf"(?P<source>{UNIFORM}|.+?\.safetensors)(?::(?P<opts>.*))?")
+_MINIMAX_SPEC = re.compile(r"minimax:(?:(?P<depth>\d+)|t(?P<ms>\d+))")
+_RANDOM_SPEC = re.compile(r"random(?::(?P<seed>\d+))?")
+MAX_SPEC_CHARS = 500  # a longer player spec is not one
+
+
+class LimitError(ValueError):
+    """A request beyond the configured bounds (simulations, time, depth, batch size)."""
+
+
+@dataclass(frozen=True)
+class PlayerSpec:
+    kind: str  # "network", "uniform", "minimax" or "random"
+    text: str  # the spec as the answer reports it
+    path: Path | None = None  # the checkpoint (network)
+    budget: Budget | None = None  # network and uniform
+    c_puct: float | None = None
+    depth: int = 0  # minimax
+    time_ms: int = 0  # minimax
+    seed: int = 0  # random
+
+    @property
+    def searches(self) -> bool:
+        return self.kind in ("network", "uniform")
+
+
+class Engines:
+    """Turns specs into players and runs them within the limits of ``settings`` (conf/play)."""
+
+    def __init__(self, settings: Mapping[str, Any], roots: Roots) -> None:
+        self.settings = settings
+        self.limits = settings["limits"]
+        self.roots = roots
+        self._networks: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self._torch_ready = False
+
+    # --- specs ---------------------------------------------------------------------------------
+    def budget(self, sims: int | None = None, ms: int | None = None) -> Budget:
+        """A search budget within the limits; the default simulations when neither is given."""
+        if sims is not None and ms is not None:
+            raise LimitError("give sims or ms, not both")
+        if ms is not None:
+            if not 1 <= ms <= self.limits["max_ms"]:
+                raise LimitError(f"ms must be 1..{self.limits['max_ms']}, got {ms}")
+            return Budget(ms=ms, chunk=self.settings["time_chunk_simulations"])
+        sims = self.settings["default_simulations"] if sims is None else sims
+        if not 1 <= sims <= self.limits["max_simulations"]:
+            raise LimitError(f"sims must be 1..{self.limits['max_simulations']}, got {sims}")
+        return Budget(simulations=sims)
+
+    def parse(self, spec: str) -> PlayerSpec:
+        """The player ``spec`` names, checked against the roots and the limits (ValueError)."""
+        if not isinstance(spec, str) or not spec.strip():
+            raise ValueError("player: empty spec")
+        text = spec.strip()
+        if len(text) > MAX_SPEC_CHARS:
+            raise LimitError(f"player spec longer than {MAX_SPEC_CHARS} characters")
+        if m := _RANDOM_SPEC.fullmatch(text):
+            return PlayerSpec("random", text, seed=int(m["seed"] or 0))
+        if m := _MINIMAX_SPEC.fullmatch(text):
+            depth, ms = int(m["depth"] or 0), int(m["ms"] or 0)
+            if m["depth"] is not None and not 1 <= depth <= self.limits["max_minimax_depth"]:
+                raise LimitError(
+                    f"player {text!r}: depth must be 1..{self.limits['max_minimax_depth']}"
+                )
+            if m["ms"] is not None and not 1 <= ms <= self.limits["max_ms"]:
+                raise LimitError(f"player {text!r}: time must be 1..{self.limits['max_ms']} ms")
+            return PlayerSpec("minimax", text, depth=depth, time_ms=ms)
+        m = _NETWORK_SPEC.fullmatch(text)
+        if m is None:
+            raise ValueError(
+                f"unknown player {text!r}: use a checkpoint path (relative to the models or "
+                "runs folder) with :sims=N or :ms=N, uniform-mcts, minimax:D, minimax:tMS or "
+                "random[:SEED]"
+            )
+        options: dict[str, str] = {}
+        for item in filter(None, re.split(r"[,:]", m["opts"] or "")):
+            key, sep, value = item.partition("=")
+            if not sep or key not in ("sims", "ms", "cpuct"):
+                raise ValueError(
+                    f"player {text!r}: bad option {item!r}; use sims=N, ms=N or cpuct=X"
+                )
+            options[key] = value
+        try:
+            sims = int(options["sims"]) if "sims" in options else None
+            ms = int(options["ms"]) if "ms" in options else None
+            c_puct = float(options["cpuct"]) if "cpuct" in options else None
+        except ValueError:
+            raise ValueError(f"player {text!r}: sims and ms must be integers") from None
+        if c_puct is not None and not 0 < c_puct <= 100:
+            raise LimitError(f"player {text!r}: cpuct must be in (0, 100]")
+        budget = self.budget(sims, ms)
+        if m["source"] == UNIFORM:
+            return PlayerSpec("uniform", text, budget=budget, c_puct=c_puct)
+        path = self.roots.checkpoint(m["source"])
+        return PlayerSpec("network", text, path=path, budget=budget, c_puct=c_puct)
+
+    # --- networks ------------------------------------------------------------------------------
+    def evaluator(self, spec: PlayerSpec) -> Evaluator:
+        if spec.kind == "uniform":
+            return UniformEvaluator()
+        assert spec.path is not None
+        stat = spec.path.stat()
+        key = (str(spec.path), stat.st_mtime_ns, stat.st_size)
+        with self._lock:
+            if key in self._networks:
+                self._networks.move_to_end(key)
+                return self._networks[key]
+            if not self._torch_ready:
+                torch.set_num_threads(int(self.settings["torch_threads"]))
+                self._torch_ready = True
+            try:
+                model, meta = load_checkpoint(spec.path)
+            except ValueError as e:
+                raise ValueError(f"network {self.roots.relative(spec.path)}: {e}") from None
+            if model.config.board_size != 8:
+                raise ValueError(
+                    f"network {self.roots.relative(spec.path)} plays "
+                    f"{model.config.board_size}x{model.config.board_size}; this board is 8x8"
+                )
+            evaluator = NetworkEvaluator(model, device="cpu", version=meta.version)
+            self._networks[key] = evaluator
+            while len(self._networks) > int(self.limits["max_cached_networks"]):
+                self._networks.popitem(last=False)
+            logger.info("loaded %s (step %d, version %d)", spec.path, meta.step, meta.version)
+            return evaluator
+
+    def mcts_settings(self, spec: PlayerSpec) -> dict[str, Any]:
+        overrides: dict[str, Any] = {"leaves_per_game": self.settings["leaves_per_game"]}
+        if spec.c_puct is not None:
+            overrides["c_puct"] = spec.c_puct
+        return play_settings(default_mcts_settings(), **overrides)
+
+    # --- work ----------------------------------------------------------------------------------
+    def analyse(
+        self, positions: Sequence[Position], spec: PlayerSpec, budget: Budget | None = None
+    ) -> list[Analysis]:
+        """The search's view of every position (one batched search), for network players."""
+        if not spec.searches:
+            raise ValueError(f"player {spec.text!r} does not analyse; name a network")
+        if len(positions) > self.limits["max_batch_positions"]:
+            raise LimitError(
+                f"{len(positions)} positions; at most {self.limits['max_batch_positions']}"
+            )
+        budget = budget or spec.budget
+        assert budget is not None
+        return analyse(
+            positions,
+            self.evaluator(spec),
+            budget,
+            self.mcts_settings(spec),
+            top_moves=int(self.settings["top_moves"]),
+            pv_max_plies=int(self.settings["pv_max_plies"]),
+        )
+
+    def move(self, position: Position, spec: PlayerSpec) -> dict[str, Any]:
+        """The player's move in ``position`` with what it saw (W/D/L, PV, top moves)."""
+        if position.is_over():
+            raise ValueError(f"the game is over ({position.result()}, {position.end_reason})")
+        start = time.perf_counter()
+        answer: dict[str, Any] = {"player": spec.text}
+        if spec.searches:
+            answer |= self.analyse([position], spec)[0].to_dict()
+        elif spec.kind == "minimax":
+            player = make_player(
+                f"minimax:{spec.depth}" if spec.depth else f"minimax:t{spec.time_ms}"
+            )
+            move = player.choose(position)
+            last = player.last
+            answer |= {"move": str(move), "pv": [str(m) for m in last.pv] if last else []}
+            if last is not None:
+                answer["minimax"] = {
+                    "score": last.score,
+                    "depth": last.depth,
+                    "nodes": last.nodes,
+                    "forced": abs(last.score) >= MATE_THRESHOLD,
+                }
+        else:
+            # The random player is seeded per request; the ply keeps its moves varied in a game.
+            player = make_player(f"random:{spec.seed + position.ply}")
+            answer |= {"move": str(player.choose(position))}
+        answer["ms"] = round((time.perf_counter() - start) * 1000, 1)
+        return answer
+
+
+__all__ = ["Engines", "LimitError", "PlayerSpec"]

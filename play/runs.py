@@ -1,0 +1,197 @@
+"""Training runs as the server shows them, read (never written) from their folders.
+
+A run folder (``python -m learner``) holds ``metrics.csv`` (long form: time_s, step, key,
+value), ``summary.json`` once it has ended, ``eval/ratings.csv`` (the Elo fit), PDN games under
+``games/`` (self-play samples) and ``eval/`` (gate and ladder games), and checkpoints under
+``checkpoints/``. A run is *finished* when summary.json is there, *running* when metrics.csv
+changed recently, else *stopped* (killed, or waiting to be resumed).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from game.pdn import read_pdn
+from learner.metrics import read_metrics
+from play.paths import Roots
+
+METRICS = "metrics.csv"
+SUMMARY = "summary.json"
+RATINGS = "eval/ratings.csv"
+LATEST = "checkpoints/latest.safetensors"
+GAME_FOLDERS = ("games", "eval")
+# The numbers a run's line shows: label -> metric key (its newest value).
+STATUS_KEYS = {
+    "weights_version": "learner/weights_version",
+    "games": "selfplay/games",
+    "positions_per_s": "selfplay/positions_per_s",
+    "games_per_s": "selfplay/games_per_s",
+    "loss_total": "learner/loss_total",
+    "elo": "eval/elo",
+}
+ELO_KEYS = ("eval/elo", "eval/elo_lower", "eval/elo_upper", "eval/version")
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def is_run(path: Path) -> bool:
+    return path.is_dir() and any((path / name).is_file() for name in (METRICS, SUMMARY))
+
+
+def run_status(run_dir: Path, roots: Roots, running_within_s: float) -> dict[str, Any]:
+    """One run's line: status, step, weights version, games, positions/s, newest Elo."""
+    metrics = run_dir / METRICS
+    summary_file = run_dir / SUMMARY
+    series = read_metrics(metrics)
+    out: dict[str, Any] = {"name": run_dir.name, "step": 0}
+    steps = [points[-1][0] for points in series.values() if points]
+    if steps:
+        out["step"] = max(steps)
+    for label, key in STATUS_KEYS.items():
+        if series.get(key):
+            out[label] = _finite(series[key][-1][2])
+    if summary_file.is_file():
+        out["status"] = "finished"
+        try:
+            out["summary"] = json.loads(summary_file.read_text())
+        except (OSError, ValueError):
+            out["summary"] = None
+    elif metrics.is_file() and time.time() - metrics.stat().st_mtime < running_within_s:
+        out["status"] = "running"
+    else:
+        out["status"] = "stopped"
+    if metrics.is_file():
+        out["updated"] = metrics.stat().st_mtime
+    curve = elo_curve(run_dir)
+    if curve:  # the newest fit of the newest rated candidate (metrics.csv may lag behind it)
+        out["elo"], out["elo_version"] = curve[-1]["elo"], curve[-1]["version"]
+    latest = run_dir / LATEST
+    if latest.is_file():
+        try:
+            out["network"] = roots.relative(latest)
+        except ValueError:
+            out["network"] = None  # a link out of the roots is never offered
+    return out
+
+
+def list_runs(roots: Roots, running_within_s: float) -> list[dict[str, Any]]:
+    """Every run in the runs folder, newest first."""
+    if not roots.runs.is_dir():
+        return []
+    runs = [p for p in roots.runs.iterdir() if is_run(p)]
+    lines = [run_status(p, roots, running_within_s) for p in runs]
+    lines.sort(key=lambda r: r.get("updated", 0.0), reverse=True)
+    return lines
+
+
+def metrics(run_dir: Path, keys: list[str] | None = None) -> dict[str, list[list[float]]]:
+    """key -> [[step, time_s, value], ...] for the wanted keys (all when None)."""
+    series = read_metrics(run_dir / METRICS)
+    wanted = keys if keys is not None else sorted(series)
+    return {k: [[s, t, v] for s, t, v in series.get(k, []) if math.isfinite(v)] for k in wanted}
+
+
+def elo_curve(run_dir: Path) -> list[dict[str, float | int | None]]:
+    """Each rated candidate by weights version: Elo, its interval, the step it was published at.
+
+    The newest fit (eval/ratings.csv, rows ``vN``) wins over the figures metrics.csv logged when
+    each candidate was first rated, since every later game refines the whole fit.
+    """
+    series = read_metrics(run_dir / METRICS)
+    first_step: dict[int, int] = {}
+    for step, _t, value in series.get("learner/weights_version", []):
+        if math.isfinite(value):
+            first_step.setdefault(int(value), step)
+    logged: dict[int, dict[str, float | None]] = defaultdict(dict)
+    for key in ELO_KEYS:
+        for step, _t, value in series.get(key, []):
+            logged[step][key.removeprefix("eval/")] = _finite(value)
+    points: dict[int, dict[str, float | None]] = {}
+    for row in logged.values():
+        if row.get("version") is not None and row.get("elo") is not None:
+            points[int(row["version"])] = {
+                "elo": row["elo"],
+                "lower": row.get("elo_lower"),
+                "upper": row.get("elo_upper"),
+            }
+    for row in ratings(run_dir):
+        if re.fullmatch(r"v\d+", row["player"]):
+            points[int(row["player"][1:])] = {
+                "elo": _finite(row["elo"]),
+                "lower": _finite(row["lower"]),
+                "upper": _finite(row["upper"]),
+            }
+    return [
+        {"version": v, "step": first_step.get(v), **points[v]}
+        for v in sorted(points)
+        if points[v]["elo"] is not None
+    ]
+
+
+def ratings(run_dir: Path) -> list[dict[str, Any]]:
+    """The rows of eval/ratings.csv (player, elo, lower, upper, games, points, anchored)."""
+    path = run_dir / RATINGS
+    if not path.is_file():
+        return []
+    rows = []
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            try:
+                rows.append(
+                    {
+                        "player": row["player"],
+                        "elo": float(row["elo"]),
+                        "lower": float(row["lower"]),
+                        "upper": float(row["upper"]),
+                        "games": int(row["games"]),
+                        "points": float(row["points"]),
+                        "anchored": row.get("anchored") == "True",
+                    }
+                )
+            except (KeyError, ValueError):
+                continue  # a row cut short while the evaluator rewrote the file
+    return rows
+
+
+def game_files(run_dir: Path) -> list[dict[str, Any]]:
+    """PDN files of the run (self-play samples first, newest first within a folder)."""
+    out = []
+    for folder in GAME_FOLDERS:
+        d = run_dir / folder
+        if not d.is_dir():
+            continue
+        files = sorted(d.glob("*.pdn"), key=lambda p: p.name, reverse=True)
+        for p in files:
+            if p.is_file() and p.resolve().is_relative_to(run_dir.resolve()):
+                out.append({"file": f"{folder}/{p.name}", "bytes": p.stat().st_size})
+    return out
+
+
+def games_json(path: Path, max_games: int) -> list[dict[str, Any]]:
+    """The games of a PDN file as tags, start FEN and moves (at most ``max_games``)."""
+    games = read_pdn(path.read_text(errors="replace"))
+    return [
+        {"tags": g.tags, "fen": g.start().fen(), "moves": g.moves, "result": g.result}
+        for g in games[:max_games]
+    ]
+
+
+__all__ = [
+    "elo_curve",
+    "game_files",
+    "games_json",
+    "is_run",
+    "list_runs",
+    "metrics",
+    "ratings",
+    "run_status",
+]

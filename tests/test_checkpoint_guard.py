@@ -1,0 +1,180 @@
+"""Checkpoint and weights headers are checked against their tensors before a network is built;
+a run resumes from the newest training state that loads.
+
+The reported case: the shipped 600 KB network with `blocks=20, channels=1024` written into its
+header allocated a 1.7 GB network before the shape error; actors decoded the weights they pull
+from Redis the same way. And a truncated newest training state ended a resume though the older
+ones beside it were intact.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import struct
+from pathlib import Path
+
+import pytest
+import torch
+from test_nonfinite import nan_checkpoint_bytes
+from test_trainer import LEARNER, MODEL, batches
+
+from learner.checkpoint import decode_checkpoint, load_checkpoint
+from learner.trainer import Trainer
+from learner.weights import WeightsChannel
+
+SHIPPED = Path(__file__).resolve().parents[1] / "game" / "data" / "laptop-60min.safetensors"
+
+
+def with_header(data: bytes, **model_config) -> bytes:
+    """`data` (a checkpoint) with keys of the model config in its header replaced; the tensors
+    and their checksum untouched (the checksum covers the tensors, not the header)."""
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + n])
+    ours = json.loads(header["__metadata__"]["checkerzero"])
+    ours["model_config"] |= model_config
+    header["__metadata__"]["checkerzero"] = json.dumps(ours)
+    raw = json.dumps(header).encode()
+    return struct.pack("<Q", len(raw)) + raw + data[8 + n :]
+
+
+@pytest.mark.parametrize(
+    ("config", "match"),
+    [
+        # the reported case: the pre-check names what is missing, no network is built first
+        ({"blocks": 20, "channels": 1024}, r"weights do not fit the model: missing \['tower\.10"),
+        ({"channels": 1024}, r"tensor 'stem.0.weight' is torch.float32 \(32, 15, 3, 3\)"),
+        ({"blocks": 10**9}, "header names 1000000000 residual blocks, but the file holds only 72"),
+        ({"channels": 10**12}, "cannot be built"),
+        ({"board_size": 10**6}, r"header's board_size 1000000 is not one of \(6, 8\)"),
+        ({"board_size": 6}, "tensor 'value_head.4.weight'"),
+    ],
+)
+def test_a_header_that_does_not_match_its_tensors_is_refused_before_building(
+    tmp_path, config, match
+):
+    path = tmp_path / "lying.safetensors"
+    path.write_bytes(with_header(SHIPPED.read_bytes(), **config))
+    with pytest.raises(ValueError, match=f"{path}: .*{match}"):
+        load_checkpoint(path)
+
+
+def test_the_size_cap_refuses_a_file_or_blob_unread(tmp_path):
+    data = SHIPPED.read_bytes()
+    with pytest.raises(ValueError, match=f"{len(data)} bytes is over the 100000-byte"):
+        load_checkpoint(SHIPPED, max_bytes=100_000)
+    with pytest.raises(ValueError, match=r"weights v3: .* over the 1000-byte checkpoint cap"):
+        decode_checkpoint(data, source="weights v3", max_bytes=1000)
+    model, meta = load_checkpoint(SHIPPED, max_bytes=len(data))
+    assert meta.config.blocks == 4 and model.config.channels == 32
+
+
+# ------------------------------------------------------------------------------------------
+# Actors: weights pulled from Redis
+# ------------------------------------------------------------------------------------------
+
+
+def worker_config(size: int = 8) -> dict:
+    return {
+        "seed": 0,
+        "game": {"size": size},
+        "selfplay": {"torch_threads": 1},
+        "replay": {
+            "namespace": "cz",
+            "window_positions": 10_000,
+            "connect_retries": 2,
+            "connect_backoff_s": 0.001,
+        },
+        "evaluation": {"gating": False},
+        "learner": {"max_checkpoint_mb": 1},
+    }
+
+
+def test_an_actor_keeps_its_weights_when_the_published_ones_are_bad(server, client, caplog):
+    from actors.actor import SelfPlayWorker
+
+    good = SHIPPED.read_bytes()
+    channel = WeightsChannel(client, namespace="cz")
+    channel.publish(good, 1)
+    worker = SelfPlayWorker(worker_config(), 0, server.url, server.password)
+    worker._poll_weights(wait=False)
+    assert worker.version == 1
+    reference = {k: v.clone() for k, v in worker.evaluator._module.state_dict().items()}
+    six = Trainer(LEARNER, MODEL, 6, device=torch.device("cpu")).weights_bytes(9)
+    bad = {
+        2: with_header(good, blocks=20, channels=1024),
+        3: nan_checkpoint_bytes(),
+        4: good[: len(good) // 2],
+        5: six,  # a 6x6 network for this 8x8 game
+        6: good + bytes(1024 * 1024),  # over learner.max_checkpoint_mb
+    }
+    with caplog.at_level(logging.WARNING, logger="actors.actor"):
+        for version, data in bad.items():
+            channel.publish(data, version)
+            worker._poll_weights(wait=False)
+            assert worker.version == 1, version
+    skipped = [r.getMessage() for r in caplog.records if "skips weights" in r.getMessage()]
+    assert len(skipped) == len(bad)
+    for message, what in zip(
+        skipped,
+        ["missing", "holds NaN", "truncated", "for a 6x6 board", "checkpoint cap"],
+        strict=True,
+    ):
+        assert what in message
+    for name, value in worker.evaluator._module.state_dict().items():
+        assert torch.equal(value, reference[name]), name
+    channel.publish(good, 7)  # good weights after the bad ones are taken
+    worker._poll_weights(wait=False)
+    assert worker.version == 7
+
+
+# ------------------------------------------------------------------------------------------
+# Resume
+# ------------------------------------------------------------------------------------------
+
+
+def _trainer() -> Trainer:
+    torch.manual_seed(0)
+    return Trainer(LEARNER, MODEL, 8, device=torch.device("cpu"))
+
+
+def _saved_run(ckpt: Path, steps: int) -> list[Path]:
+    trainer = _trainer()
+    for batch in batches(steps, seed=7):
+        trainer.step(batch)
+        trainer.save(ckpt, keep=steps)
+    return sorted(ckpt.glob("state_*.safetensors"))
+
+
+def test_resume_falls_back_to_the_newest_state_that_loads(tmp_path, caplog):
+    states = _saved_run(tmp_path, 4)
+    assert [p.name for p in states][-1] == "state_00000004.safetensors"
+    data = states[-1].read_bytes()
+    states[-1].write_bytes(data[: len(data) // 2])  # a kill mid-copy, a full disk
+    states[-2].write_bytes(nan_checkpoint_bytes())  # not even a training state
+    trainer = Trainer(LEARNER, MODEL, 8, device=torch.device("cpu"))
+    with caplog.at_level(logging.WARNING, logger="learner.trainer"):
+        assert trainer.restore(tmp_path)
+    assert trainer.counters.step == 2
+    messages = "\n".join(r.getMessage() for r in caplog.records)
+    assert f"skips a training state that does not load: {states[-1]}: truncated" in messages
+    assert f"{states[-2]}: tensor 'value_head.4.bias' holds NaN" in messages
+    assert "resumed from an older training state, state_00000002.safetensors" in messages
+    # It is the state of step 2 exactly: the same as a trainer that stopped there.
+    reference = _trainer()
+    for batch in batches(2, seed=7):
+        reference.step(batch)
+    for (name, a), b in zip(
+        reference.model.state_dict().items(), trainer.model.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b), name
+
+
+def test_resume_with_no_state_that_loads_says_why_for_each(tmp_path):
+    for path in _saved_run(tmp_path, 2):
+        path.write_bytes(path.read_bytes()[:100])
+    trainer = Trainer(LEARNER, MODEL, 8, device=torch.device("cpu"))
+    with pytest.raises(ValueError, match=r"no training state .* loads \(2 tried\)") as err:
+        trainer.restore(tmp_path)
+    assert "state_00000001.safetensors" in str(err.value)
+    assert "state_00000002.safetensors" in str(err.value)

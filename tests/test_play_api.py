@@ -1,0 +1,259 @@
+"""The play server's API, against the real server process (python -m play) over HTTP."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from play_helpers import Server, make_folders, snapshot
+
+from game import Position
+
+SIMS = 16  # few simulations: the answers' shape and bounds, not their strength, are tested
+START_LEGAL = {"9-13", "9-14", "10-14", "10-15", "11-15", "11-16", "12-16"}
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("play")
+    runs, models, secret = make_folders(root)
+    return root, runs, models, secret
+
+
+@pytest.fixture(scope="module")
+def server(folders):
+    root, runs, models, _ = folders
+    before = snapshot(runs)
+    srv = Server(
+        runs,
+        models,
+        root / "server.log",
+        "limits.max_simulations=400",
+        "limits.max_ms=3000",
+        "limits.max_minimax_depth=6",
+        "limits.max_batch_positions=8",
+        "limits.max_moves=50",
+        "limits.max_request_bytes=20000",
+        "limits.max_concurrent_searches=1",
+        "limits.queue_wait_s=0",
+    )
+    yield srv
+    srv.stop()
+    assert snapshot(runs) == before, "the server changed the runs folder"
+
+
+def test_network_move_reports_its_search(server):
+    answer = server.post(
+        "/api/move", {"moves": ["11-15"], "player": f"net.safetensors:sims={SIMS}"}
+    )
+    white = {"21-17", "22-17", "22-18", "23-18", "23-19", "24-19", "24-20"}
+    assert set(answer["legal"]) == white
+    assert answer["move"] in white
+    assert answer["turn"] == "W"
+    # Every legal move is listed (7 <= top_moves) and the visits below the root are the budget.
+    assert {m["move"] for m in answer["top"]} == white
+    assert sum(m["visits"] for m in answer["top"]) == SIMS == answer["visits"]
+    assert answer["top"][0]["move"] == answer["move"]
+    assert sum(m["prior"] for m in answer["top"]) == pytest.approx(1.0, abs=0.01)
+    assert sum(answer["wdl"]) == pytest.approx(1.0, abs=0.01)
+    assert answer["score"] == pytest.approx(answer["wdl"][0] + answer["wdl"][1] / 2, abs=1e-3)
+    assert answer["pv"][0] == answer["move"] and len(answer["pv"]) >= 2
+    # The position after the move, for the board.
+    after = answer["position"]
+    assert after["turn"] == "B" and after["ply"] == 2
+    replay = Position()
+    replay.play("11-15")
+    replay.play(answer["move"])
+    assert after["fen"] == replay.fen()
+
+
+def test_a_multi_jump_is_one_move_with_every_landing_square(server):
+    fen = "B:W14,22:B10,9"  # two double jumps: 9x18x25 and 10x17x26
+    pos = server.post("/api/position", {"fen": fen})
+    assert pos["must_capture"] is True
+    legal = {m["move"]: m for m in pos["legal"]}
+    assert set(legal) == {"9x18x25", "10x17x26"}
+    assert legal["9x18x25"]["squares"] == [9, 18, 25]
+    assert sorted(legal["9x18x25"]["captures"]) == [14, 22]
+    answer = server.post("/api/move", {"fen": fen, "player": f"net.safetensors:sims={SIMS}"})
+    assert answer["move"] in legal
+    assert answer["position"]["white"] == []
+    assert answer["position"]["result"] == "1-0"  # White has no piece left: Black won
+
+
+def test_baseline_players_answer_legal_moves(server):
+    first = server.post("/api/move", {"player": "minimax:4"})
+    again = server.post("/api/move", {"player": "minimax:4"})
+    assert first["move"] in START_LEGAL
+    assert first["move"] == again["move"]  # a fixed depth is deterministic
+    assert first["pv"][0] == first["move"] and first["minimax"]["depth"] == 4
+    timed = server.post("/api/move", {"player": "minimax:t50"})
+    assert timed["move"] in START_LEGAL
+    rnd = server.post("/api/move", {"player": "random:3"})
+    assert rnd["move"] in START_LEGAL
+    uniform = server.post("/api/move", {"player": f"uniform-mcts:sims={SIMS}"})
+    assert uniform["move"] in START_LEGAL and uniform["visits"] == SIMS
+    timed_net = server.post("/api/move", {"player": "net.safetensors:ms=100"})
+    assert timed_net["move"] in START_LEGAL and timed_net["visits"] > 0
+
+
+def test_batched_analysis_answers_each_query_by_id(server):
+    queries = [
+        {"id": "start"},
+        {"id": 7, "moves": ["11-15", "23-19"]},
+        {"id": "white", "fen": "W:W21:B1"},  # White to move, one man, one move
+        {"id": "won", "fen": "W:B1:W"},  # White has no piece: Black has won
+    ]
+    answer = server.post(
+        "/api/analyse", {"network": "net.safetensors", "sims": SIMS, "positions": queries}
+    )
+    results = answer["results"]
+    assert [r["id"] for r in results] == ["start", 7, "white", "won"]
+    assert results[0]["move"] in START_LEGAL and results[0]["visits"] == SIMS
+    assert results[1]["fen"] == "B:W19,21,22,24,25,26,27,28,29,30,31,32:B1,2,3,4,5,6,7,8,9,10,12,15"
+    assert results[2]["move"] == "21-17" and results[2]["result"] is None
+    assert (
+        results[3]["result"] == "1-0" and results[3]["move"] is None and results[3]["wdl"] is None
+    )
+
+
+def test_bad_input_is_named(server):
+    status, body = server.request("POST", "/api/move", {"moves": ["11-15", "11-15"]})
+    assert status == 400 and "move 2" in body["detail"] and "'11-15'" in body["detail"]
+    status, body = server.request("POST", "/api/position", {"fen": "B:W99:B1"})
+    assert status == 400 and "99" in body["detail"]
+    status, body = server.request("POST", "/api/move", {"player": "alphago"})
+    assert status == 400 and "alphago" in body["detail"]
+    status, body = server.request("POST", "/api/move", {"player": "net.safetensors:device=cuda"})
+    assert status == 400 and "device" in body["detail"]
+    status, body = server.request("POST", "/api/move", {"fen": "W:B1:W", "player": "random"})
+    assert status == 400 and "over" in body["detail"]
+    status, body = server.request("POST", "/api/pdn/parse", {"pdn": "1. 11-15 11-15 *"})
+    assert status == 400 and "11-15" in body["detail"]
+
+
+@pytest.mark.parametrize(
+    ("player", "status"),
+    [
+        ("/etc/passwd.safetensors", 403),  # absolute
+        ("../secret.safetensors", 403),  # climbs out
+        ("sub/../../secret.safetensors", 403),
+        ("escape.safetensors", 403),  # a symbolic link out of the models folder
+        ("net.pt", 400),  # not a safetensors file: no player loads it
+        ("missing.safetensors", 404),
+        ("2026-01-01_00-00-00/checkpoints/latest.safetensors:sims=8", 200),  # a run's network
+    ],
+)
+def test_networks_only_from_inside_the_roots(server, player, status):
+    got, body = server.request("POST", "/api/move", {"player": player})
+    assert got == status, body
+    if status == 200:
+        assert body["move"] in START_LEGAL
+
+
+def test_a_pickle_is_refused_by_the_checkpoint_loader(server):
+    status, body = server.request("POST", "/api/move", {"player": "pickled.safetensors"})
+    assert status == 400 and "pickled.safetensors" in body["detail"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"player": "net.safetensors:sims=401"}, 422),
+        ({"player": "net.safetensors:sims=0"}, 422),
+        ({"player": "net.safetensors:ms=3001"}, 422),
+        ({"player": "minimax:7"}, 422),
+        ({"player": "minimax:t3001"}, 422),
+        ({"moves": ["11-15", "23-19"] * 26}, 400),  # 52 moves, over the 50 allowed
+        ({"fen": "B:" + "W1," * 100}, 422),  # a FEN longer than any board's
+    ],
+)
+def test_budgets_and_sizes_are_bounded(server, body, status):
+    got, answer = server.request("POST", "/api/move", body)
+    assert got == status, answer
+
+
+def test_batch_and_body_sizes_are_bounded(server):
+    status, body = server.request("POST", "/api/analyse", {"positions": [{}] * 9})
+    assert status == 422 and "at most 8" in body["detail"]
+    status, body = server.request("POST", "/api/pdn/parse", {"pdn": "x" * 30000})
+    assert status == 413
+
+
+def test_searches_beyond_the_bound_get_503(server):
+    answers = {}
+
+    def long_search():
+        answers["first"] = server.request(
+            "POST", "/api/move", {"player": "net.safetensors:ms=3000"}
+        )
+
+    thread = threading.Thread(target=long_search)
+    thread.start()
+    try:
+        while server.get("/api/status")["searches"] == 0:  # wait until it holds the one slot
+            assert thread.is_alive(), answers
+            time.sleep(0.01)
+        status, body = server.request("POST", "/api/move", {"player": "random"})
+        assert status == 503 and "busy" in body["detail"]
+    finally:
+        thread.join()
+    assert answers["first"][0] == 200
+    assert server.get("/api/status")["searches"] == 0
+
+
+def test_runs_metrics_and_games(server):
+    runs = server.get("/api/runs")
+    assert [(r["name"], r["status"]) for r in runs] == [
+        ("2026-01-02_00-00-00", "running"),  # metrics.csv written moments ago
+        ("2026-01-01_00-00-00", "stopped"),  # no summary.json, metrics.csv an hour old
+        ("2025-12-31_00-00-00", "finished"),  # summary.json is there
+    ]
+    assert runs[2]["summary"] == {"steps": 9, "weights_version": 1}
+    line = runs[1]
+    assert line["step"] == 100 and line["weights_version"] == 5 and line["games"] == 40
+    assert line["network"] == "2026-01-01_00-00-00/checkpoints/latest.safetensors"
+    run = server.get("/api/runs/2026-01-01_00-00-00")
+    assert run["elo"] == [{"version": 5, "step": 100, "elo": 700.5, "lower": 640.0, "upper": 760.0}]
+    assert [r["player"] for r in run["ratings"]] == ["random", "minimax:2", "v5"]
+    assert {"file": "games/selfplay_v00005.pdn"}.items() <= run["games"][0].items()
+    series = server.get("/api/runs/2026-01-01_00-00-00/metrics?keys=selfplay/games")
+    assert [row[0] for row in series["selfplay/games"]] == [0, 100]
+    assert [row[2] for row in series["selfplay/games"]] == [10.0, 40.0]
+    games = server.get("/api/runs/2026-01-01_00-00-00/games/games/selfplay_v00005.pdn?format=json")
+    assert len(games) == 2 and games[0]["moves"] == ["11-15", "23-19", "8-11", "22-17"]
+    text = server.get("/api/runs/2026-01-01_00-00-00/games/games/selfplay_v00005.pdn")
+    assert "11-15 23-19" in text
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/api/runs/..", 403),
+        ("/api/runs/%2E%2E", 403),
+        ("/api/runs/nope", 404),
+        ("/api/runs/2026-01-01_00-00-00/games/games/escape.pdn", 403),  # link out of the run
+        ("/api/runs/2026-01-01_00-00-00/games/games/%2E%2E/%2E%2E/%2E%2E/secret.pdn", 403),
+        ("/api/runs/2026-01-01_00-00-00/games/checkpoints/latest.safetensors", 403),
+        ("/api/runs/2026-01-01_00-00-00/games/eval/ratings.csv", 403),
+    ],
+)
+def test_run_files_only_from_inside_the_run(server, path, status):
+    got, body = server.request("GET", path)
+    assert got == status, body
+
+
+def test_openings_pdn_and_page(server):
+    openings = server.get("/api/openings")
+    assert len(openings) == 156 and all(len(o["moves"]) == 3 for o in openings)
+    pdn = server.post("/api/pdn/write", {"moves": ["11-15", "23-19"], "tags": {"Event": "t"}})
+    assert "11-15 23-19" in pdn and '[Event "t"]' in pdn
+    games = server.post("/api/pdn/parse", {"pdn": pdn})
+    assert games[0]["moves"] == ["11-15", "23-19"]
+    page = server.get("/")
+    assert "<svg" in page or 'id="board"' in page
+    assert "/api/move" in server.get("/openapi.json")["paths"]
+    docs = server.get("/docs")
+    assert "/static/swagger/swagger-ui-bundle.js" in docs and "cdn" not in docs.lower()
+    assert "SwaggerUIBundle" in server.get("/static/swagger/swagger-ui-bundle.js")

@@ -1,0 +1,88 @@
+"""The page in a real headless Chromium: open it, play a legal move by clicking, see the reply.
+
+Drives Debian's ``chromium`` through ``chromium-driver`` (scripts/setup.sh installs both);
+skipped, with the reason, only where they are not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from play_helpers import Server, make_folders
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+WAIT_S = 120  # the first answer loads the network in the server; generous on a busy machine
+WHITE_REPLIES = {"21-17", "22-17", "22-18", "23-18", "23-19", "24-19", "24-20"}
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None or DRIVER is None,
+    reason="chromium and chromium-driver are not installed (bash scripts/setup.sh installs them)",
+)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1280,1000",
+    ):
+        options.add_argument(arg)
+    service = webdriver.ChromeService(executable_path=DRIVER)
+    driver = webdriver.Chrome(options=options, service=service)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("play-page")
+    runs, models, _ = make_folders(root)
+    srv = Server(runs, models, root / "server.log", "default_simulations=16")
+    yield srv
+    srv.stop()
+
+
+def test_play_a_move_by_clicking_and_see_the_network_answer(browser, server, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, WAIT_S)
+    browser.get(server.url + "/")
+    wait.until(lambda d: "Black to move (you)" in d.find_element(By.ID, "status").text)
+    movable = browser.find_elements(By.CSS_SELECTOR, "#board circle.movable")
+    assert sorted(int(c.get_attribute("data-square")) for c in movable) == [9, 10, 11, 12]
+
+    browser.find_element(By.CSS_SELECTOR, '#board circle[data-square="11"]').click()
+    targets = browser.find_elements(By.CSS_SELECTOR, "#board rect.sq-target")
+    assert sorted(int(t.get_attribute("data-square")) for t in targets) == [15, 16]
+    browser.find_element(By.CSS_SELECTOR, '#board rect[data-square="15"]').click()
+
+    # The network replies, and it is the user's turn again.
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#movelist span")) == 2)
+    wait.until(lambda d: "Black to move (you)" in d.find_element(By.ID, "status").text)
+    moves = [s.text.rstrip("?!") for s in browser.find_elements(By.CSS_SELECTOR, "#movelist span")]
+    assert moves[0] == "11-15" and moves[1] in WHITE_REPLIES
+    pieces = {
+        int(c.get_attribute("data-square"))
+        for c in browser.find_elements(By.CSS_SELECTOR, "#board circle.piece-b")
+    }
+    assert 15 in pieces and 11 not in pieces
+    # The analysis panel has the network's view of the new position.
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#top tbody tr")) > 0)
+    assert "Black to move: win" in browser.find_element(By.ID, "wdl-text").text
+    assert "11-15" in browser.find_element(By.ID, "pdn-out").get_attribute("value")
+
+    out = Path(os.environ.get("PLAY_SCREENSHOTS", tmp_path))
+    out.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(out / "play.png"))
+    assert (out / "play.png").stat().st_size > 10_000

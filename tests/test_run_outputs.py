@@ -1,0 +1,239 @@
+"""What a run leaves for a person: weights kept, the self-play PDN file, the terminal's lines,
+the summary, ratings.csv and the plots. Redis is real (tests/conftest.py); no Ray is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from actors.self_play import play_games, record_moves, record_to_pdn
+from evaluation.elo import PairResult, fit_ratings
+from evaluation.keys import decisions_key, promoted_versions
+from evaluation.ladder import draw_ratings, write_ratings_csv
+from game.mcts import UniformEvaluator
+from game.openings import load_openings
+from game.pdn import read_pdn, write_pdn
+from learner.checkpoint import encode_checkpoint, load_checkpoint, save_checkpoint
+from learner.config import compose
+from learner.metrics import draw_plot
+from learner.network import CheckersNet, ModelConfig
+from learner.replay import ReplayStats, ReplayStore, SampleRatio
+from learner.retention import best_name, prune_weights, save_promoted, step_files, step_name
+from learner.run import GAMES_FILE, Run, describe_summary
+from learner.trainer import Counters
+from learner.weights import WeightsChannel
+
+TINY = ModelConfig(board_size=8, blocks=0, channels=4, policy_channels=2, value_channels=1)
+
+
+def composed(*overrides: str):
+    return compose(list(overrides))
+
+
+def tiny_net(seed: int) -> CheckersNet:
+    torch.manual_seed(seed)
+    return CheckersNet(TINY)
+
+
+# --------------------------------------------------------------------------- weights retention
+
+
+def test_weights_keep_the_newest_and_every_promoted_version(client, tmp_path):
+    weights = tmp_path / "weights"
+    channel = WeightsChannel(client, namespace="t")
+    for version in range(1, 11):  # published every 10 steps; a checkpoint every 20
+        net = tiny_net(version)
+        channel.publish(encode_checkpoint(net, step=10 * version, version=version), version)
+        if version % 2 == 0:
+            save_checkpoint(
+                weights / step_name(10 * version), net, step=10 * version, version=version
+            )
+    # The gate's records: v1 the first best, v3 promoted, v5 rejected, v7 promoted.
+    for version, promoted in ((1, True), (3, True), (5, False), (7, True)):
+        client.rpush(decisions_key("t"), json.dumps({"version": version, "promoted": promoted}))
+    client.rpush(decisions_key("t"), b"not json")  # skipped, not fatal
+    assert promoted_versions(client, "t") == [1, 3, 7]
+
+    # v1 and v2 aged out of the channel (it keeps the newest 8): v1 is reported, not invented.
+    written = save_promoted(weights, promoted_versions(client, "t"), channel.get)
+    assert [p.name for p in written] == [best_name(3), best_name(7)]
+    assert (weights / best_name(7)).read_bytes() == channel.get(7)  # the exact published bytes
+    model, meta = load_checkpoint(weights / best_name(3))  # a model file the match accepts
+    assert (meta.version, meta.step) == (3, 30)
+    assert torch.equal(
+        model.state_dict()["stem.0.weight"], tiny_net(3).state_dict()["stem.0.weight"]
+    )
+    assert save_promoted(weights, [3, 7], channel.get) == []  # once
+
+    removed = prune_weights(weights, keep=2)
+    assert [p.name for p in removed] == [step_name(s) for s in (20, 40, 60)]
+    assert [p.name for p in step_files(weights)] == [step_name(80), step_name(100)]
+    assert sorted(p.name for p in weights.iterdir()) == sorted(
+        [best_name(3), best_name(7), step_name(80), step_name(100)]
+    )
+    assert prune_weights(weights, keep=0) == []  # 0 keeps everything
+
+
+# --------------------------------------------------------------------------- self-play PDN
+
+
+def deck_games(n: int, seed: int):
+    """Quick 8x8 games from random ballots of the ACF deck (uniform search, a 40-ply cap)."""
+    cfg = composed(
+        "game.max_plies=40",
+        "mcts.simulations=2",
+        "mcts.leaves_per_game=1",
+        f"selfplay.games_in_parallel={n}",
+        "selfplay.openings=deck",
+        "selfplay.resign=false",
+    )
+    return play_games(UniformEvaluator(), cfg, n_games=n, seed=seed)
+
+
+def test_a_game_from_a_ballot_is_written_from_the_initial_position():
+    deck = load_openings("deck", 8)
+    record = deck_games(1, seed=1)[0]
+    ballot = next(o for o in deck if o.id == record.opening_id)
+    game = record_to_pdn(record, openings=deck, tags={"Date": "2026.11.23"})
+    assert "FEN" not in game.tags and "SetUp" not in game.tags
+    assert game.moves == [*ballot.moves, *record_moves(record)]
+    assert game.tags["GameType"] == "21" and game.tags["Date"] == "2026.11.23"
+    assert game.tags["Opening"].startswith(ballot.name)
+    (back,) = read_pdn(write_pdn([game]))  # replays every move from the initial position
+    assert back.moves == game.moves and back.tags["GameType"] == "21"
+    # Without the deck the same record is a set-up position after the ballot.
+    plain = record_to_pdn(record)
+    assert plain.tags["FEN"] and plain.moves == record_moves(record)
+
+
+def test_self_play_games_go_to_one_file_each_game_once(client, tmp_path):
+    store = ReplayStore(client, namespace="g", window_positions=10**6)
+    records = deck_games(7, seed=2)
+    cfg = composed("preset=smoke", f"run_dir={tmp_path}", "logging.pdn_sample_games=3")
+    run = Run(cfg)
+    for r in records[:4]:
+        store.add_game(r.to_bytes(), r.num_decisions)
+    assert run._write_games(store) == 3  # the newest three: 2, 3, 4
+    assert run._write_games(store) == 0  # nothing new
+    for r in records[4:6]:
+        store.add_game(r.to_bytes(), r.num_decisions)
+    assert run._write_games(store) == 2  # 5 and 6
+    # A resumed run (a new Run on the same directory) goes on after what the file holds.
+    store.add_game(records[6].to_bytes(), records[6].num_decisions)
+    again = Run(cfg)
+    assert again._write_games(store) == 1 and again._write_games(store) == 0
+
+    assert [p.name for p in (tmp_path / "games").iterdir()] == [Path(GAMES_FILE).name]
+    games = read_pdn((tmp_path / GAMES_FILE).read_text())  # replays every move
+    assert [g.tags["Round"] for g in games] == ["2", "3", "4", "5", "6", "7"]
+    deck = load_openings("deck", 8)
+    for game, record in zip(games, records[1:], strict=True):
+        ballot = next(o for o in deck if o.id == record.opening_id)
+        assert game.moves == [*ballot.moves, *record_moves(record)] and not game.fen
+        for tag in ("Event", "Site", "Date", "Black", "White", "Result", "GameType"):
+            assert game.tags[tag], tag
+        assert re.fullmatch(r"\d{4}\.\d\d\.\d\d", game.tags["Date"])
+
+
+# --------------------------------------------------------------------------- terminal, summary
+
+
+def progress_line(caplog, positions: int, samples: int) -> str:
+    run = Run(composed("preset=smoke", "run_dir=/tmp/unused"))
+    trainer = SimpleNamespace(counters=Counters(step=3, samples=samples, version=2))
+    stats = ReplayStats(
+        window_positions=positions, window_games=2, games_added=2, positions_added=positions
+    )
+    row = {"selfplay/games_per_s": 0.5, "selfplay/positions_per_s": 20.0}
+    row |= {"learner/steps_per_s": 0.0}
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="learner.run"):
+        run._progress(trainer, stats, row, 12.0, SampleRatio(50.0, min_positions=64))
+    (line,) = [r.getMessage() for r in caplog.records]
+    return line
+
+
+def test_progress_says_what_the_learner_waits_for(caplog):
+    line = progress_line(caplog, positions=40, samples=0)
+    assert "waiting for data: 40/64 positions" in line and "positions 40 (20/s)" in line
+    # Past min_positions but trained on all the ratio allows: 100 positions x 50 = 5,000 samples.
+    line = progress_line(caplog, positions=100, samples=4990)
+    assert "waiting for self-play: 100/101 positions (replay.sample_ratio 50)" in line
+    assert "waiting" not in progress_line(caplog, positions=100, samples=0)
+
+
+def test_the_end_of_a_run_reads_as_text(tmp_path):
+    summary = {
+        "resumed": True,
+        "step": 1200,
+        "version": 25,
+        "games": 310,
+        "positions": 21000,
+        "elapsed_s": 125.4,
+        "model": "runs/x/checkpoints/latest.safetensors",
+        "training_state": "runs/x/checkpoints/state_00001200.safetensors",
+        "losses": {"policy": 2.5, "value": 0.75, "total": 3.25},
+        "elo": {"version": 20, "elo": 412.0, "lower": 350.0, "upper": None},
+    }
+    text = describe_summary(summary, tmp_path / "summary.json")
+    assert text.startswith(
+        "run finished after 2 min 05 s (resumed): 1,200 training steps, weights version 25,"
+        " 310 self-play games, 21,000 positions"
+    )
+    assert "last losses: total 3.250 (policy 2.500, value 0.750)" in text
+    assert "newest Elo: +412 [+350, ?] (weights v20, random = 0)" in text
+    assert "python -m evaluation.match runs/x/checkpoints/latest.safetensors minimax:4" in text
+    assert "{" not in text
+
+
+# --------------------------------------------------------------------------- ratings and plots
+
+
+def ladder_ratings():
+    rows = [PairResult("minimax:1", "random", 9, 0, 1)]
+    for v, wins in ((9, 3), (10, 5), (100, 8), (20, 6)):
+        rows += [PairResult(f"v{v}", "random", wins, 1, 9 - wins)]
+        rows += [PairResult(f"v{v}", "minimax:1", wins - 2, 2, 10 - wins)]
+    return fit_ratings(rows, {"random": 0.0}, prior_draws=2.0)
+
+
+def test_ratings_csv_lists_the_ladder_then_versions_in_number_order(tmp_path):
+    write_ratings_csv(ladder_ratings(), tmp_path / "ratings.csv")
+    names = [line.split(",")[0] for line in (tmp_path / "ratings.csv").read_text().splitlines()]
+    assert names == ["player", "random", "minimax:1", "v9", "v10", "v20", "v100"]
+
+
+def test_rung_labels_sit_inside_the_plot_clear_of_the_axis():
+    fig = draw_ratings(ladder_ratings())
+    fig.canvas.draw()
+    (ax,) = fig.axes
+    axes_box = ax.get_window_extent()
+    labels = [t for t in ax.texts if t.get_text() in ("random", "minimax:1")]
+    assert len(labels) == 2
+    for label in labels:
+        box = label.get_window_extent()
+        assert box.x0 > axes_box.x0 + 2 and box.x1 < axes_box.x1, label.get_text()
+
+
+def test_a_plot_of_one_point_marks_it():
+    one = {"learner/loss_total": [(20, 0.0, 3.2)]}
+    fig = draw_plot("loss.png", ("learner/loss_total",), one)
+    assert fig.axes[0].lines[0].get_marker() == "o"
+    many = {"learner/loss_total": [(10, 0.0, 3.4), (20, 1.0, 3.2)]}
+    fig = draw_plot("loss.png", ("learner/loss_total",), many)
+    assert fig.axes[0].lines[0].get_marker() in (None, "None", "")
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
