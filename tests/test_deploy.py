@@ -106,6 +106,22 @@ def env_of(container: dict) -> dict[str, dict]:
     return {e["name"]: e for e in container.get("env", [])}
 
 
+def test_the_image_builds_every_package_of_the_wheel():
+    """Every package pyproject.toml puts in the wheel is copied into the build stage and let
+    through .dockerignore (a new package would otherwise break the image's build)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = project["tool"]["scikit-build"]["wheel"]["packages"]
+    copied = set(re.findall(r"^COPY (\S+) \1$", (DOCKER / "Dockerfile").read_text(), re.MULTILINE))
+    admitted = {
+        line.strip().removeprefix("!").rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    }
+    for name in [*packages, "conf"]:
+        assert name in copied, f"docker/Dockerfile does not COPY {name}"
+        assert name in admitted, f".dockerignore does not admit {name}/"
+
+
 # ---- compose ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["compose.yaml", "compose.gpu.yaml"])
 def test_compose_builds_from_the_one_dockerfile(name):
