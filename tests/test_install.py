@@ -94,7 +94,7 @@ def test_non_editable_install_runs_a_smoke_run_from_outside_the_checkout(tmp_pat
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["step"] == 20 and summary["version"] >= 2
     assert summary["games"] >= 1 and summary["positions"] >= 64  # actors played in the venv
-    assert Path(summary["checkpoint"]).is_file()
+    assert Path(summary["model"]).is_file() and Path(summary["training_state"]).is_file()
     assert (run_dir / ".hydra" / "config.yaml").is_file()
 
     # A benchmark script runs against the installed wheel with no peer implementation: each
