@@ -27,6 +27,8 @@ import numpy as np
 
 from game import _core
 from game import openings as op
+from game.egdb import DRAW, WIN
+from game.egdb.build import database_from_config
 from game.encoding import META_WHITE_TO_MOVE
 from game.mcts import Evaluator, StepTimes, new_search, step
 from game.pdn import PdnGame, game_from_position
@@ -36,6 +38,7 @@ from game.records import RESIGNED, GameRecord, Result, Termination, sparse_visit
 log = logging.getLogger(__name__)
 
 PDN_GAME_TYPE_ENGLISH = "21"  # PDN's GameType for English draughts (8x8, Black moves first)
+_META_JUMPING_SHIFT, _META_JUMPING_MASK = 1, 0x3F  # square + 1 of a piece in mid multi-jump
 # Root WDL index of a loss for the side to move.
 _LOSS = 2
 
@@ -220,6 +223,13 @@ def run_self_play(
     rng = np.random.default_rng(seed)
     n_slots = max(1, int(min(s.games_in_parallel, limit)))
     mcts = new_search(n_slots, s.size, cfg["mcts"], seed=seed)
+    egdb_cfg = cfg.get("egdb") or {}
+    adjudicate = bool(egdb_cfg.get("adjudicate_selfplay", False))
+    egdb = None
+    if adjudicate or egdb_cfg.get("mcts_leaves", False):
+        egdb = database_from_config(egdb_cfg, s.size)
+        if egdb_cfg.get("mcts_leaves", False):
+            mcts.set_egdb(egdb.core)
     slots: list[_Slot | None] = [None] * n_slots
     records: list[GameRecord] = []
     started = 0
@@ -276,6 +286,9 @@ def run_self_play(
         mcts.advance(i, action)
         if mcts.done(i):
             finish(i, Result(mcts.result(i)), Termination(mcts.end_reason(i)))
+        elif adjudicate and (result := _database_result(egdb, mcts.root_packed(i))) is not None:
+            mcts.stop(i)
+            finish(i, result, Termination.DATABASE)
 
     for i in range(n_slots):
         start(i)
@@ -316,6 +329,20 @@ def run_self_play(
     return records, stats
 
 
+def _database_result(egdb, packed: np.ndarray) -> Result | None:
+    """The exact result of a position between turns that is in the database, else None."""
+    meta = int(packed[3])
+    if (meta >> _META_JUMPING_SHIFT) & _META_JUMPING_MASK:
+        return None
+    white = bool(meta & META_WHITE_TO_MOVE)
+    value = egdb.core.probe(int(packed[0]), int(packed[1]), int(packed[2]), white)
+    if value == DRAW:
+        return Result.DRAW
+    if value == 0:
+        return None
+    return Result.WHITE_WIN if (value == WIN) == white else Result.BLACK_WIN
+
+
 def resign_false_positive_rate(records: Sequence[GameRecord]) -> tuple[float, int]:
     """(rate, sample size): of the games with resignation disabled in which the rule fired, the
     share that the side it would have resigned for did not lose."""
@@ -334,7 +361,11 @@ def resign_false_positive_rate(records: Sequence[GameRecord]) -> tuple[float, in
 # PDN
 # ----------------------------------------------------------------------------------------------
 
-TERMINATION_TEXT = {**END_REASONS, Termination.RESIGNATION: "resignation"}
+TERMINATION_TEXT = {
+    **END_REASONS,
+    Termination.RESIGNATION: "resignation",
+    Termination.DATABASE: "endgame database",
+}
 
 
 def start_game(record: GameRecord) -> _core.Game:

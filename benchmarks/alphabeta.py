@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from evaluation.elo import fit_ratings, match_elo
 from evaluation.ladder import rung_results
 from evaluation.match import MatchResult, load_openings, run_match
-from evaluation.players import EvalWeights, search
+from evaluation.players import EvalWeights, alphabeta
 from game import Position
 
 MATERIAL_ONLY = {
@@ -74,7 +74,7 @@ def middle_game(opening: str, plies: int) -> tuple[Position, list]:
     pos = Position()
     moves = [pos.play(move) for move in opening.split()]
     while len(moves) < len(opening.split()) + plies or not _quiet_choice(pos):
-        moves.append(pos.play(search(pos, depth=4).move))
+        moves.append(pos.play(alphabeta(pos, depth=4).move))
     return pos, moves
 
 
@@ -84,7 +84,7 @@ def _quiet_choice(pos: Position) -> bool:
 
 
 def ours(pos: Position, seconds: float, weights: dict | None) -> Measure:
-    result = search(
+    result = alphabeta(
         pos, time_ms=int(seconds * 1000), weights=EvalWeights(**weights) if weights else None
     )
     return Measure(result.depth, result.nodes, result.seconds)

@@ -41,6 +41,7 @@ from omegaconf import OmegaConf
 
 from actors.actor import SelfPlayActor, stats_key
 from learner.checkpoint import encode_checkpoint
+from learner.cluster import start_ray
 from learner.config import compose
 from learner.network import CheckersNet
 from learner.redis_server import EmbeddedRedis
@@ -157,11 +158,10 @@ def main(argv: list[str] | None = None) -> None:
         WeightsChannel(client, namespace=cfg.replay.namespace).publish(
             encode_checkpoint(model, step=0, version=1), 1
         )
-        ray.init(
-            address="local",
+        start_ray(
+            "local",
             num_cpus=args.num_cpus,
-            include_dashboard=False,
-            object_store_memory=OBJECT_STORE_MB * 1024 * 1024,
+            object_store_memory_mb=OBJECT_STORE_MB,
             log_to_driver=False,
         )
         try:

@@ -176,9 +176,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             import ray
 
+            from learner.cluster import start_ray
+
             if not ray.is_initialized():
                 # Started once here, so its workers (and their torch import) serve every match.
-                ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
+                start_ray("local", num_cpus=args.workers, log_to_driver=False)
                 started_ray = True
         except ImportError:
             if args.ray == "on":

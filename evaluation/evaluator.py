@@ -50,6 +50,7 @@ from evaluation.match import MatchResult, PairRecord
 from evaluation.network_player import network_player
 from evaluation.players import Player
 from evaluation.settings import EvalSettings
+from game.egdb.build import database_from_config
 from game.openings import extend_openings, load_openings
 from game.pdn import write_pdn
 from learner.checkpoint import decode_checkpoint
@@ -82,6 +83,12 @@ class EvaluatorWorker:
             else []
         )
         self._best: tuple[int, Player] | None = None
+        # Matches end as soon as a game reaches the endgame database (built first if missing).
+        self.egdb = (
+            database_from_config(settings.egdb, settings.size)
+            if settings.egdb.get("adjudicate_matches", False)
+            else None
+        )
         self._stop = threading.Event()
         self.units_played = 0  # units of work finished by this object (gates, ladder matches)
 
@@ -229,6 +236,7 @@ class EvaluatorWorker:
             max_plies=self.s.max_plies,
             size=self.s.size,
             player_options=self.s.player_options,
+            egdb=self.egdb,
         )
         rows = rung_results(
             self.s.ladder, play, on_match=lambda _label, match, _rows: games.append(match)
@@ -331,6 +339,7 @@ class EvaluatorWorker:
             played=played,
             on_pair=save_pair,
             should_stop=self.stopping,
+            egdb=self.egdb,
         )
         if result.decision == CONTINUE:
             raise _Stopped
@@ -405,6 +414,7 @@ class EvaluatorWorker:
             on_match=record,
             skip=skip,
             should_stop=self.stopping,
+            egdb=self.egdb,
         )
         if self.stopping():
             raise _Stopped

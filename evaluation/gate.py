@@ -17,6 +17,7 @@ from typing import Any
 from evaluation.gating import CONTINUE, SPRT, GateDecision
 from evaluation.match import PairRecord, play_pair, schedule
 from evaluation.players import Player
+from game.egdb import EndgameDatabase
 from game.openings import Opening
 
 GATE_SPRT_KEYS = ("elo0", "elo1", "alpha", "beta", "model", "method", "max_games")
@@ -59,6 +60,7 @@ def gate(
     played: Sequence[PairRecord] = (),
     on_pair: Callable[[PairRecord, SPRT], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    egdb: EndgameDatabase | None = None,
 ) -> GateDecision:
     """Colour-reversed pairs of ``candidate`` (A) against ``best`` until the SPRT decides.
 
@@ -66,7 +68,8 @@ def gate(
     ``max_games`` runs out first, the candidate is rejected (``truncated`` in the decision).
     ``played``: pairs of an interrupted gate (same seed and openings), fed first, not replayed.
     ``on_pair(pair, sprt)`` sees each new pair; ``should_stop()`` True between pairs returns the
-    undecided snapshot (decision ``continue``).
+    undecided snapshot (decision ``continue``). With ``egdb`` a game ends as soon as it
+    reaches the endgame database.
     """
     sprt = sprt_from_config(sprt_cfg)
     limit = gate_pair_limit(openings, sprt.max_games)
@@ -77,7 +80,9 @@ def gate(
     while sprt.status == CONTINUE and index < len(plan):
         if should_stop is not None and should_stop():
             return sprt.decision()
-        pair = play_pair(candidate, best, plan[index], index, max_plies=max_plies, size=size)
+        pair = play_pair(
+            candidate, best, plan[index], index, max_plies=max_plies, size=size, egdb=egdb
+        )
         _feed(sprt, pair)
         index += 1
         if on_pair is not None:

@@ -22,6 +22,7 @@ from typing import Any
 from evaluation.elo import PairResult, Ratings, fit_ratings
 from evaluation.match import MatchResult, PairRecord, play_match
 from evaluation.players import Player, make_player
+from game.egdb import EndgameDatabase
 from game.openings import Opening
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,7 @@ def ladder_results(
     on_match: Callable[[str, MatchResult, list[PairResult]], None] | None = None,
     skip: Iterable[str] = (),
     should_stop: Callable[[], bool] | None = None,
+    egdb: EndgameDatabase | None = None,
 ) -> list[PairResult]:
     """``candidate`` against each ladder player (specs), ``games_per_opponent`` games each
     (an even number: colour-reversed pairs), as PairResults named ``candidate_name`` vs the
@@ -93,6 +95,7 @@ def ladder_results(
             seed=seed,
             max_plies=max_plies,
             size=size,
+            egdb=egdb,
         )
         rows = pair_results(match.pairs, candidate_name, opponent.name)
         logger.info("ladder: %s", match.summary().replace(candidate.name, candidate_name, 1))
@@ -136,6 +139,7 @@ def in_process(
     max_plies: int,
     size: int = 8,
     player_options: Mapping[str, Any] | None = None,
+    egdb: EndgameDatabase | None = None,
 ) -> PlayRung:
     """Rung matches of ``pairs`` colour-reversed pairs played here with Player objects."""
     options = dict(player_options or {})
@@ -143,7 +147,7 @@ def in_process(
     def play(upper: str, lower: str) -> MatchResult:
         a, b = make_player(upper, **options), make_player(lower, **options)
         return play_match(
-            a, b, openings, games=2 * pairs, seed=seed, max_plies=max_plies, size=size
+            a, b, openings, games=2 * pairs, seed=seed, max_plies=max_plies, size=size, egdb=egdb
         )
 
     return play

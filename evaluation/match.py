@@ -36,7 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.elo import EloEstimate, match_elo
+from evaluation.network_player import eval_mcts_settings
 from evaluation.players import Player, make_player, minimax_options
+from game.egdb import EndgameDatabase, describe, result_of
+from game.egdb.build import cached_database
 from game.openings import KINDS as OPENING_KINDS
 from game.openings import Opening, load_openings
 from game.pdn import PdnGame, write_pdn
@@ -236,8 +239,13 @@ def play_game(
     *,
     max_plies: int = DEFAULT_MAX_PLIES,
     size: int = 8,
+    egdb: EndgameDatabase | None = None,
 ) -> PlayedGame:
-    """One game from ``opening`` to its end (rules or ply cap). Resets both players first."""
+    """One game from ``opening`` to its end (rules or ply cap). Resets both players first.
+
+    With ``egdb`` the game ends the moment it reaches the endgame database, with the database's
+    exact result; the termination then reads e.g. "database win for White".
+    """
     pos = Position(size, max_plies=max_plies)
     moves = []
     for text in opening.moves:
@@ -247,20 +255,25 @@ def play_game(
             raise ValueError(f"opening {opening.name}: {e}") from None
     black.reset()
     white.reset()
+    adjudicated = None
     while pos.result() is None:
+        if egdb is not None and (value := egdb.value(pos)):
+            adjudicated = (result_of(value, pos.turn), describe(value, pos.turn))
+            break
         player = black if pos.turn == "B" else white
         move = player.choose(pos)
         try:
             moves.append(str(pos.play(move)))
         except ValueError as e:
             raise ValueError(f"player {player.name} chose an illegal move: {e}") from None
+    result, end_reason = adjudicated or (pos.result() or "*", pos.end_reason or "")
     return PlayedGame(
         black=black.name,
         white=white.name,
         opening=opening.name,
         moves=tuple(moves),
-        result=pos.result() or "*",
-        end_reason=pos.end_reason or "",
+        result=result,
+        end_reason=end_reason,
         size=size,
     )
 
@@ -273,9 +286,10 @@ def play_pair(
     *,
     max_plies: int = DEFAULT_MAX_PLIES,
     size: int = 8,
+    egdb: EndgameDatabase | None = None,
 ) -> PairRecord:
-    first = play_game(a, b, opening, max_plies=max_plies, size=size)
-    second = play_game(b, a, opening, max_plies=max_plies, size=size)
+    first = play_game(a, b, opening, max_plies=max_plies, size=size, egdb=egdb)
+    second = play_game(b, a, opening, max_plies=max_plies, size=size, egdb=egdb)
     return PairRecord(index=index, opening=opening.name, a_black=first, a_white=second)
 
 
@@ -310,12 +324,14 @@ def play_match(
     max_plies: int = DEFAULT_MAX_PLIES,
     size: int = 8,
     progress: Callable[[PairRecord, int, int], None] | None = None,
+    egdb: EndgameDatabase | None = None,
 ) -> MatchResult:
-    """``games`` games (``games / 2`` openings, each with colours reversed) in this process."""
+    """``games`` games (``games / 2`` openings, each with colours reversed) in this process;
+    with ``egdb`` a game ends as soon as it reaches the endgame database."""
     plan = schedule(openings, _check_games(games), seed)
     pairs = []
     for i, opening in enumerate(plan):
-        pair = play_pair(player_a, player_b, opening, i, max_plies=max_plies, size=size)
+        pair = play_pair(player_a, player_b, opening, i, max_plies=max_plies, size=size, egdb=egdb)
         pairs.append(pair)
         if progress is not None:
             progress(pair, len(pairs), len(plan))
@@ -334,12 +350,16 @@ def _pair_task(
     max_plies: int,
     size: int,
     options: dict[str, Any],
+    adjudicate: bool = False,
 ) -> dict[str, Any]:
     """One game pair in a worker: plain arguments in, a plain dict out (nothing pickled)."""
     a = make_player(spec_a, **options)
     b = make_player(spec_b, **options)
     opening = Opening(opening_name, tuple(opening_moves), size=size)
-    return play_pair(a, b, opening, index, max_plies=max_plies, size=size).to_dict()
+    egdb = (
+        cached_database(options["egdb_dir"], size, options["egdb_pieces"]) if adjudicate else None
+    )
+    return play_pair(a, b, opening, index, max_plies=max_plies, size=size, egdb=egdb).to_dict()
 
 
 def _ray_module(mode: str) -> Any | None:
@@ -368,8 +388,12 @@ def run_match(
     player_options: Mapping[str, Any] | None = None,
     pair_timeout_s: float = DEFAULT_PAIR_TIMEOUT_S,
     progress: Callable[[PairRecord, int, int], None] | None = None,
+    adjudicate: bool = False,
 ) -> MatchResult:
     """A match between two player specs, one task per game pair.
+
+    ``adjudicate`` ends each game as soon as it reaches the endgame database named by the
+    ``egdb_dir`` and ``egdb_pieces`` player options (built here first if missing).
 
     ``ray_mode``: ``auto`` uses Ray when it is installed (joining a running cluster, else
     starting a local one with ``workers`` CPUs), ``on`` requires it, ``off`` uses a local
@@ -384,9 +408,14 @@ def run_match(
     # Fail fast, here, on a bad spec rather than in every worker.
     name_a = make_player(spec_a, **options).name
     name_b = make_player(spec_b, **options).name
+    uses_db = adjudicate or "+db:" in spec_a or "+db:" in spec_b
+    if uses_db:  # build a missing database once here, not in every worker
+        if not options.get("egdb_dir") or int(options.get("egdb_pieces", 0)) < 1:
+            raise ValueError("the endgame database needs the egdb_dir and egdb_pieces options")
+        cached_database(options["egdb_dir"], size, int(options["egdb_pieces"]))
     plan = schedule(openings, _check_games(games), seed)
     jobs = [
-        (spec_a, spec_b, i, o.name, list(o.moves), max_plies, size, options)
+        (spec_a, spec_b, i, o.name, list(o.moves), max_plies, size, options, adjudicate)
         for i, o in enumerate(plan)
     ]
     done: list[PairRecord] = []
@@ -460,11 +489,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         nargs="*",
         help="config overrides, key=value (the minimax players read evaluation.baseline)",
     )
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--adjudicate",
+        action="store_true",
+        help="end each game as soon as it reaches the endgame database (exact result)",
+    )
+    parser.add_argument(
+        "--egdb-dir", default=None, help="endgame database folder (default: the egdb.dir key)"
+    )
+    parser.add_argument(
+        "--egdb-pieces", type=int, default=None, help="its most pieces (default: egdb.pieces)"
+    )
+    args = parser.parse_intermixed_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         openings = load_openings(args.openings, size=args.size)
-        options = minimax_options(compose(args.overrides).evaluation.baseline)
+        cfg = compose(args.overrides)
+        options = minimax_options(cfg.evaluation.baseline) | {"mcts": eval_mcts_settings(cfg)}
+        options["egdb_dir"] = args.egdb_dir or str(cfg.egdb.dir)
+        options["egdb_pieces"] = args.egdb_pieces or int(cfg.egdb.pieces)
         started = time.monotonic()
 
         def report(pair: PairRecord, done: int, total: int) -> None:
@@ -486,6 +529,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ray_mode=args.ray,
             player_options=options,
             progress=report,
+            adjudicate=args.adjudicate,
         )
     except ValueError as e:  # ConfigError included
         print(f"error: {e}", file=sys.stderr)

@@ -61,12 +61,17 @@ _OPTIONS: dict[str, tuple[str, type]] = {
 }
 
 
+def eval_mcts_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The search settings of evaluation players in a composed config: the mcts group with the
+    evaluation group's simulations and leaves per game (plain values)."""
+    settings = {k: cfg["mcts"][k] for k in cfg["mcts"]}
+    settings.update({k: cfg["evaluation"][k] for k in EVAL_MCTS_KEYS})
+    return settings
+
+
 @functools.cache
 def _composed_mcts_settings() -> tuple[tuple[str, Any], ...]:
-    cfg = compose()
-    settings = dict(cfg.mcts)
-    settings.update({k: cfg.evaluation[k] for k in EVAL_MCTS_KEYS})
-    return tuple(settings.items())
+    return tuple(eval_mcts_settings(compose()).items())
 
 
 def default_mcts_settings() -> dict[str, Any]:
@@ -312,6 +317,7 @@ __all__ = [
     "MCTSPlayer",
     "checkpoint_player",
     "default_mcts_settings",
+    "eval_mcts_settings",
     "mcts_player",
     "network_player",
     "parse_spec",

@@ -8,6 +8,10 @@ driven from the command line and from config:
 ``minimax:tMS``
     the same, with MS milliseconds per move instead of a depth (not reproducible: it depends
     on the machine's speed).
+``minimax+db:D`` / ``minimax+db:tMS``
+    the same search with the endgame database (``game.egdb``): positions in it below the root
+    score their exact value. Needs the ``egdb_dir`` and ``egdb_pieces`` options (conf/egdb); the
+    database is built there first if missing.
 ``random`` / ``random:SEED``
     a uniformly random legal move (the anchor of the Elo ladder, rated 0).
 ``uniform-mcts:...`` or a checkpoint path
@@ -25,6 +29,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from evaluation.network_player import mcts_player
 from game import _core
+from game.egdb import EndgameDatabase
+from game.egdb.build import cached_database
 from game.position import Move, Position
 
 logger = logging.getLogger(__name__)
@@ -47,9 +53,12 @@ WEIGHT_NAMES = (
     "king_centre",
 )
 
-_MINIMAX_SPEC = re.compile(r"minimax:(?:(?P<depth>\d+)|t(?P<time_ms>\d+))")
+_MINIMAX_SPEC = re.compile(r"minimax(?P<db>\+db)?:(?:(?P<depth>\d+)|t(?P<time_ms>\d+))")
 _RANDOM_SPEC = re.compile(r"random(?::(?P<seed>\d+))?")
-SPEC_FORMS = "'minimax:D' (depth), 'minimax:tMS' (milliseconds per move), 'random[:SEED]'"
+SPEC_FORMS = (
+    "'minimax:D' (depth), 'minimax:tMS' (milliseconds per move), 'minimax+db:D' (with the endgame "
+    "database), 'random[:SEED]'"
+)
 
 
 @runtime_checkable
@@ -103,7 +112,13 @@ class MinimaxPlayer:
         weights: Mapping[str, Any] | EvalWeights | None = None,
         *,
         tt_mb: int = DEFAULT_TT_MB,
+        egdb_dir: str | None = None,
+        egdb_pieces: int = 0,
     ) -> None:
+        if egdb_dir is not None and egdb_pieces < 1:
+            raise ValueError(
+                f"MinimaxPlayer with an endgame database needs egdb_pieces >= 1, got {egdb_pieces}"
+            )
         if depth < 0 or time_ms < 0 or (depth == 0) == (time_ms == 0):
             raise ValueError(
                 f"MinimaxPlayer needs exactly one of depth or time_ms > 0, got depth={depth}, "
@@ -115,12 +130,23 @@ class MinimaxPlayer:
         self.time_ms = time_ms
         self.weights = eval_weights(weights)
         self.tt_mb = tt_mb
-        self.name = f"minimax:{depth}" if depth else f"minimax:t{time_ms}"
+        self.egdb_dir = egdb_dir
+        self.egdb_pieces = egdb_pieces
+        kind = "minimax+db" if egdb_dir is not None else "minimax"
+        self.name = f"{kind}:{depth}" if depth else f"{kind}:t{time_ms}"
         self.last: SearchResult | None = None
 
     def choose(self, position: Position) -> Move:
-        result = search(
-            position, depth=self.depth, time_ms=self.time_ms, weights=self.weights, tt_mb=self.tt_mb
+        egdb = None
+        if self.egdb_dir is not None:  # opened (built if missing) once per process and board
+            egdb = cached_database(self.egdb_dir, position.size, self.egdb_pieces)
+        result = alphabeta(
+            position,
+            depth=self.depth,
+            time_ms=self.time_ms,
+            weights=self.weights,
+            tt_mb=self.tt_mb,
+            egdb=egdb,
         )
         if result.move is None:
             raise ValueError(f"{self.name}: the game is over in {position.fen()}")
@@ -155,17 +181,19 @@ class RandomPlayer:
         return f"RandomPlayer(seed={self.seed})"
 
 
-def search(
+def alphabeta(
     position: Position | _core.Game,
     *,
     depth: int = 0,
     time_ms: int = 0,
     weights: Mapping[str, Any] | EvalWeights | None = None,
     tt_mb: int = DEFAULT_TT_MB,
+    egdb: EndgameDatabase | None = None,
 ) -> SearchResult:
-    """One alpha-beta search (the GIL is released while it runs)."""
+    """One alpha-beta search (the GIL is released while it runs), with the database if given."""
     game = position.game if isinstance(position, Position) else position
-    return _core.alphabeta_search(game, depth, time_ms, eval_weights(weights), tt_mb)
+    core_db = egdb.core if egdb is not None else None
+    return _core.alphabeta_search(game, depth, time_ms, eval_weights(weights), tt_mb, core_db)
 
 
 def minimax_options(baseline: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -186,12 +214,15 @@ def make_player(
     weights: Mapping[str, Any] | EvalWeights | None = None,
     seed: int = 0,
     tt_mb: int = DEFAULT_TT_MB,
+    egdb_dir: str | None = None,
+    egdb_pieces: int = 0,
     **options: Any,
 ) -> Player:
     """The player a spec names (module docstring); ValueError naming the spec if unknown.
 
     ``weights`` and ``tt_mb`` configure minimax players, ``seed`` a random player without its own
-    seed; any other ``options`` (``mcts``: search settings) go to the MCTS players.
+    seed; ``egdb_dir`` and ``egdb_pieces`` name the endgame database of ``minimax+db`` players;
+    any other ``options`` (``mcts``: search settings) go to the MCTS players.
     """
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"player spec must be a non-empty string, got {spec!r}; use {SPEC_FORMS}")
@@ -201,8 +232,20 @@ def make_player(
         time_ms = int(m["time_ms"] or 0)
         if depth == 0 and time_ms == 0:
             raise ValueError(f"player spec {spec!r}: depth and time must be positive")
+        if m["db"] and (not egdb_dir or egdb_pieces < 1):
+            raise ValueError(
+                f"player spec {spec!r} needs an endgame database: give egdb_dir and egdb_pieces "
+                f"(conf/egdb; python -m evaluation.match --egdb-dir DIR --egdb-pieces N)"
+            )
         try:
-            return MinimaxPlayer(depth, time_ms, weights, tt_mb=tt_mb)
+            return MinimaxPlayer(
+                depth,
+                time_ms,
+                weights,
+                tt_mb=tt_mb,
+                egdb_dir=egdb_dir if m["db"] else None,
+                egdb_pieces=egdb_pieces if m["db"] else 0,
+            )
         except ValueError as e:
             raise ValueError(f"player spec {spec!r}: {e}") from None
     if m := _RANDOM_SPEC.fullmatch(text):
@@ -226,9 +269,9 @@ __all__ = [
     "Player",
     "RandomPlayer",
     "SearchResult",
+    "alphabeta",
     "eval_weights",
     "make_player",
     "minimax_options",
-    "search",
     "weights_dict",
 ]

@@ -37,7 +37,8 @@ class EvalSettings:
     mcts: dict[str, Any] = field(default_factory=dict)  # network players' search settings
     gate: dict[str, Any] = field(default_factory=dict)  # the SPRT's settings
     elo: dict[str, Any] = field(default_factory=dict)  # fit_ratings' settings
-    player_options: dict[str, Any] = field(default_factory=dict)  # minimax weights, tt_mb
+    player_options: dict[str, Any] = field(default_factory=dict)  # minimax weights, tt_mb, egdb
+    egdb: dict[str, Any] = field(default_factory=dict)  # the egdb group (conf/egdb)
     connect_retries: int = 6
     connect_backoff_s: float = 0.5
 
@@ -63,6 +64,9 @@ class EvalSettings:
             simulations=int(get("simulations")), leaves_per_game=int(get("leaves_per_game"))
         )
         options = minimax_options(ev.get("baseline"))
+        egdb = dict(cfg.get("egdb") or {})
+        if egdb:  # the database of minimax+db rungs and of adjudication
+            options.update(egdb_dir=str(egdb["dir"]), egdb_pieces=int(egdb["pieces"]))
         s = cls(
             namespace=str(replay["namespace"]),
             size=int(game["size"]),
@@ -84,6 +88,7 @@ class EvalSettings:
             gate={k: v for k, v in dict(get("gate")).items() if k in GATE_SPRT_KEYS},
             elo=dict(get("elo")),
             player_options=options,
+            egdb=egdb,
             connect_retries=int(replay.get("connect_retries", 6)),
             connect_backoff_s=float(replay.get("connect_backoff_s", 0.5)),
         )

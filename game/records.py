@@ -93,6 +93,7 @@ class Termination(IntEnum):
     FORTY_MOVE = 3
     PLY_CAP = 4
     RESIGNATION = 5
+    DATABASE = 6  # reached the endgame database: the result is its exact value
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from actors.pool import ActorPool
 from actors.self_play import record_to_pdn
 from evaluation.evaluator_actor import start_evaluator
 from evaluation.keys import promoted_versions, read_eval_metrics
+from game.egdb.build import ensure_database
 from game.openings import load_openings
 from game.pdn import write_pdn
 from game.records import GameRecord
@@ -134,6 +135,18 @@ def _loss_metrics(losses: Losses | None) -> dict[str, float]:
     }
 
 
+def ensure_egdb(cfg: DictConfig) -> None:
+    """Builds the endgame database the config uses if it is missing (progress lines on the log)."""
+    egdb = cfg.get("egdb")
+    if egdb is None or not any(
+        egdb.get(k, False) for k in ("adjudicate_selfplay", "mcts_leaves", "adjudicate_matches")
+    ):
+        return
+    ensure_database(
+        str(egdb.dir), int(cfg.game.size), int(egdb.pieces), int(egdb.build_workers), logger.info
+    )
+
+
 class Run:
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
@@ -218,6 +231,7 @@ class Run:
             run_name=self.run_dir.name,
             config=OmegaConf.to_container(cfg, resolve=True),
         )
+        ensure_egdb(cfg)  # before the actors: they open it, and should not all build it
         pool = ActorPool(cfg, url, password, client)
         ratio = SampleRatio(cfg.replay.sample_ratio, min_positions=cfg.replay.min_positions)
         mirror = ReplayMirror(store, size)  # each game decoded once, on the prefetch thread

@@ -53,6 +53,7 @@ RESUMABLE = (
     "learner.device",
     "learner.threads",
     "learner.wait_poll_s",
+    "learner.max_checkpoint_mb",
     "selfplay.actors",
     "selfplay.torch_threads",
     "replay.url",

@@ -18,9 +18,9 @@ from evaluation.players import (
     EvalWeights,
     MinimaxPlayer,
     RandomPlayer,
+    alphabeta,
     eval_weights,
     make_player,
-    search,
     weights_dict,
 )
 from game import Position, _core
@@ -95,7 +95,7 @@ SHOT = """
 def test_finds_the_two_for_one_shot(depth: int) -> None:
     pos = position(SHOT_FEN, SHOT)
     assert static_choice(pos) != "14-17"  # the evaluation alone does not see it
-    result = search(pos, depth=depth)
+    result = alphabeta(pos, depth=depth)
     assert str(result.move) == "14-17"
     assert [str(m) for m in result.pv[:3]] == ["14-17", "21x14", "10x17x26"]
     assert 100 <= result.score < MATE_THRESHOLD  # a man up, and no forced win yet
@@ -122,13 +122,13 @@ BLUNDER = """
 def test_avoids_the_blunder(depth: int) -> None:
     pos = position(BLUNDER_FEN, BLUNDER)
     assert static_choice(pos) == "12-16"
-    chosen = search(pos, depth=depth)
+    chosen = alphabeta(pos, depth=depth)
     assert str(chosen.move) not in {"12-16", "10-15"}
     assert abs(chosen.score) < 50  # even
     for blunder, reply in (("12-16", "19x12x3"), ("10-15", "19x10")):
         after = pos.copy()
         after.play(blunder)
-        punished = search(after, depth=8)
+        punished = alphabeta(after, depth=8)
         assert str(punished.move) == reply and punished.score >= 100  # White is a man up
 
 
@@ -153,8 +153,8 @@ def test_forced_win_to_the_king_row() -> None:
     pos = position(RACE_FEN, RACE)
     assert not mover_wins_within(pos.game, 4)
     assert mover_wins_within(pos.game, 5)
-    assert str(search(pos, depth=2).move) == "22-25"  # too shallow to see the win
-    result = search(pos, depth=8)
+    assert str(alphabeta(pos, depth=2).move) == "22-25"  # too shallow to see the win
+    result = alphabeta(pos, depth=8)
     assert str(result.move) in {"26-30", "26-31"}
     assert result.score == MATE_SCORE - 5
     assert len(result.pv) == 5 and result.pv[-1].is_capture
@@ -181,18 +181,18 @@ def test_mate_in_n_has_the_exact_distance_and_sign() -> None:
     pos = position(MATE_FEN, MATE)
     distance = next(n for n in range(1, 12) if mover_wins_within(pos.game, n))
     assert distance == 9
-    winner = search(pos, depth=12)
+    winner = alphabeta(pos, depth=12)
     assert winner.score == MATE_SCORE - distance  # positive: the mover wins
     assert str(winner.move) == "26-30"
     pos.play(winner.move)
-    loser = search(pos, depth=12)
+    loser = alphabeta(pos, depth=12)
     assert loser.score == -(MATE_SCORE - (distance - 1))  # negative: the mover loses
 
 
 def test_lost_and_finished_positions() -> None:
     pos = Position.from_fen("W:W29:B25,22")  # White's only man is blocked: no legal move
     assert pos.result() == "1-0"
-    result = search(pos, depth=3)
+    result = alphabeta(pos, depth=3)
     assert result.move is None and result.depth == 0
     with pytest.raises(ValueError, match="game is over"):
         MinimaxPlayer(depth=2).choose(pos)
@@ -202,7 +202,7 @@ def test_king_capture_loop_keeps_the_king() -> None:
     # White's king on 10 takes four men in a loop and lands back on 10 (10x17x26x19x10); the
     # search must not lose the king on the way (a lone Black man on 1 remains).
     pos = Position.from_fen("W:WK10:B1,14,15,22,23")
-    result = search(pos, depth=3)
+    result = alphabeta(pos, depth=3)
     assert str(result.move) in {"10x17x26x19x10", "10x19x26x17x10"}
     assert 0 < result.score < MATE_THRESHOLD
 
@@ -211,12 +211,12 @@ def test_repetition_is_a_draw_inside_the_search() -> None:
     # Black's lone king against two: lost, unless the game's history offers a threefold
     # repetition. After the moves below, 1-5 recreates a position seen twice already.
     fen = "B:WK25,K32:BK1"
-    assert search(Position.from_fen(fen), depth=6).score < -100
+    assert alphabeta(Position.from_fen(fen), depth=6).score < -100
     pos = Position.from_fen(fen)
     for move in ("1-5", "32-28", "5-9", "28-32", "9-5", "32-28", "5-1", "28-32"):
         pos.play(move)
     assert pos.fen() == fen and pos.game.repetitions() == 2 and pos.result() is None
-    result = search(pos, depth=6)
+    result = alphabeta(pos, depth=6)
     assert (str(result.move), result.score) == ("1-5", 0)
     pos.play("1-5")
     assert (pos.result(), pos.end_reason) == ("1/2-1/2", "threefold repetition")
@@ -226,17 +226,17 @@ def test_forty_move_rule_draws_inside_the_search() -> None:
     # A king up, but the no-progress counter is one ply from the limit: any king move draws.
     limit = _core.MAX_PLIES_WITHOUT_PROGRESS
     up = _core.Game.from_bitboards(8, 1 << 0 | 1 << 3, 1 << 31, 1 << 0 | 1 << 3 | 1 << 31, False)
-    assert search(up, depth=4).score > 100
+    assert alphabeta(up, depth=4).score > 100
     near = _core.Game.from_bitboards(
         8, 1 << 0 | 1 << 3, 1 << 31, 1 << 0 | 1 << 3 | 1 << 31, False, no_progress=limit - 1
     )
-    assert search(near, depth=4).score == 0
+    assert alphabeta(near, depth=4).score == 0
 
 
 def test_ply_cap_draws_inside_the_search() -> None:
     up = Position.from_fen("B:WK32:BK1,K4", max_plies=1)
-    assert search(up, depth=4).score == 0
-    assert search(Position.from_fen("B:WK32:BK1,K4"), depth=4).score > 100
+    assert alphabeta(up, depth=4).score == 0
+    assert alphabeta(Position.from_fen("B:WK32:BK1,K4"), depth=4).score > 100
 
 
 def test_fixed_depth_is_deterministic() -> None:
@@ -247,27 +247,27 @@ def test_fixed_depth_is_deterministic() -> None:
     def signature(result: _core.SearchResult) -> tuple:
         return result.nodes, result.score, result.depth, [str(m) for m in result.pv]
 
-    first = signature(search(pos, depth=7))
-    search(Position.from_fen(SHOT_FEN), depth=9)  # fills the table and the history tables
-    assert signature(search(pos, depth=7)) == first
+    first = signature(alphabeta(pos, depth=7))
+    alphabeta(Position.from_fen(SHOT_FEN), depth=9)  # fills the table and the history tables
+    assert signature(alphabeta(pos, depth=7)) == first
     assert first[2] == 7 and first[0] > 1000
 
 
 def test_time_limit_returns_a_legal_move() -> None:
     pos = Position()
-    result = search(pos, time_ms=30)
+    result = alphabeta(pos, time_ms=30)
     assert result.move in pos.legal_moves() and result.depth >= 1
 
 
 def test_six_by_six_board() -> None:
     pos = Position(size=6)
-    result = search(pos, depth=6)
+    result = alphabeta(pos, depth=6)
     assert result.move in pos.legal_moves()
     assert result.depth == 6 and abs(result.score) < MATE_THRESHOLD
     # Three kings against a man on 6x6: the man is hunted down in exactly 5 plies.
     ending = Position.from_fen("B:W18:BK1,K2,K3", size=6)
     assert not mover_wins_within(ending.game, 4) and mover_wins_within(ending.game, 5)
-    assert search(ending, depth=10).score == MATE_SCORE - 5
+    assert alphabeta(ending, depth=10).score == MATE_SCORE - 5
 
 
 def test_weights_change_the_evaluation() -> None:
@@ -291,7 +291,7 @@ def test_bad_limits_raise() -> None:
     mid.game.step(mid.game.legal_actions()[0])
     assert mid.game.mid_jump
     with pytest.raises(ValueError, match="multi-jump"):
-        search(mid.game, depth=2)
+        alphabeta(mid.game, depth=2)
 
 
 def test_players_from_specs() -> None:

@@ -154,6 +154,16 @@ def test_command_line(tmp_path, capsys) -> None:
     assert f"score {100 * figures['score']:.1f}%" in printed  # the same figures as printed
     assert main(["minimax:2", "alphabeta:9", "--games", "2", "--ray", "off"]) == 2
     assert "unknown player spec 'alphabeta:9'" in capsys.readouterr().err
+    # Trailing key=value arguments override the composed config; a wrong key is named.
+    quick = ["minimax:1", "random", "--games", "2", "--ray", "off"]
+    assert main([*quick, "evaluation.baseline.weights.king=150"]) == 0
+    assert main([*quick, "evaluation.baseline.weights.queen=150"]) == 2
+    assert "evaluation.baseline.weights.queen" in capsys.readouterr().err
+    assert (
+        main(["uniform-mcts", "random", "--games", "2", "--ray", "off", "evaluation.simulations=7"])
+        == 0
+    )
+    assert "uniform-mcts:sims=7 vs random" in capsys.readouterr().out  # reaches MCTS players too
 
 
 def test_match_elo_comes_from_the_games() -> None:

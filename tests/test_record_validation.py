@@ -273,7 +273,7 @@ def test_the_pdn_sample_skips_a_record_whose_moves_do_not_replay(client, tmp_pat
     """record_to_pdn ran outside any try: one such record ended the run at the next sample."""
     from actors.self_play import record_moves
     from game.pdn import read_pdn
-    from learner.run import Run
+    from learner.run import GAMES_FILE, Run
 
     good = random_game_record(20, 6)
     broken = next(
@@ -293,8 +293,8 @@ def test_the_pdn_sample_skips_a_record_whose_moves_do_not_replay(client, tmp_pat
             "logging": {"pdn_sample_games": 5},
         }
     )
-    Run(cfg)._sample_games(store, version=7)
-    games = read_pdn((tmp_path / "games" / "selfplay_v00007.pdn").read_text(), size=6)
+    assert Run(cfg)._write_games(store) == 1
+    games = read_pdn((tmp_path / GAMES_FILE).read_text(), size=6)
     assert [g.moves for g in games] == [record_moves(good)]
 
 

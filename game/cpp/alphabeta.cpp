@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "egdb.h"
+
 namespace cz {
 
 namespace {
@@ -200,8 +202,8 @@ template <int S>
 class Searcher {
  public:
   Searcher(std::vector<TTEntry>& tt, uint8_t generation, SearchScratch& scratch, const EvalWeights& w,
-           const Game& game, const SearchLimits& limits)
-      : tt_(tt), generation_(generation), s_(scratch), w_(w), game_(game), limits_(limits) {}
+           const Game& game, const SearchLimits& limits, const egdb::Database* db)
+      : tt_(tt), generation_(generation), s_(scratch), w_(w), game_(game), limits_(limits), db_(db) {}
 
   SearchResult run() {
     const auto start = Clock::now();
@@ -297,6 +299,11 @@ class Searcher {
     if (ply > 0) {
       if (no_progress >= kMaxPliesWithoutProgress || repeated(ply, no_progress)) return 0;
       if (game_.max_plies() > 0 && root_ply_ + ply >= game_.max_plies()) return 0;
+      if (db_) {
+        const egdb::Value v = db_->probe(b);
+        if (v == egdb::kDraw) return 0;
+        if (v != egdb::kUnknown) return v == egdb::kWin ? kDatabaseWin - ply : ply - kDatabaseWin;
+      }
     }
     const bool capture = moves[0].is_capture();
     // Quiescence: below the horizon keep going only while the mover must capture.
@@ -400,6 +407,7 @@ class Searcher {
   const EvalWeights& w_;
   const Game& game_;
   const SearchLimits limits_;
+  const egdb::Database* db_;
   int root_index_ = 0;
   int root_ply_ = 0;
   uint64_t nodes_ = 0;
@@ -419,7 +427,8 @@ AlphaBeta::AlphaBeta(size_t tt_megabytes) : scratch_(std::make_unique<SearchScra
 
 AlphaBeta::~AlphaBeta() = default;
 
-SearchResult AlphaBeta::search(const Game& game, const SearchLimits& limits, const EvalWeights& weights) {
+SearchResult AlphaBeta::search(const Game& game, const SearchLimits& limits, const EvalWeights& weights,
+                               const egdb::Database* db) {
   if (game.mid_jump()) throw std::invalid_argument("alpha-beta search in the middle of a multi-jump");
   if (limits.depth < 0 || limits.time_ms < 0)
     throw std::invalid_argument("search depth and time must be >= 0, got depth " +
@@ -433,8 +442,9 @@ SearchResult AlphaBeta::search(const Game& game, const SearchLimits& limits, con
     std::fill(tt_.begin(), tt_.end(), TTEntry{});
     generation_ = 1;
   }
-  if (game.size() == 8) return Searcher<8>(tt_, generation_, *scratch_, weights, game, limits).run();
-  return Searcher<6>(tt_, generation_, *scratch_, weights, game, limits).run();
+  if (db && db->size() != game.size()) throw std::invalid_argument("endgame database of another board size");
+  if (game.size() == 8) return Searcher<8>(tt_, generation_, *scratch_, weights, game, limits, db).run();
+  return Searcher<6>(tt_, generation_, *scratch_, weights, game, limits, db).run();
 }
 
 int evaluate(int size, const Board& board, const EvalWeights& weights) {

@@ -20,6 +20,10 @@
 
 namespace cz {
 
+namespace egdb {
+class Database;
+}
+
 // Score of a side to move with no legal move at the root (it has lost); wins found n plies from
 // the root score kMateScore - n. Fits an int16 transposition-table slot with room to spare.
 constexpr int kMateScore = 30000;
@@ -29,6 +33,10 @@ constexpr int kMateThreshold = kMateScore - 1000;
 // Deepest iteration and deepest ply (iteration depth plus capture and forced-move extensions).
 constexpr int kMaxSearchDepth = 64;
 constexpr int kMaxSearchPly = 128;
+// With an endgame database, a position in it that is won for the side to move n plies from the
+// root scores kDatabaseWin - n: above any evaluation, below every forced win the search itself
+// proves (those keep their exact distance), so a database result is never read as a mate score.
+constexpr int kDatabaseWin = kMateThreshold - 1 - kMaxSearchPly;
 
 // Evaluation weights, all in centi-men per unit of the feature, counted for each side and
 // subtracted (own minus opponent's). Python sets them from conf/evaluation/baseline.yaml.
@@ -84,7 +92,10 @@ class AlphaBeta {
   AlphaBeta(const AlphaBeta&) = delete;
   AlphaBeta& operator=(const AlphaBeta&) = delete;
   // Throws std::invalid_argument on a game in the middle of a multi-jump or with no limit.
-  SearchResult search(const Game& game, const SearchLimits& limits, const EvalWeights& weights);
+  // With `db`, positions below the root that are in the endgame database score its exact value
+  // (kDatabaseWin - ply, 0, or the negation) instead of being searched.
+  SearchResult search(const Game& game, const SearchLimits& limits, const EvalWeights& weights,
+                      const egdb::Database* db = nullptr);
   size_t tt_entries() const { return tt_.size(); }
 
  private:

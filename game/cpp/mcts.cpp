@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "egdb.h"
+
 namespace cz {
 
 namespace {
@@ -240,7 +242,8 @@ BatchedMcts::Descent BatchedMcts::descend(int gi) {
     const uint8_t flags = t.nodes[node].flags;
     if (flags & kTerminal) {
       const bool draw = flags & kTerminalDraw;
-      backup(t, path_.data(), int(path_.size()), draw ? 0.0f : -1.0f, draw ? 1.0f : 0.0f, false);
+      const float q = draw ? 0.0f : (flags & kTerminalWin) ? 1.0f : -1.0f;
+      backup(t, path_.data(), int(path_.size()), q, draw ? 1.0f : 0.0f, false);
       ++terminal_hits_;
       outcome = Descent::Terminal;
       break;
@@ -263,6 +266,15 @@ BatchedMcts::Descent BatchedMcts::descend(int gi) {
       if (terminal) {
         t.nodes[node].flags |= kTerminal | (draw ? kTerminalDraw : 0);
         continue;  // scored by the branch above
+      }
+      if (egdb_ && node != 0 && !g.mid_jump()) {
+        const egdb::Value v = egdb_->probe(g.board());
+        if (v != egdb::kUnknown) {
+          ++egdb_hits_;
+          t.nodes[node].flags |=
+              kTerminal | (v == egdb::kDraw ? kTerminalDraw : 0) | (v == egdb::kWin ? kTerminalWin : 0);
+          continue;  // exact, scored by the branch above
+        }
       }
       uint8_t small[kMaxLegalActions];
       for (int j = 0; j < k; ++j) small[j] = uint8_t(acts[j]);

@@ -39,6 +39,10 @@
 
 namespace cz {
 
+namespace egdb {
+class Database;
+}
+
 struct MctsConfig {
   int simulations = 100;           // visits below the root per decision
   int leaves_per_game = 8;         // most leaves gathered from one tree per gather()
@@ -84,6 +88,7 @@ enum NodeFlags : uint8_t {
   kEntered = 16,      // kFlip is known (the node was stepped into once)
   kInFlight = 32,     // sent to the network in the current batch, not yet expanded
   kEvaluated = 64,    // got its own network value (counts one of its visits)
+  kTerminalWin = 128, // with kTerminal: the side to move here wins (endgame database)
 };
 
 class BatchedMcts {
@@ -133,6 +138,11 @@ class BatchedMcts {
   void advance(int i, int action);
   uint64_t collisions() const { return collisions_; }
   uint64_t terminal_hits() const { return terminal_hits_; }
+  // Leaves in the endgame database take its exact value (win/draw/loss) with no network call;
+  // the root is always searched. nullptr (the default) turns it off. Not owned: the caller keeps
+  // the database alive while the search uses it.
+  void set_egdb(const egdb::Database* db) { egdb_ = db; }
+  uint64_t egdb_hits() const { return egdb_hits_; }
 
  private:
   struct Tree {
@@ -183,6 +193,8 @@ class BatchedMcts {
   std::vector<float> weights_;  // scratch for noise and sampling
   uint64_t collisions_ = 0;
   uint64_t terminal_hits_ = 0;
+  const egdb::Database* egdb_ = nullptr;
+  uint64_t egdb_hits_ = 0;
 };
 
 }  // namespace cz

@@ -1,0 +1,217 @@
+"""Builds an endgame database: the signature pairs as a DAG on a process pool or Ray tasks.
+
+A pair (a signature and its colour swap) depends only on the pairs its captures and crownings
+reach, all with fewer pieces or fewer men. ``build()`` runs every pair whose dependencies are
+done, as many at a time as there are workers, and reports progress after each. Each file is
+written under a temporary name and renamed into place, so a killed build leaves only complete
+files; the next build checks those (header, length, checksum) and skips them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures as cf
+import functools
+import logging
+import multiprocessing
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from game import _core
+from game.egdb import (
+    EgdbError,
+    EndgameDatabase,
+    Signature,
+    available_pieces,
+    pair_complete,
+    pair_dependencies,
+    pairs,
+    swapped,
+)
+
+log = logging.getLogger(__name__)
+
+# Progress lines at most this often (and after the last slice): small slices finish in
+# milliseconds, and a line for each would flood a run's log.
+PROGRESS_EVERY_S = 2.0
+
+
+@dataclass
+class BuildReport:
+    pairs_total: int
+    pairs_built: int
+    pairs_skipped: int  # already complete on disk
+    positions: int  # positions solved by this build
+    seconds: float
+    bytes: int  # size of all files of the database
+
+
+def _solve(folder: str, size: int, sig: Signature) -> dict:
+    return _core.egdb_solve_pair(folder, size, sig)
+
+
+def _format_eta(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def build(
+    folder: str | Path,
+    size: int,
+    max_pieces: int,
+    workers: int = 1,
+    use_ray: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> BuildReport:
+    """Builds (or completes) the database of up to ``max_pieces`` pieces in ``folder``.
+
+    ``workers`` processes solve pairs at once (1: in this process). With ``use_ray`` the pairs are
+    Ray tasks on the connected cluster (``ray.init()`` first, or a local one is started); every
+    node must see ``folder`` at the same path (a shared file system), since tasks read their
+    dependencies' files and write their own there.
+    """
+    if max_pieces < 1:
+        raise ValueError(f"--pieces must be at least 1, got {max_pieces}")
+    if workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {workers}")
+    say = progress or log.info
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob(f"{size}x{size}_*.egdb.tmp*"):  # left by a killed build
+        stale.unlink()
+    order = pairs(size, max_pieces)
+    deps = {s: pair_dependencies(size, s) for s in order}
+    sizes = {
+        s: _core.egdb_index_size(size, s)
+        + (0 if s == swapped(s) else _core.egdb_index_size(size, swapped(s)))
+        for s in order
+    }
+    done = {s for s in order if pair_complete(folder, size, s)}
+    skipped = len(done)
+    todo = [s for s in order if s not in done]
+    total_positions = sum(sizes[s] for s in todo)
+    say(
+        f"endgame database {size}x{size} up to {max_pieces} pieces in {folder}: "
+        f"{len(order)} slices, "
+        f"{skipped} already built, {len(todo)} to build ({total_positions:,} positions)"
+    )
+    start = time.monotonic()
+    solved = 0
+    last_report = start
+
+    def report(sig: Signature) -> None:
+        nonlocal last_report, solved
+        done.add(sig)
+        solved += sizes[sig]
+        now = time.monotonic()
+        if now - last_report < PROGRESS_EVERY_S and len(done) < len(order):
+            return
+        last_report = now
+        elapsed = max(now - start, 1e-9)
+        rate = solved / elapsed
+        eta = (total_positions - solved) / rate if rate > 0 else 0.0
+        say(
+            f"egdb {size}x{size}: {len(done)}/{len(order)} slices (last {'-'.join(map(str, sig))}) "
+            f"{solved:,}/{total_positions:,} positions, {rate / 1e6:.2f} M positions/s, "
+            f"ETA {_format_eta(eta)}"
+        )
+
+    if use_ray:
+        _run_ray(folder, size, todo, deps, done, report)
+    elif workers == 1:
+        for sig in todo:
+            _solve(str(folder), size, sig)
+            report(sig)
+    else:
+        ctx = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads
+        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            running: dict[cf.Future, Signature] = {}
+            waiting = list(todo)
+            while waiting or running:
+                for sig in [s for s in waiting if deps[s] <= done][
+                    : max(0, workers - len(running))
+                ]:
+                    waiting.remove(sig)
+                    running[pool.submit(_solve, str(folder), size, sig)] = sig
+                if not running:
+                    raise RuntimeError(
+                        "endgame database: slices left whose dependencies cannot be built"
+                    )
+                finished, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
+                for fut in finished:
+                    sig = running.pop(fut)
+                    fut.result()  # a worker's error stops the build here, naming the slice
+                    report(sig)
+    seconds = time.monotonic() - start
+    db_bytes = sum(p.stat().st_size for p in folder.glob(f"{size}x{size}_*.egdb"))
+    say(
+        f"egdb {size}x{size} up to {max_pieces} pieces: done in {seconds:.1f} s, "
+        f"{db_bytes:,} bytes in {folder}"
+    )
+    return BuildReport(len(order), len(todo), skipped, solved, seconds, db_bytes)
+
+
+def _run_ray(folder, size, todo, deps, done, report) -> None:
+    import ray  # optional: only a --ray build needs it
+
+    if not ray.is_initialized():
+        ray.init()
+    solve = ray.remote(_solve)
+    waiting = list(todo)
+    running = {}
+    while waiting or running:
+        for sig in [s for s in waiting if deps[s] <= done]:
+            waiting.remove(sig)
+            running[solve.remote(str(folder), size, sig)] = sig
+        if not running:
+            raise RuntimeError("endgame database: slices left whose dependencies cannot be built")
+        ready, _ = ray.wait(list(running), num_returns=1)
+        for ref in ready:
+            sig = running.pop(ref)
+            ray.get(ref)
+            report(sig)
+
+
+def ensure_database(
+    folder: str | Path,
+    size: int,
+    max_pieces: int,
+    workers: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> EndgameDatabase:
+    """Opens the database, first building whatever part of it is missing or damaged (with
+    progress lines); complete files are kept."""
+    say = progress or log.info
+    if available_pieces(folder, size, max_pieces) >= max_pieces:
+        try:
+            return EndgameDatabase(folder, size, max_pieces)
+        except EgdbError as e:
+            say(f"{e}: rebuilding what is damaged")
+    else:
+        say(
+            f"endgame database {size}x{size} up to {max_pieces} pieces not found in {folder}: "
+            "building it"
+        )
+    build(folder, size, max_pieces, workers=workers, progress=say)
+    return EndgameDatabase(folder, size, max_pieces)
+
+
+@functools.cache
+def cached_database(folder: str, size: int, max_pieces: int, workers: int = 1) -> EndgameDatabase:
+    """``ensure_database`` once per process and arguments: players and searches share one map."""
+    return ensure_database(folder, size, max_pieces, workers=workers)
+
+
+# Unmapped before the interpreter tears the compiled module down (else it reports leaks).
+atexit.register(cached_database.cache_clear)
+
+
+def database_from_config(cfg, size: int) -> EndgameDatabase:
+    """The database the ``egdb`` config group names (built first if missing), for board ``size``."""
+    try:
+        folder, pieces, workers = str(cfg["dir"]), int(cfg["pieces"]), int(cfg["build_workers"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"config group egdb needs dir, pieces and build_workers: {err}") from None
+    return cached_database(folder, size, pieces, workers)

@@ -1,0 +1,542 @@
+"""The endgame database: index counts, file checks, resumable builds, and its values checked
+against the rules by separate passes, an alpha-beta search and classic endings.
+
+Default lane: the 6x6 database up to 4 pieces and the 8x8 one up to 4 pieces (built once per
+session, a few seconds). Slow lane: 8x8 up to 5 pieces, and a build killed mid-way and resumed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from game import Position, _core
+from game.egdb import (
+    DRAW,
+    LOSS,
+    WIN,
+    EgdbError,
+    EndgameDatabase,
+    available_pieces,
+    check_file,
+    describe,
+    file_path,
+    pair_complete,
+    pairs,
+    signatures,
+)
+from game.egdb.__main__ import main as egdb_main
+from game.egdb.build import build, ensure_database
+from tests import reference_rules as ref
+
+# OEIS A055213: positions with n pieces on the 8x8 board (men never on their crowning row).
+A055213 = {1: 120, 2: 6_972, 3: 261_224, 4: 7_092_774, 5: 148_688_232}
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def egdb_dirs(tmp_path_factory) -> dict[int, Path]:
+    out = {}
+    for size, pieces in ((6, 4), (8, 4)):
+        folder = tmp_path_factory.mktemp(f"egdb{size}")
+        report = build(folder, size, pieces)
+        assert report.pairs_built == len(pairs(size, pieces))
+        out[size] = folder
+    return out
+
+
+@pytest.fixture(scope="session")
+def db6(egdb_dirs) -> EndgameDatabase:
+    return EndgameDatabase(egdb_dirs[6], 6, 4)
+
+
+@pytest.fixture(scope="session")
+def db8(egdb_dirs) -> EndgameDatabase:
+    return EndgameDatabase(egdb_dirs[8], 8, 4)
+
+
+def board_of(size: int, sig, index: int, white_to_move: bool = False) -> Position:
+    black, white, kings = _core.egdb_board_at(size, sig, index)
+    return Position.from_game(_core.Game.from_bitboards(size, black, white, kings, white_to_move))
+
+
+def random_positions(size: int, max_pieces: int, n: int, seed: int) -> list[Position]:
+    rng = random.Random(seed)
+    sigs = signatures(size, max_pieces)
+    out = []
+    for _ in range(n):
+        sig = rng.choice(sigs)
+        index = rng.randrange(_core.egdb_index_size(size, sig))
+        out.append(board_of(size, sig, index, white_to_move=rng.random() < 0.5))
+    return out
+
+
+# --- the index --------------------------------------------------------------------------------
+
+
+def test_index_counts_equal_oeis_a055213():
+    for n, expected in A055213.items():
+        counted = sum(_core.egdb_index_size(8, s) for s in signatures(8, n) if sum(s) == n)
+        assert counted == expected, n
+    # 6x6: 15 squares for each side's men, 18 for kings; one piece anywhere it may stand.
+    assert sum(_core.egdb_index_size(6, s) for s in signatures(6, 1)) == 2 * 15 + 2 * 18
+
+
+def test_index_is_a_bijection_on_small_signatures():
+    back, crown = 0b111, 0b111 << 15  # 6x6: Black's back row, Black's crowning row
+    for sig in signatures(6, 3):
+        seen = set()
+        for i in range(_core.egdb_index_size(6, sig)):
+            black, white, kings = _core.egdb_board_at(6, sig, i)
+            assert black & white == 0 and kings & ~(black | white) == 0
+            assert black & ~kings & crown == 0 and white & ~kings & back == 0  # men never crowned
+            assert _core.egdb_index_of(6, black, white, kings) == (sig, i)
+            seen.add((black, white, kings))
+        assert len(seen) == _core.egdb_index_size(6, sig)
+
+
+def test_index_round_trips_on_five_piece_signatures():
+    rng = random.Random(5)
+    for sig in signatures(8, 5):
+        n = _core.egdb_index_size(8, sig)
+        for i in [0, n - 1] + [rng.randrange(n) for _ in range(20)]:
+            black, white, kings = _core.egdb_board_at(8, sig, i)
+            assert _core.egdb_index_of(8, black, white, kings) == (sig, i)
+    with pytest.raises(ValueError, match="legal placement"):
+        _core.egdb_index_of(8, 1 << 31, 0, 0)  # a black man on its crowning row
+
+
+# --- values against the rules -----------------------------------------------------------------
+
+
+def test_every_position_is_the_best_over_its_moves(db6, db8):
+    """The core's own verifier: a plain one-step minimax over every stored position."""
+    for db in (db6, db8):
+        for sig in signatures(db.size, db.max_pieces):
+            assert db.verify(sig) == 0, sig
+
+
+def _ref_value(db: EndgameDatabase, pos: ref.RefPosition) -> int:
+    black = white = kings = 0
+    for square, piece in pos.pieces:
+        b = 1 << (square - 1)
+        if piece in "bB":
+            black |= b
+        else:
+            white |= b
+        if piece.isupper():
+            kings |= b
+    return db.core.probe(black, white, kings, pos.turn == ref.WHITE)
+
+
+def _ref_position(size: int, black: int, white: int, kings: int, turn: str) -> ref.RefPosition:
+    pieces = []
+    for square in range(1, size * size // 2 + 1):
+        b = 1 << (square - 1)
+        if black & b:
+            pieces.append((square, "B" if kings & b else "b"))
+        elif white & b:
+            pieces.append((square, "W" if kings & b else "w"))
+    return ref.RefPosition(size, tuple(pieces), turn)
+
+
+def test_values_follow_an_independent_rules_implementation(db6, db8):
+    """Every 6x6 placement of up to 3 pieces (and a sample of 8x8 ones of up to 4), with either
+    side to move (alternately), checked against its successors under tests/reference_rules.py,
+    which shares no code with the core: no moves is a loss, else a win iff some successor is
+    lost for its mover, else a draw iff some successor is drawn."""
+    rng = random.Random(3)
+    checked = 0
+    for db, max_pieces, sample in ((db6, 3, None), (db8, 4, 60)):
+        for sig in signatures(db.size, max_pieces):
+            n = _core.egdb_index_size(db.size, sig)
+            indices = range(n) if sample is None else [rng.randrange(n) for _ in range(sample)]
+            for i in indices:
+                black, white, kings = _core.egdb_board_at(db.size, sig, i)
+                pos = _ref_position(db.size, black, white, kings, (ref.BLACK, ref.WHITE)[i % 2])
+                children = [_ref_value(db, ref.apply_move(pos, m)) for m in ref.legal_moves(pos)]
+                expected = WIN if LOSS in children else DRAW if DRAW in children else LOSS
+                assert _ref_value(db, pos) == expected, (ref.to_fen(pos), children)
+                checked += 1
+    assert checked > 40_000
+
+
+@pytest.mark.parametrize("size", [6, 8])
+def test_agrees_with_alpha_beta_on_random_positions(size, db6, db8):
+    """A depth-limited alpha-beta proves wins and losses within its horizon: each proof must
+    match the database, and no position the database calls a draw may be proven either way."""
+    db = db6 if size == 6 else db8
+    proven = 0
+    positions = random_positions(size, 4, 1500, seed=size)
+    for pos in positions:
+        if pos.is_over():
+            continue
+        result = _core.alphabeta_search(pos.game, depth=12)
+        value = db.value(pos)
+        if abs(result.score) >= _core.MATE_THRESHOLD:
+            proven += 1
+            assert value == (WIN if result.score > 0 else LOSS), (pos.fen(), result)
+    assert proven > len(positions) // 4  # the search proves many, so the check has teeth
+
+
+# --- classic endings ---------------------------------------------------------------------------
+
+
+def test_single_king_opposition(db8):
+    """Lasker, Chess and Checkers, diagram 88 (square numbers as in every checkers book):
+
+    White king on 32, Black king on 26:
+       .  W  .  .  .  .  .  .     <- 32 31 30 29 (White's side, drawn at the top)
+       .  .  .  .  B  .  .  .     <- 28 27 26 25
+    White to move wins by 32-27 (taking the opposition); Black to move draws by 26-31,
+    reaching the double corner. 1 king against 1 king is otherwise a draw.
+    """
+    assert db8.probe(Position.from_fen("W:WK32:BK26")) == "win"
+    assert db8.probe(Position.from_fen("B:WK32:BK26")) == "draw"
+    assert db8.probe(Position.from_fen("B:WK28:BK5")) == "draw"  # both in double corners
+    assert db8.probe(Position.from_fen("W:WK28:BK5")) == "draw"
+
+
+def test_two_kings_beat_one(db8):
+    """Two kings win against one, whoever moves, unless the lone king wins one of them back:
+
+        Black kings on 1 and 3, White king in the double corner on 32: Black wins either way.
+
+    The exception, a fork: White kings on 7 and 14, Black king on 6, Black to move:
+           .  .  .  .  .  .  .  .      <- 1 2 3 4 (Black's back row, drawn at the top)
+           .  .  B  .  W  .  .  .      <- 5 6 7 8
+           .  .  .  .  .  .  .  .      <- 9 10 11 12
+           .  .  W  .  .  .  .  .      <- 13 14 15 16
+    (B: Black king, W: White kings.) 6-10 attacks both kings (10x3 over 7, 10x17 over 14);
+    neither can take the king on 10, since each blocks the other's landing square. One falls:
+    a draw.
+    """
+    assert db8.probe(Position.from_fen("B:WK32:BK1,K3")) == "win"
+    assert db8.probe(Position.from_fen("W:WK32:BK1,K3")) == "loss"
+    assert db8.probe(Position.from_fen("B:WK7,K14:BK6")) == "draw"
+    pos = Position.from_fen("B:WK7,K14:BK6")
+    pos.play("6-10")
+    assert db8.probe(pos) == "draw" and all(not m.is_capture for m in pos.legal_moves())
+    # Over every such position with the lone king to move and no capture for it: nearly all lost.
+    values = []
+    for i in range(_core.egdb_index_size(8, (0, 1, 0, 2))):
+        black, white, kings = _core.egdb_board_at(8, (0, 1, 0, 2), i)
+        game = _core.Game.from_bitboards(8, black, white, kings, False)
+        if not any(m.is_capture for m in game.legal_moves()):
+            values.append(db8.core.probe_game(game))
+    assert values.count(LOSS) == 12_790 and values.count(DRAW) == 66 and len(values) == 12_856
+
+
+# The ACF's "Winning First Position" (acfcheckers.com, Standard Positions): White, a king on 15 and
+# a man on 20, against Black's king in the double corner on 28 and a man on 12; White to move:
+#
+#      32  31  30  29            .  .  .  .
+#    28  27  26  25            B  .  .  .        B: Black king on 28
+#      24  23  22  21            .  .  .  .
+#    20  19  18  17            w  .  .  .        w: White man on 20
+#      16  15  14  13            .  W  .  .      W: White king on 15
+#    12  11  10   9            b  .  .  .        b: Black man on 12
+#
+# The trunk line: every position on it stays a White win, whoever is to move.
+FIRST_POSITION = "W:W20,K15:BK28,12"
+FIRST_POSITION_TRUNK = (
+    "15-19 28-32 20-16 32-28 16-11 28-32 11-7 32-28 7-3 28-32 3-7 32-28 7-10 28-32 10-15 32-28 "
+    "15-18 28-32 18-23 32-28 23-27 28-32 19-23 32-28 27-32 28-24 23-18 24-28 18-15 28-24 32-28 "
+    "24-27 15-18 12-16 28-32 27-24 18-15 24-28 15-11 16-19 32-27 28-32 27-31 32-28 11-15"
+)
+
+
+def test_first_position_is_won_along_the_acf_trunk(db8):
+    pos = Position.from_fen(FIRST_POSITION)
+    assert db8.probe(pos) == "win"
+    for move in FIRST_POSITION_TRUNK.split():
+        pos.play(move)
+        expected = "win" if pos.turn == "W" else "loss"
+        assert db8.probe(pos) == expected, (move, pos.fen())
+    assert describe(db8.value(pos), pos.turn) == "database loss for Black"
+
+
+def test_probe_edges(db8):
+    assert db8.probe(Position()) is None  # 24 pieces: not in the database
+    pos = Position.from_fen("W:WK32:BK26")
+    flipped = Position.from_fen("B:W7:B1")  # not the same position: a sanity probe of men
+    values = db8.probe_many([pos, flipped, Position()])
+    assert values.tolist() == [db8.value(pos), db8.value(flipped), 0]
+    with pytest.raises(ValueError, match="6x6 position"):
+        db8.value(Position(size=6))
+    states = np.array([[1, 1, 0, 0]], dtype=np.uint32)  # both sides on square 1: refused quietly
+    assert db8.probe_states(states).tolist() == [0]
+
+
+# --- files ------------------------------------------------------------------------------------
+
+
+def _copy_db(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_damaged_files_are_refused_by_name(egdb_dirs, tmp_path):
+    folder = _copy_db(egdb_dirs[6], tmp_path / "db")
+    sig = (1, 1, 0, 1)
+    path = file_path(folder, 6, sig)
+    good = path.read_bytes()
+    assert check_file(path, 6, sig) == _core.egdb_index_size(6, sig)
+
+    def refused(data: bytes, match: str) -> None:
+        path.write_bytes(data)
+        with pytest.raises(EgdbError, match=match) as err:
+            EndgameDatabase(folder, 6, 3)
+        assert str(path) in str(err.value)
+
+    refused(good[:-3], "truncated")
+    refused(good[:40], "truncated")
+    damaged = bytearray(good)
+    damaged[100] ^= 0x10
+    refused(bytes(damaged), "damaged values")
+    damaged = bytearray(good)
+    damaged[8] = 9  # format version, header checksum now wrong
+    refused(bytes(damaged), "damaged header")
+    refused(b"PK\x03\x04" + good[4:], "bad magic")
+    refused(file_path(folder, 6, (0, 1, 1, 1)).read_bytes(), "holds signature 0-1-1-1")
+    refused(good + b"\0", "trailing bytes")
+    path.unlink()
+    with pytest.raises(EgdbError, match="cannot open"):
+        EndgameDatabase(folder, 6, 3)
+
+
+def test_build_resumes_and_repairs(egdb_dirs, tmp_path):
+    folder = tmp_path / "db"
+    first = build(folder, 6, 3)
+    originals = {p.name: p.read_bytes() for p in folder.iterdir()}
+    assert first.pairs_built == len(pairs(6, 3)) and first.pairs_skipped == 0
+    file_path(folder, 6, (0, 2, 0, 1)).unlink()  # a missing file
+    damaged = file_path(folder, 6, (1, 0, 1, 0))
+    damaged.write_bytes(damaged.read_bytes()[:-1])  # a truncated one
+    (folder / "6x6_2-0-1-0.egdb.tmp123").write_bytes(b"partial")  # what a killed build leaves
+    again = build(folder, 6, 3)
+    assert again.pairs_built == 2 and again.pairs_skipped == len(pairs(6, 3)) - 2
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == originals
+    # The same files from the 6x6 database of the session (built up to 4 pieces).
+    for name, data in originals.items():
+        assert (egdb_dirs[6] / name).read_bytes() == data
+
+
+def test_process_pool_builds_the_same_files(egdb_dirs, tmp_path):
+    lines: list[str] = []
+    report = build(tmp_path, 6, 4, workers=2, progress=lines.append)
+    assert report.pairs_built == len(pairs(6, 4))
+    for p in egdb_dirs[6].glob("*.egdb"):
+        assert (tmp_path / p.name).read_bytes() == p.read_bytes(), p.name
+    assert any("positions/s" in line and "ETA" in line for line in lines)
+
+
+def test_ensure_database_builds_what_is_missing(tmp_path):
+    lines: list[str] = []
+    db = ensure_database(tmp_path, 6, 2, progress=lines.append)
+    assert "not found" in lines[0] and available_pieces(tmp_path, 6) == 2
+    assert db.probe(Position.from_fen("W:WK1:BK18", size=6)) == "draw"
+    lines.clear()
+    ensure_database(tmp_path, 6, 2, progress=lines.append)
+    assert lines == []  # present: opened, not rebuilt
+    damaged = file_path(tmp_path, 6, (0, 1, 0, 1))
+    good = damaged.read_bytes()
+    damaged.write_bytes(good[:-1])
+    db = ensure_database(tmp_path, 6, 2, progress=lines.append)
+    assert "truncated" in lines[0] and damaged.read_bytes() == good
+
+
+def test_cli_build_probe_verify(tmp_path, capsys):
+    assert (
+        egdb_main(
+            ["build", "--pieces", "3", "--board", "6", "--out", str(tmp_path), "--workers", "1"]
+        )
+        == 0
+    )
+    assert "built" in capsys.readouterr().out
+    assert egdb_main(["probe", "W:WK1,K3:BK10", "--board", "6", "--dir", str(tmp_path)]) == 0
+    assert "database win for White" in capsys.readouterr().out
+    assert egdb_main(["verify", "--board", "6", "--dir", str(tmp_path)]) == 0
+    assert "every position consistent" in capsys.readouterr().out
+    assert egdb_main(["probe", "W:WK1:BK10", "--board", "8", "--dir", str(tmp_path)]) == 2
+    assert "no 8x8 endgame database" in capsys.readouterr().err
+
+
+# --- uses: MCTS leaves, alpha-beta, self-play and match adjudication ---------------------------
+
+
+def _root_after_search(config, db: EndgameDatabase | None, fen: str, simulations: int = 200):
+    from game.mcts import UniformEvaluator, new_search, search
+
+    cfg = config(f"mcts.simulations={simulations}", "mcts.dirichlet_epsilon=0.0").mcts
+    mcts = new_search(1, 8, cfg, seed=0)
+    if db is not None:
+        mcts.set_egdb(db.core)
+    mcts.reset(0, Position.from_fen(fen).game)
+    search(mcts, UniformEvaluator())
+    return mcts
+
+
+def test_mcts_leaves_take_the_database_value(db8, config):
+    """First Position, White to move: with the database every child is scored exactly, so the
+    root's value is a win and the chosen move keeps it; with only the uniform evaluator the
+    root looks even."""
+    with_db = _root_after_search(config, db8, FIRST_POSITION)
+    assert with_db.egdb_hits > 0
+    assert with_db.root_wdl(0)[0] > 0.9
+    game = with_db.game(0)
+    game.step(with_db.choose(0, 0.0))
+    assert db8.core.probe_game(game) == LOSS  # Black to move, lost
+    without = _root_after_search(config, None, FIRST_POSITION)
+    assert without.egdb_hits == 0 and without.root_wdl(0)[0] < 0.5
+
+
+def test_minimax_with_the_database(db8, egdb_dirs):
+    from evaluation.players import make_player
+
+    with pytest.raises(ValueError, match="needs an endgame database"):
+        make_player("minimax+db:4")
+    player = make_player("minimax+db:4", egdb_dir=str(egdb_dirs[8]), egdb_pieces=4)
+    assert player.name == "minimax+db:4"
+    pos = Position.from_fen(FIRST_POSITION)
+    pos.play(player.choose(pos))
+    assert db8.probe(pos) == "loss"  # Black to move after White's choice: still lost
+    assert player.last.score == _core.DATABASE_WIN - 1
+    plain = make_player("minimax:4")
+    plain.choose(Position.from_fen(FIRST_POSITION))
+    assert abs(plain.last.score) < 1000  # without the database the win is beyond its horizon
+
+
+def test_match_adjudicates_database_positions(egdb_dirs):
+    from evaluation.match import play_game
+    from evaluation.players import make_player
+    from game.openings import Opening
+
+    db = EndgameDatabase(egdb_dirs[6], 6, 4)
+    black, white = make_player("minimax:2"), make_player("random:1")
+    opening = Opening("start", (), size=6)
+    adjudicated = 0
+    for seed in range(6):
+        white = make_player(f"random:{seed}")
+        game = play_game(black, white, opening, size=6, egdb=db)
+        pos = Position(size=6)
+        for move in game.moves:
+            pos.play(move)
+        if game.end_reason.startswith("database"):
+            adjudicated += 1
+            value = db.value(pos)
+            assert game.end_reason == describe(value, pos.turn)
+            assert (
+                game.result
+                == {"win": {"B": "1-0", "W": "0-1"}, "loss": {"B": "0-1", "W": "1-0"}}.get(
+                    db.probe(pos), {"B": "1/2-1/2", "W": "1/2-1/2"}
+                )[pos.turn]
+            )
+        else:
+            assert pos.is_over()
+    assert adjudicated > 0
+
+
+def test_self_play_adjudicates_and_scores_leaves(egdb_dirs, config):
+    from actors.self_play import play_games, start_game
+    from game.mcts import UniformEvaluator
+    from game.records import Termination
+
+    cfg = config(
+        "game=small",
+        "mcts.simulations=16",
+        "mcts.leaves_per_game=4",
+        "selfplay.games_in_parallel=3",
+        "selfplay.openings=start",
+        "selfplay.resign=false",
+        f"egdb.dir={egdb_dirs[6]}",
+        "egdb.pieces=4",
+        "egdb.adjudicate_selfplay=true",
+        "egdb.mcts_leaves=true",
+    )
+    db = EndgameDatabase(egdb_dirs[6], 6, 4)
+    records = play_games(UniformEvaluator(), cfg, n_games=6, seed=2)
+    ended = [r for r in records if r.termination == Termination.DATABASE]
+    assert ended
+    for record in ended:
+        between_turns = record.positions[(record.positions[:, 3] >> 1) & 0x3F == 0]
+        assert (db.probe_states(between_turns[:, :4]) == 0).all()  # never played on inside it
+        game = start_game(record)
+        for action in record.played:
+            game.step(int(action))
+        value = db.core.probe_game(game)
+        white_to_move = game.white_to_move
+        expected = {DRAW: 3, WIN: 2 if white_to_move else 1, LOSS: 1 if white_to_move else 2}
+        assert int(record.result) == expected[value]
+
+
+# --- slow lane ---------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_killed_build_resumes_at_its_slice(tmp_path):
+    """A build killed (SIGKILL) mid-way: the next one keeps every complete pair, builds the rest."""
+    cmd = [sys.executable, "-m", "game.egdb", "build", "--pieces", "5", "--board", "6"]
+    cmd += ["--out", str(tmp_path), "--workers", "1"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    assert "65 slices" in proc.stdout.readline()  # the header: the build has started
+    time.sleep(2.0)  # the whole build takes about 10 s
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    kept = {p.name for p in tmp_path.glob("*.egdb")}
+    complete = [s for s in pairs(6, 5) if pair_complete(tmp_path, 6, s)]
+    assert 0 < len(complete) < len(pairs(6, 5))
+    report = build(tmp_path, 6, 5)
+    assert report.pairs_skipped == len(complete)
+    assert kept <= {p.name for p in tmp_path.glob("*.egdb")}
+    assert not list(tmp_path.glob("*.tmp*"))
+    db = EndgameDatabase(tmp_path, 6, 5)
+    assert all(db.verify(s) == 0 for s in signatures(6, 5))
+
+
+@pytest.mark.slow
+def test_five_pieces_on_8x8(tmp_path):
+    report = build(tmp_path, 8, 5, workers=2)
+    assert report.pairs_built == len(pairs(8, 5))
+    db = EndgameDatabase(tmp_path, 8, 5)
+    for sig in signatures(8, 5):
+        assert db.verify(sig) == 0, sig
+    proven = 0
+    for pos in random_positions(8, 5, 1000, seed=55):
+        if pos.is_over():
+            continue
+        result = _core.alphabeta_search(pos.game, depth=9)
+        if abs(result.score) >= _core.MATE_THRESHOLD:
+            proven += 1
+            assert db.value(pos) == (WIN if result.score > 0 else LOSS), pos.fen()
+    assert proven > 200
+
+
+@pytest.mark.slow
+def test_ray_build_on_a_cluster(egdb_dirs, tmp_path):
+    """The slices as Ray tasks on a real two-node cluster (sharing this machine's folder)."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    ray.init(address=cluster.address)
+    try:
+        lines: list[str] = []
+        report = build(tmp_path, 6, 4, use_ray=True, progress=lines.append)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert report.pairs_built == len(pairs(6, 4)) and report.positions == 592_084
+    for p in egdb_dirs[6].glob("*.egdb"):
+        assert (tmp_path / p.name).read_bytes() == p.read_bytes(), p.name
+    assert "592,084/592,084 positions" in lines[-2]
