@@ -49,8 +49,8 @@ from baselines.expert_games import (
     split_games,
     write_split_summary,
 )
-from evaluation.calibration import calibrate, format_table, sample_positions
 from evaluation.policy_player import move_log_probs
+from evaluation.wdl_calibration import calibrate, format_table, sample_positions
 from game import encoding
 from game.pdn import PdnGame
 from learner.inference import NetworkEvaluator

@@ -31,11 +31,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from evaluation.arena import MatchResult, run_match
 from evaluation.elo import fit_ratings, match_elo
 from evaluation.ladder import rung_results
-from evaluation.match import MatchResult, load_openings, run_match
 from evaluation.players import EvalWeights, alphabeta
 from game import Position
+from game.openings import load_openings
 
 MATERIAL_ONLY = {
     "man": 100,

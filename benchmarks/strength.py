@@ -20,7 +20,7 @@ The same network at each simulation budget plays the same ladder with the same o
 fit rates them all, so the table shows the Elo each budget reaches and what each step up buys.
 
 Games run on a process pool (``--workers``) or Ray (``--ray``), one task per game pair, each
-worker loading the checkpoint itself (evaluation.match.run_match). ``--out DIR`` writes every
+worker loading the checkpoint itself (evaluation.arena.run_match). ``--out DIR`` writes every
 game as PDN and the fitted ratings as CSV.
 """
 
@@ -35,9 +35,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import game
+from evaluation.arena import MatchResult, run_match
 from evaluation.elo import PairResult, Ratings, fit_ratings, match_elo
 from evaluation.ladder import pair_results, rung_results
-from evaluation.match import MatchResult, load_openings, run_match
+from game.openings import load_openings
 from game.pdn import write_pdn
 
 DATA = Path(game.__file__).resolve().parent / "data"  # ships in the wheel

@@ -24,6 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from evaluation.arena import MatchResult, PairRecord
 from evaluation.elo import PairResult, Ratings
 from evaluation.gate import gate
 from evaluation.gating import ACCEPT, CONTINUE, REJECT, SPRT
@@ -46,7 +47,6 @@ from evaluation.ladder import (
     rung_results,
     write_ratings_csv,
 )
-from evaluation.match import MatchResult, PairRecord
 from evaluation.network_player import network_player
 from evaluation.players import Player
 from evaluation.settings import EvalSettings

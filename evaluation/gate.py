@@ -14,8 +14,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from evaluation.arena import PairRecord, play_pair, schedule
 from evaluation.gating import CONTINUE, SPRT, GateDecision
-from evaluation.match import PairRecord, play_pair, schedule
 from evaluation.players import Player
 from game.egdb import EndgameDatabase
 from game.openings import Opening

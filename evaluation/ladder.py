@@ -19,8 +19,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from evaluation.arena import MatchResult, PairRecord, play_match
 from evaluation.elo import PairResult, Ratings, fit_ratings
-from evaluation.match import MatchResult, PairRecord, play_match
 from evaluation.players import Player, make_player
 from game.egdb import EndgameDatabase
 from game.openings import Opening

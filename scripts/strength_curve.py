@@ -19,9 +19,9 @@ import re
 import sys
 from pathlib import Path
 
+from evaluation.arena import MatchResult, run_match
 from evaluation.elo import fit_ratings
 from evaluation.ladder import pair_results, rung_results
-from evaluation.match import MatchResult, run_match
 from game.openings import load_openings
 from learner.metrics import read_metrics
 

@@ -10,7 +10,7 @@ import torch
 
 from baselines import dqn
 from baselines.config import load_config
-from evaluation.match import play_match
+from evaluation.arena import play_match
 from evaluation.players import make_player
 from evaluation.policy_player import PolicyPlayer
 from game import Position, encoding

@@ -417,7 +417,7 @@ def test_minimax_with_the_database(db8, egdb_dirs):
 
 
 def test_match_adjudicates_database_positions(egdb_dirs):
-    from evaluation.match import play_game
+    from evaluation.arena import play_game
     from evaluation.players import make_player
     from game.openings import Opening
 

@@ -11,11 +11,11 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from evaluation.arena import play_match, run_match
 from evaluation.evaluator import EvaluatorWorker
 from evaluation.gate import gate
 from evaluation.keys import decisions_key, read_eval_metrics, results_key
 from evaluation.ladder import fit_all, in_process, ladder_results, pair_results, rung_results
-from evaluation.match import play_match, run_match
 from evaluation.network_player import MCTSPlayer, parse_spec
 from evaluation.players import make_player
 from evaluation.settings import EvalSettings

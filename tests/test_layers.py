@@ -154,7 +154,7 @@ def test_downward_imports_pass_the_check():
 
 
 def test_the_rules_the_search_and_self_play_load_no_torch():
-    modules = "game, game.mcts, game.records, game.pdn, actors.self_play, evaluation.match"
+    modules = "game, game.mcts, game.records, game.pdn, actors.self_play, evaluation.arena"
     code = f"import sys\nimport {modules}\nprint('torch' in sys.modules, 'ray' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.match import load_openings, run_match
+from evaluation.arena import run_match
+from game.openings import load_openings
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_MINUTES = 4

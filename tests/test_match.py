@@ -9,20 +9,19 @@ import math
 
 import pytest
 
-from evaluation.match import (
+from evaluation.arena import (
     MatchResult,
-    Opening,
     PairRecord,
     PlayedGame,
-    load_openings,
-    main,
     play_game,
     play_match,
     run_match,
     schedule,
 )
+from evaluation.match import main
 from evaluation.players import MinimaxPlayer, RandomPlayer
 from game import Position
+from game.openings import Opening, load_openings
 from game.pdn import read_pdn, write_pdn
 
 

@@ -1,0 +1,449 @@
+"""Matches between two players, from an opening deck with colours reversed, in parallel.
+
+Every opening is played twice, once with each player as Black, and the two games are kept
+together as a *pair*: the pentanomial model of the gate (evaluation.gating) scores pairs, which
+cancels most of the bias of an unbalanced opening. The default openings are the ACF 3-move
+deck used in tournaments (156 ballots: crossboard and mail-play; the 18 barred ballots lose
+by force and are skipped); ``start`` plays every game from the initial position.
+
+``play_match`` runs in this process with Player objects. ``run_match`` (and the command line,
+``python -m evaluation.match``) takes player *specs* instead, because workers build their own
+players: one Ray task per game pair when Ray is available, else a local process pool, else a
+plain loop. Results cross process boundaries as plain dicts of strings and numbers, never as
+pickled objects.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from multiprocessing import get_context
+from typing import Any
+
+from evaluation.elo import EloEstimate, match_elo
+from evaluation.players import Player, make_player
+from game.egdb import EndgameDatabase, describe, result_of
+from game.egdb.build import cached_database
+from game.openings import Opening
+from game.pdn import PdnGame
+from game.position import Position
+from learner.cluster import start_ray
+
+logger = logging.getLogger(__name__)
+
+# A game reaching this many plies is drawn by the ply cap. Expert games rarely pass 150 plies
+# and the forty-move rule ends shuffling endings well before 300; the cap only stops pathologies.
+DEFAULT_MAX_PLIES = 300
+# Seconds to wait for any one game pair before giving up on a worker (Ray waits forever on a
+# resource no node has): ample for depth 8 on a slow core, whose pairs take about a minute.
+DEFAULT_PAIR_TIMEOUT_S = 1800.0
+EVENT = "checkerzero match"
+PAIR_POINTS = (0.0, 0.5, 1.0, 1.5, 2.0)  # the pentanomial categories: A's points over a pair
+
+
+@dataclass(frozen=True)
+class PlayedGame:
+    """One finished game. ``moves`` include the opening's; ``result`` is PDN's ("1-0": Black)."""
+
+    black: str
+    white: str
+    opening: str
+    moves: tuple[str, ...]
+    result: str
+    end_reason: str
+    size: int = 8
+
+    def black_points(self) -> float:
+        return {"1-0": 1.0, "0-1": 0.0}.get(self.result, 0.5)
+
+    def pdn(self, round_label: str = "") -> PdnGame:
+        tags = {"Event": EVENT, "Black": self.black, "White": self.white, "Opening": self.opening}
+        if round_label:
+            tags["Round"] = round_label
+        tags["Termination"] = self.end_reason
+        if self.size != 8:
+            tags["GameType"] = f"21,{self.size},{self.size},1,N2,0"  # PDN: English rules, SxS
+        return PdnGame(tags=tags, moves=list(self.moves), result=self.result, size=self.size)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "black": self.black,
+            "white": self.white,
+            "opening": self.opening,
+            "moves": list(self.moves),
+            "result": self.result,
+            "end_reason": self.end_reason,
+            "size": self.size,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PlayedGame:
+        return cls(
+            black=str(d["black"]),
+            white=str(d["white"]),
+            opening=str(d["opening"]),
+            moves=tuple(str(m) for m in d["moves"]),
+            result=str(d["result"]),
+            end_reason=str(d["end_reason"]),
+            size=int(d["size"]),
+        )
+
+
+@dataclass(frozen=True)
+class PairRecord:
+    """An opening played twice with colours reversed: A as Black, then A as White."""
+
+    index: int  # position in the match schedule
+    opening: str
+    a_black: PlayedGame
+    a_white: PlayedGame
+
+    @property
+    def a_points(self) -> float:
+        return sum(self.a_game_points())
+
+    def a_game_points(self) -> tuple[float, float]:
+        """A's points in the pair's two games: as Black, then as White."""
+        return self.a_black.black_points(), 1.0 - self.a_white.black_points()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "opening": self.opening,
+            "a_black": self.a_black.to_dict(),
+            "a_white": self.a_white.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PairRecord:
+        return cls(
+            index=int(d["index"]),
+            opening=str(d["opening"]),
+            a_black=PlayedGame.from_dict(d["a_black"]),
+            a_white=PlayedGame.from_dict(d["a_white"]),
+        )
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    player_a: str
+    player_b: str
+    pairs: tuple[PairRecord, ...]
+
+    def games(self) -> list[tuple[PlayedGame, bool]]:
+        """Every game with a flag telling whether A had Black, in schedule order."""
+        return [
+            (g, a_black)
+            for p in self.pairs
+            for g, a_black in ((p.a_black, True), (p.a_white, False))
+        ]
+
+    def a_points(self, game: PlayedGame, a_black: bool) -> float:
+        return game.black_points() if a_black else 1.0 - game.black_points()
+
+    @property
+    def wins(self) -> int:
+        return sum(self.a_points(g, b) == 1.0 for g, b in self.games())
+
+    @property
+    def draws(self) -> int:
+        return sum(self.a_points(g, b) == 0.5 for g, b in self.games())
+
+    @property
+    def losses(self) -> int:
+        return sum(self.a_points(g, b) == 0.0 for g, b in self.games())
+
+    @property
+    def num_games(self) -> int:
+        return 2 * len(self.pairs)
+
+    @property
+    def score(self) -> float:
+        """A's points per game."""
+        return (self.wins + 0.5 * self.draws) / self.num_games
+
+    def pentanomial(self) -> tuple[int, int, int, int, int]:
+        """Pairs in which A scored 0, 1/2, 1, 3/2 and 2 points."""
+        counts = [0] * len(PAIR_POINTS)
+        for pair in self.pairs:
+            counts[PAIR_POINTS.index(pair.a_points)] += 1
+        return tuple(counts)  # type: ignore[return-value]
+
+    def elo(self) -> EloEstimate:
+        """A's Elo over B with the trinomial 95% interval (evaluation.elo.match_elo)."""
+        return match_elo(self.wins, self.draws, self.losses)
+
+    def pdn_games(self) -> list[PdnGame]:
+        return [
+            game.pdn(f"{pair.index + 1}.{k + 1}")
+            for pair in self.pairs
+            for k, game in enumerate((pair.a_black, pair.a_white))
+        ]
+
+    def summary_dict(self) -> dict[str, Any]:
+        """The figures of `summary()` as plain values (what `--json` writes); an Elo bound that
+        is infinite (a 0% or 100% score) is None, so that the JSON stays strict."""
+        elo = self.elo()
+
+        def finite(x: float) -> float | None:
+            return x if math.isfinite(x) else None
+
+        return {
+            "player_a": self.player_a,
+            "player_b": self.player_b,
+            "games": self.num_games,
+            "wins": self.wins,
+            "draws": self.draws,
+            "losses": self.losses,
+            "score": self.score,
+            "elo": finite(elo.elo),
+            "elo_lower": finite(elo.elo_lower),
+            "elo_upper": finite(elo.elo_upper),
+            "confidence": elo.confidence,
+            "pentanomial": list(self.pentanomial()),
+        }
+
+    def summary(self) -> str:
+        elo = self.elo()
+        return (
+            f"{self.player_a} vs {self.player_b}: {self.num_games} games, "
+            f"+{self.wins} ={self.draws} -{self.losses} (W/D/L for {self.player_a}), "
+            f"score {100 * self.score:.1f}%, Elo {elo.elo:+.0f} "
+            f"[{elo.elo_lower:+.0f}, {elo.elo_upper:+.0f}] ({100 * elo.confidence:.0f}%), "
+            f"pairs 0/½/1/1½/2: {list(self.pentanomial())}"
+        )
+
+
+def play_game(
+    black: Player,
+    white: Player,
+    opening: Opening,
+    *,
+    max_plies: int = DEFAULT_MAX_PLIES,
+    size: int = 8,
+    egdb: EndgameDatabase | None = None,
+) -> PlayedGame:
+    """One game from ``opening`` to its end (rules or ply cap). Resets both players first.
+
+    With ``egdb`` the game ends the moment it reaches the endgame database, with the database's
+    exact result; the termination then reads e.g. "database win for White".
+    """
+    pos = Position(size, max_plies=max_plies)
+    moves = []
+    for text in opening.moves:
+        try:
+            moves.append(str(pos.play(text)))
+        except ValueError as e:
+            raise ValueError(f"opening {opening.name}: {e}") from None
+    black.reset()
+    white.reset()
+    adjudicated = None
+    while pos.result() is None:
+        if egdb is not None and (value := egdb.value(pos)):
+            adjudicated = (result_of(value, pos.turn), describe(value, pos.turn))
+            break
+        player = black if pos.turn == "B" else white
+        move = player.choose(pos)
+        try:
+            moves.append(str(pos.play(move)))
+        except ValueError as e:
+            raise ValueError(f"player {player.name} chose an illegal move: {e}") from None
+    result, end_reason = adjudicated or (pos.result() or "*", pos.end_reason or "")
+    return PlayedGame(
+        black=black.name,
+        white=white.name,
+        opening=opening.name,
+        moves=tuple(moves),
+        result=result,
+        end_reason=end_reason,
+        size=size,
+    )
+
+
+def play_pair(
+    a: Player,
+    b: Player,
+    opening: Opening,
+    index: int = 0,
+    *,
+    max_plies: int = DEFAULT_MAX_PLIES,
+    size: int = 8,
+    egdb: EndgameDatabase | None = None,
+) -> PairRecord:
+    first = play_game(a, b, opening, max_plies=max_plies, size=size, egdb=egdb)
+    second = play_game(b, a, opening, max_plies=max_plies, size=size, egdb=egdb)
+    return PairRecord(index=index, opening=opening.name, a_black=first, a_white=second)
+
+
+def schedule(openings: Sequence[Opening], pairs: int, seed: int) -> list[Opening]:
+    """``pairs`` openings drawn without replacement in a seeded order (reshuffled per cycle)."""
+    if not openings:
+        raise ValueError("a match needs at least one opening")
+    rng = random.Random(seed)
+    order: list[Opening] = []
+    while len(order) < pairs:
+        deck = list(openings)
+        rng.shuffle(deck)
+        order.extend(deck)
+    return order[:pairs]
+
+
+def _check_games(games: int) -> int:
+    if isinstance(games, bool) or not isinstance(games, int) or games <= 0 or games % 2:
+        raise ValueError(
+            f"games must be a positive even number (each opening is played twice), got {games!r}"
+        )
+    return games // 2
+
+
+def play_match(
+    player_a: Player,
+    player_b: Player,
+    openings: Sequence[Opening],
+    *,
+    games: int,
+    seed: int = 0,
+    max_plies: int = DEFAULT_MAX_PLIES,
+    size: int = 8,
+    progress: Callable[[PairRecord, int, int], None] | None = None,
+    egdb: EndgameDatabase | None = None,
+) -> MatchResult:
+    """``games`` games (``games / 2`` openings, each with colours reversed) in this process;
+    with ``egdb`` a game ends as soon as it reaches the endgame database."""
+    plan = schedule(openings, _check_games(games), seed)
+    pairs = []
+    for i, opening in enumerate(plan):
+        pair = play_pair(player_a, player_b, opening, i, max_plies=max_plies, size=size, egdb=egdb)
+        pairs.append(pair)
+        if progress is not None:
+            progress(pair, len(pairs), len(plan))
+    return MatchResult(player_a.name, player_b.name, tuple(pairs))
+
+
+# ----------------------------------------------------------------------------- workers
+
+
+def _pair_task(
+    spec_a: str,
+    spec_b: str,
+    index: int,
+    opening_name: str,
+    opening_moves: list[str],
+    max_plies: int,
+    size: int,
+    options: dict[str, Any],
+    adjudicate: bool = False,
+) -> dict[str, Any]:
+    """One game pair in a worker: plain arguments in, a plain dict out (nothing pickled)."""
+    a = make_player(spec_a, **options)
+    b = make_player(spec_b, **options)
+    opening = Opening(opening_name, tuple(opening_moves), size=size)
+    egdb = (
+        cached_database(options["egdb_dir"], size, options["egdb_pieces"]) if adjudicate else None
+    )
+    return play_pair(a, b, opening, index, max_plies=max_plies, size=size, egdb=egdb).to_dict()
+
+
+def _ray_module(mode: str) -> Any | None:
+    if mode == "off":
+        return None
+    try:
+        import ray
+    except ImportError:
+        if mode == "on":
+            raise ValueError("--ray on, but Ray is not installed") from None
+        return None
+    return ray
+
+
+def run_match(
+    spec_a: str,
+    spec_b: str,
+    openings: Sequence[Opening],
+    *,
+    games: int,
+    seed: int = 0,
+    max_plies: int = DEFAULT_MAX_PLIES,
+    size: int = 8,
+    workers: int = 1,
+    ray_mode: str = "auto",
+    player_options: Mapping[str, Any] | None = None,
+    pair_timeout_s: float = DEFAULT_PAIR_TIMEOUT_S,
+    progress: Callable[[PairRecord, int, int], None] | None = None,
+    adjudicate: bool = False,
+) -> MatchResult:
+    """A match between two player specs, one task per game pair.
+
+    ``adjudicate`` ends each game as soon as it reaches the endgame database named by the
+    ``egdb_dir`` and ``egdb_pieces`` player options (built here first if missing).
+
+    ``ray_mode``: ``auto`` uses Ray when it is installed (joining a running cluster, else
+    starting a local one with ``workers`` CPUs), ``on`` requires it, ``off`` uses a local
+    process pool of ``workers`` processes (a plain loop for ``workers == 1``). The result is the
+    same whichever runs it: pairs are put back in schedule order.
+    """
+    if ray_mode not in ("auto", "on", "off"):
+        raise ValueError(f"ray mode must be auto, on or off, got {ray_mode!r}")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    options = dict(player_options or {})
+    # Fail fast, here, on a bad spec rather than in every worker.
+    name_a = make_player(spec_a, **options).name
+    name_b = make_player(spec_b, **options).name
+    uses_db = adjudicate or "+db:" in spec_a or "+db:" in spec_b
+    if uses_db:  # build a missing database once here, not in every worker
+        if not options.get("egdb_dir") or int(options.get("egdb_pieces", 0)) < 1:
+            raise ValueError("the endgame database needs the egdb_dir and egdb_pieces options")
+        cached_database(options["egdb_dir"], size, int(options["egdb_pieces"]))
+    plan = schedule(openings, _check_games(games), seed)
+    jobs = [
+        (spec_a, spec_b, i, o.name, list(o.moves), max_plies, size, options, adjudicate)
+        for i, o in enumerate(plan)
+    ]
+    done: list[PairRecord] = []
+
+    def finished(d: Mapping[str, Any]) -> None:
+        pair = PairRecord.from_dict(d)
+        done.append(pair)
+        if progress is not None:
+            progress(pair, len(done), len(jobs))
+
+    ray = _ray_module(ray_mode)
+    if ray is not None:
+        _run_on_ray(ray, jobs, workers, pair_timeout_s, finished)
+    elif workers == 1 or len(jobs) == 1:
+        for job in jobs:
+            finished(_pair_task(*job))
+    else:
+        ctx = get_context("spawn")  # no fork of a process that may hold threads
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as pool:
+            futures = [pool.submit(_pair_task, *job) for job in jobs]
+            for future in as_completed(futures, timeout=pair_timeout_s * len(jobs)):
+                finished(future.result())
+    return MatchResult(name_a, name_b, tuple(sorted(done, key=lambda p: p.index)))
+
+
+def _run_on_ray(
+    ray: Any,
+    jobs: list[tuple],
+    workers: int,
+    timeout_s: float,
+    finished: Callable[[Mapping[str, Any]], None],
+) -> None:
+    owned = not ray.is_initialized()  # joined or started here: shut down here
+    start_ray("auto", num_cpus=workers, log_to_driver=False)
+    try:
+        task = ray.remote(num_cpus=1)(_pair_task)
+        pending = [task.remote(*job) for job in jobs]
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1, timeout=timeout_s)
+            if not ready:
+                raise TimeoutError(f"no game pair finished within {timeout_s:.0f} s on Ray")
+            finished(ray.get(ready[0], timeout=timeout_s))
+    finally:
+        if owned:
+            ray.shutdown()
