@@ -6,8 +6,8 @@ finished game's record bytes straight into the replay store (no central buffer a
 stays bounded whatever the ratio of self-play to training). Ray restarts a dead actor
 (`max_restarts=-1`) and retries its `run()` call; games it had finished are already in Redis.
 
-`ActorPool` places the actors on every node with CPUs (node affinity, a fraction of a CPU each
-when the count exceeds the cores) and reports their throughput from counters they keep in Redis.
+`actors.pool.ActorPool` places them on the cluster's nodes and reports their throughput from
+the counters they keep in Redis.
 """
 
 from __future__ import annotations
@@ -23,14 +23,11 @@ from typing import Any
 
 import ray
 import torch
-from omegaconf import DictConfig, OmegaConf
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.self_play import run_self_play
 from learner.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
 from learner.inference import NetworkEvaluator
 from learner.replay import ReplayStore, connect
-from learner.supervisor import RunLoop, stop_loops
 from learner.weights import WeightsChannel
 
 logger = logging.getLogger(__name__)
@@ -45,15 +42,31 @@ def stats_key(namespace: str) -> str:
     return f"{namespace}:selfplay:stats"
 
 
+def games_by_node_key(namespace: str) -> str:
+    """A hash: Ray node id -> games its actors stored."""
+    return f"{namespace}:selfplay:games_by_node"
+
+
 class SelfPlayWorker:
     """The body of a self-play actor, usable without Ray (tests, `python -m actors`)."""
 
     def __init__(
-        self, cfg: Mapping[str, Any], actor_id: int, url: str, password: str | None
+        self,
+        cfg: Mapping[str, Any],
+        actor_id: int,
+        url: str,
+        password: str | None,
+        *,
+        device: str = "cpu",
+        node_id: str | None = None,
     ) -> None:
+        """``device``: where the network runs (``cpu``, or ``cuda`` for the GPU Ray assigned);
+        ``node_id``: the node's name in the per-node game counts (None: not counted)."""
         torch.set_num_threads(int(cfg["selfplay"]["torch_threads"]))
         self.cfg = cfg
         self.actor_id = actor_id
+        self.device = device
+        self.node_id = node_id
         replay = cfg["replay"]
         self.client = connect(
             url, password, retries=replay["connect_retries"], backoff_s=replay["connect_backoff_s"]
@@ -98,7 +111,7 @@ class SelfPlayWorker:
                             f"x{model.config.board_size} board, this game is {size}x{size}"
                         )
                     if self.evaluator is None:
-                        self.evaluator = NetworkEvaluator(model, device="cpu")
+                        self.evaluator = NetworkEvaluator(model, device=self.device)
                     else:
                         self.evaluator.load_state(model.state_dict(), published.version)
                     self.version = published.version
@@ -124,6 +137,8 @@ class SelfPlayWorker:
         key = stats_key(self.namespace)
         pipe.hincrby(key, "games", 1)
         pipe.hincrby(key, "positions", record.num_decisions)
+        if self.node_id is not None:
+            pipe.hincrby(games_by_node_key(self.namespace), self.node_id, 1)
         pipe.execute()
 
     def _batch_stats(self, evaluations: int, network_s: float, tree_s: float) -> None:
@@ -163,10 +178,17 @@ class SelfPlayWorker:
 class SelfPlayActor:
     """Ray shell: `run()` plays until `stop()` (a second call slot, hence max_concurrency=2)."""
 
-    def __init__(self, cfg: dict, actor_id: int, url: str, password: str | None) -> None:
+    def __init__(
+        self, cfg: dict, actor_id: int, url: str, password: str | None, device: str = "cpu"
+    ) -> None:
+        """``device``: ``cpu``, or ``cuda`` for an actor created with a share of a GPU (Ray
+        makes its GPU the only visible one)."""
         level = (cfg.get("logging") or {}).get("level", "INFO")  # the run's logging.level
         logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s")
-        self.worker = SelfPlayWorker(cfg, actor_id, url, password)
+        if device == "cuda" and not ray.get_gpu_ids():
+            raise RuntimeError("a CUDA self-play actor was given no GPU by Ray")
+        node_id = ray.get_runtime_context().get_node_id()
+        self.worker = SelfPlayWorker(cfg, actor_id, url, password, device=device, node_id=node_id)
 
     def run(self, seconds: float | None = None) -> dict[str, float]:
         return self.worker.run(seconds)
@@ -177,97 +199,6 @@ class SelfPlayActor:
     def where(self) -> tuple[str, int]:
         return ray.get_runtime_context().get_node_id(), os.getpid()
 
-
-def plan_placement(nodes: list[dict], requested: int | None, head_node: str) -> dict[str, int]:
-    """Actors per node id: `requested` spread in proportion to CPUs, or one per free core.
-
-    The head node keeps one core for the learner when counting free cores.
-    """
-    cpus = {
-        n["NodeID"]: int(n["Resources"].get("CPU", 0))
-        for n in nodes
-        if n.get("Alive") and n["Resources"].get("CPU", 0) > 0
-    }
-    if not cpus:
-        raise RuntimeError("no Ray node with CPUs is alive")
-    if requested is None:
-        plan = {nid: max(0, c - (1 if nid == head_node else 0)) for nid, c in cpus.items()}
-        if sum(plan.values()) == 0:
-            plan[head_node if head_node in plan else next(iter(plan))] = 1
-        return plan
-    plan = dict.fromkeys(cpus, 0)
-    total = sum(cpus.values())
-    order = sorted(cpus, key=lambda nid: -cpus[nid])
-    for i in range(requested):  # largest remainder, round-robin by free share
-        nid = max(order, key=lambda n: cpus[n] / total * (i + 1) - plan[n])
-        plan[nid] += 1
-    return plan
-
-
-class ActorPool:
-    def __init__(self, cfg: DictConfig, url: str, password: str | None, client: Any) -> None:
-        """``client``: the caller's Redis client, for the actors' counters (``metrics``)."""
-        self.cfg = cfg
-        self.url, self.password = url, password
-        self._client = client
-        self.actors: list[Any] = []
-        self.loops: list[RunLoop] = []
-        self.nodes = 0
-        self._last: tuple[float, dict[str, int]] | None = None
-
-    @property
-    def size(self) -> int:
-        return len(self.actors)
-
-    @property
-    def restarts(self) -> int:
-        """run() calls restarted so far, over all actors."""
-        return sum(loop.restarts for loop in self.loops)
-
-    def start(self) -> None:
-        container = OmegaConf.to_container(self.cfg, resolve=True)
-        head = ray.get_runtime_context().get_node_id()
-        plan = plan_placement(ray.nodes(), self.cfg.selfplay.actors, head)
-        node_cpus = {n["NodeID"]: n["Resources"].get("CPU", 1) for n in ray.nodes()}
-        actor_id = 0
-        for node_id, count in plan.items():
-            if count == 0:
-                continue
-            share = min(1.0, node_cpus[node_id] / count)
-            for _ in range(count):
-                actor = SelfPlayActor.options(
-                    num_cpus=share,
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-                ).remote(container, actor_id, self.url, self.password)
-                self.actors.append(actor)
-                self.loops.append(RunLoop(actor, f"self-play actor {actor_id}"))
-                actor_id += 1
-        self.nodes = sum(1 for c in plan.values() if c)
-
-    def check(self) -> None:
-        """Notices run() calls that ended (an error Ray could not retry) and restarts them."""
-        for loop in self.loops:
-            loop.check()
-
-    def stop(self, timeout_s: float) -> None:
-        stop_loops(self.loops, timeout_s)
-        self.loops.clear()
-
-    def metrics(self) -> dict[str, float]:
-        raw = self._client.hgetall(stats_key(self.cfg.replay.namespace))
-        stats = {k.decode(): int(v) for k, v in raw.items()}
-        now = time.monotonic()
-        out: dict[str, float] = {
-            "selfplay/actors": float(self.size),
-            "selfplay/actor_restarts": float(self.restarts),
-        }
-        if self._last is not None:
-            t0, before = self._last
-            dt = max(now - t0, 1e-9)
-            d = {k: stats.get(k, 0) - before.get(k, 0) for k in STATS_FIELDS}
-            out["selfplay/evaluations_per_s"] = d["evaluations"] / dt
-            busy = d["network_ms"] + d["tree_ms"]
-            if busy > 0:
-                out["selfplay/network_share"] = d["network_ms"] / busy
-        self._last = (now, stats)
-        return out
+    def device(self) -> str:
+        """Where this actor's network runs (``cpu`` or ``cuda``)."""
+        return self.worker.device

@@ -169,7 +169,7 @@ def speed(seconds: float) -> None:
         try:
             spiel = openspiel(openspiel_state(moves), seconds)
         except ImportError:
-            print("OpenSpiel is not installed (pip install open_spiel): skipping the comparison")
+            print("OpenSpiel: peer not installed (pip install 'checkerzero[peers]'): skipped")
             return
         cell = lambda m: f"{m.rate / 1e3:7.0f}k/s d{m.depth:<2}"  # noqa: E731
         print(

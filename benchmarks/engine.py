@@ -36,11 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the project
-    sys.path.insert(0, str(REPO_ROOT))
-
-from game import Game, Position  # noqa: E402
+from game import Game, Position
 
 # OEIS A133046: perft from the start, depths 1..12; every engine's count is checked against it.
 PUBLISHED_PERFT = (1, 7, 49, 302, 1469, 7361, 36768, 179740, 845931, 3963680, 18391564,
@@ -153,7 +149,7 @@ def openspiel_perft(depth: int, repeats: int) -> PerftResult | None:
     try:
         import pyspiel
     except ImportError:
-        print("  OpenSpiel: skipped (pyspiel is not installed: pip install open_spiel)")
+        print("  OpenSpiel: peer not installed (pip install 'checkerzero[peers]'): skipped")
         return None
     root = pyspiel.load_game("checkers").new_initial_state()
 
@@ -211,7 +207,7 @@ def _py_draughts():
         from draughts.boards.american import Board
         from draughts.models import Color
     except ImportError:
-        print("  py-draughts: skipped (not installed: pip install py-draughts==1.10.1)")
+        print("  py-draughts: peer not installed (pip install 'checkerzero[peers]'): skipped")
         return None
     return Board, CORE_AMERICAN, Color
 

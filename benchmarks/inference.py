@@ -21,22 +21,16 @@ import argparse
 import copy
 import dataclasses
 import os
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the project
-    sys.path.insert(0, str(REPO_ROOT))
-
-from learner.config import ConfigError, compose  # noqa: E402
-from learner.inference import NetworkEvaluator, preferred_memory_format, select_device  # noqa: E402
-from learner.network import CheckersNet, ModelConfig, count_parameters  # noqa: E402
-from learner.trainer import model_config  # noqa: E402
+from learner.config import ConfigError, compose
+from learner.inference import NetworkEvaluator, preferred_memory_format, select_device
+from learner.network import CheckersNet, ModelConfig, count_parameters
+from learner.trainer import model_config
 
 WARMUP_CALLS = 3  # first calls pay allocator growth and oneDNN/cuDNN algorithm selection
 WARMUP_CALLS_COMPILED = 6  # torch.compile recompiles once for dynamic shapes, then settles

@@ -23,7 +23,6 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
 if "--all-cores" not in sys.argv:  # before NumPy/torch start their thread pools
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -31,8 +30,6 @@ if "--all-cores" not in sys.argv:  # before NumPy/torch start their thread pools
 
 import numpy as np
 from omegaconf import OmegaConf
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from actors.self_play import run_self_play
 from game import _core
@@ -78,7 +75,7 @@ def openspiel_python(simulations: int, seconds: float) -> float | None:
         import pyspiel
         from open_spiel.python.algorithms import mcts as osmcts
     except ImportError:
-        print("OpenSpiel not installed (pip install open_spiel): peers skipped")
+        print("OpenSpiel: peer not installed (pip install 'checkerzero[peers]'): peers skipped")
         return None
 
     class Constant(osmcts.Evaluator):

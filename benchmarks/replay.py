@@ -33,7 +33,6 @@ import io
 import multiprocessing as mp
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -41,12 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the project
-    sys.path.insert(0, str(REPO_ROOT))
-
-from learner.redis_server import EmbeddedRedis, find_redis_server  # noqa: E402
-from learner.replay import ReplayStore, connect  # noqa: E402
+from learner.redis_server import EmbeddedRedis, find_redis_server
+from learner.replay import ReplayStore, connect
 
 NAMESPACE = "bench"
 CEILING_CLIENTS = 50  # redis-benchmark's default client count: what the server can take

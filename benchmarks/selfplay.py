@@ -32,27 +32,22 @@ import argparse
 import dataclasses
 import multiprocessing as mp
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the project
-    sys.path.insert(0, str(REPO_ROOT))
+import ray
+from omegaconf import OmegaConf
 
-import ray  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-
-from actors.actor import SelfPlayActor, stats_key  # noqa: E402
-from learner.checkpoint import encode_checkpoint  # noqa: E402
-from learner.cluster import start_ray  # noqa: E402
-from learner.config import compose  # noqa: E402
-from learner.network import CheckersNet  # noqa: E402
-from learner.redis_server import EmbeddedRedis  # noqa: E402
-from learner.replay import connect  # noqa: E402
-from learner.trainer import model_config  # noqa: E402
-from learner.weights import WeightsChannel  # noqa: E402
+from actors.actor import SelfPlayActor, stats_key
+from learner.checkpoint import encode_checkpoint
+from learner.cluster import start_ray
+from learner.config import compose
+from learner.network import CheckersNet
+from learner.redis_server import EmbeddedRedis
+from learner.replay import connect
+from learner.trainer import model_config
+from learner.weights import WeightsChannel
 
 CALL_SLACK_S = 600.0  # beyond its own length, what a call may take (actor start on a busy host)
 OBJECT_STORE_MB = 256  # nothing big travels through Ray here; weights and games go via Redis

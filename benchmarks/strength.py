@@ -34,19 +34,20 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import game
 from evaluation.elo import PairResult, Ratings, fit_ratings, match_elo
 from evaluation.ladder import pair_results, rung_results
 from evaluation.match import MatchResult, load_openings, run_match
 from game.pdn import write_pdn
 
-ROOT = Path(__file__).resolve().parents[1]
-SHIPPED_GLOB = "game/data/*.safetensors"
+DATA = Path(game.__file__).resolve().parent / "data"  # ships in the wheel
+SHIPPED_GLOB = "*.safetensors"
 ANCHOR = "random"
 
 
 def shipped_checkpoint() -> Path | None:
     """The network shipped with the project, if any (the newest by name)."""
-    found = sorted(ROOT.glob(SHIPPED_GLOB))
+    found = sorted(DATA.glob(SHIPPED_GLOB))
     return found[-1] if found else None
 
 

@@ -23,6 +23,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from learner.config import ConfigError, config_path
+from learner.preflight import PreflightError, check_environment
 from learner.run_record import LOG_FILE, prepare, write_record
 
 
@@ -31,8 +32,9 @@ def _main(cfg: DictConfig) -> None:
     job_num = int(hc.job.num) if hc.mode == RunMode.MULTIRUN else None
     try:
         prepared = prepare(cfg, list(hc.overrides.task), job_num)
+        check_environment(prepared.cfg)  # W&B key, devices: before anything is written
         record = write_record(prepared, hc)
-    except ConfigError as e:
+    except (ConfigError, PreflightError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     root = logging.getLogger()

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from learner.replay import redact_url
+
 logger = logging.getLogger(__name__)
 
 CSV_NAME = "metrics.csv"
@@ -95,11 +97,23 @@ def _init_wandb(
             name=name,
             id=name,
             resume="allow",
-            config=dict(config or {}),
+            config=redact_urls(dict(config or {})),
         )
     except Exception as exc:  # W&B must never stop a training run
         logger.warning("W&B init failed (%s); metrics go to CSV and PNG only", exc)
         return None
+
+
+def redact_urls(value: Any) -> Any:
+    """`value` (nested dicts and lists) with the password of every URL in it masked: a Redis URL
+    with credentials never reaches W&B's config."""
+    if isinstance(value, Mapping):
+        return {k: redact_urls(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_urls(v) for v in value]
+    if isinstance(value, str) and "://" in value and "@" in value:
+        return redact_url(value)
+    return value
 
 
 def read_metrics(csv_path: Path) -> dict[str, list[tuple[int, float, float]]]:

@@ -1,8 +1,10 @@
 """The distributed loop behind `python -m learner`: wiring, not algorithms.
 
-Order of events: run directory (config, git revision) -> Redis (the configured URL, or a private
-`redis-server` under the run directory) -> replay store and weights channel -> Ray (an existing
-cluster, else a local one) -> the trainer, resumed from the run directory's newest checkpoint ->
+Order of events: run directory (config, git revision) -> Redis and Ray: a configured Redis URL
+is connected first, then Ray (an existing cluster, else a local one) and the cluster's preflight
+(a replay store every machine reaches, GPUs for CUDA self-play); without a URL, Ray and the
+preflight come first and then a private `redis-server` under the run directory -> replay store
+and weights channel -> the trainer, resumed from the run directory's newest checkpoint ->
 weights published -> self-play actors spread over every node with CPUs -> the training loop
 (paced by the sample-to-position ratio) until `learner.max_steps`, the time limit or Ctrl-C ->
 a final checkpoint, actors stopped, Redis stopped if this process started it.
@@ -30,7 +32,7 @@ import ray
 import redis
 from omegaconf import DictConfig, OmegaConf
 
-from actors.actor import ActorPool
+from actors.pool import ActorPool
 from actors.self_play import record_to_pdn
 from evaluation.evaluator_actor import start_evaluator
 from evaluation.keys import promoted_versions, read_eval_metrics
@@ -42,6 +44,7 @@ from learner.cluster import start_ray
 from learner.losses import Losses
 from learner.metrics import MetricsLogger
 from learner.mirror import MirrorPrefetcher, ReplayMirror
+from learner.preflight import PreflightError, check_cluster
 from learner.redis_server import EmbeddedRedis, RedisServerError
 from learner.replay import ReplayStats, ReplayStore, ReplayUnavailable, SampleRatio, connect
 from learner.retention import WEIGHTS_DIR, prune_weights, save_promoted
@@ -163,32 +166,49 @@ class Run:
         cfg = self.cfg
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "git_revision.txt").write_text(git_revision() + "\n")
-        with redis_for_run(cfg, self.run_dir) as (url, password):
-            client = connect(
-                url,
-                password,
-                retries=cfg.replay.connect_retries,
-                backoff_s=cfg.replay.connect_backoff_s,
-            )
-            store = ReplayStore(
-                client, namespace=cfg.replay.namespace, window_positions=cfg.replay.window_positions
-            )
-            channel = WeightsChannel(client, namespace=cfg.replay.namespace)
-            started_ray = start_ray(
-                cfg.cluster.address,
-                num_cpus=cfg.cluster.num_cpus,
-                include_dashboard=cfg.cluster.include_dashboard,
-                object_store_memory_mb=cfg.cluster.object_store_memory_mb,
-            )
-            if threading.current_thread() is threading.main_thread():
-                # After ray.init, which installs its own SIGTERM handler that exits at once:
-                # ours lets the loop save a checkpoint and stop the actors and Redis first.
-                signal.signal(signal.SIGTERM, self.request_stop)
-            try:
+        # A configured Redis is reached first (nothing is started for it, and an unreachable one
+        # fails before Ray prints anything); a private one starts only after Ray shows that the
+        # cluster is one machine, since it listens on loopback. Either way the cluster check
+        # (preflight) runs before any actor is spawned.
+        started_ray = False
+        try:
+            if not cfg.replay.url:
+                started_ray = self._join_cluster()
+            with redis_for_run(cfg, self.run_dir) as (url, password):
+                client = connect(
+                    url,
+                    password,
+                    retries=cfg.replay.connect_retries,
+                    backoff_s=cfg.replay.connect_backoff_s,
+                )
+                if cfg.replay.url:
+                    started_ray = self._join_cluster()
+                store = ReplayStore(
+                    client,
+                    namespace=cfg.replay.namespace,
+                    window_positions=cfg.replay.window_positions,
+                )
+                channel = WeightsChannel(client, namespace=cfg.replay.namespace)
                 return self._train(url, password, store, channel, client)
-            finally:
-                if started_ray:
-                    ray.shutdown()
+        finally:
+            if started_ray:
+                ray.shutdown()
+
+    def _join_cluster(self) -> bool:
+        """Ray (joined or started; True if started here), then the cluster's preflight."""
+        cluster = self.cfg.cluster
+        started = start_ray(
+            cluster.address,
+            num_cpus=cluster.num_cpus,
+            include_dashboard=cluster.include_dashboard,
+            object_store_memory_mb=cluster.object_store_memory_mb,
+        )
+        check_cluster(self.cfg, self.cfg.replay.url or None, ray.nodes())
+        if threading.current_thread() is threading.main_thread():
+            # After ray.init, which installs its own SIGTERM handler that exits at once:
+            # ours lets the loop save a checkpoint and stop the actors and Redis first.
+            signal.signal(signal.SIGTERM, self.request_stop)
+        return started
 
     def _train(
         self,
@@ -223,13 +243,8 @@ class Run:
             # The evaluator first: under gating it promotes the first version, which the
             # actors wait for.
             evaluator = start_evaluator(cfg, url, password, self.run_dir)
-            pool.start()
-            logger.info(
-                "%d self-play actors on %d node(s); training on %s",
-                pool.size,
-                pool.nodes,
-                trainer.device,
-            )
+            pool.start()  # logs how many actors run on how many nodes, and again on every change
+            logger.info("training on %s", trainer.device)
             while not self._stop.is_set() and not self._limits_reached(trainer, loop.t_start):
                 pool.check()
                 if evaluator is not None:
@@ -269,7 +284,7 @@ class Run:
             # logging.csv_every_s still has its losses and throughput in metrics.csv and plots.
             metrics.log(self._metrics_row(loop, stats, time.monotonic()), trainer.counters.step)
             metrics.close()
-        return self._summary(resumed, loop, stats, path, client)
+        return self._summary(resumed, loop, stats, path, client, pool)
 
     def _train_step(
         self,
@@ -381,13 +396,22 @@ class Run:
         return row | _loss_metrics(loop.losses)
 
     def _summary(
-        self, resumed: bool, loop: _Loop, stats: ReplayStats, state: Path, client: Any
+        self,
+        resumed: bool,
+        loop: _Loop,
+        stats: ReplayStats,
+        state: Path,
+        client: Any,
+        pool: ActorPool,
     ) -> dict[str, Any]:
         """The run's end state: written to summary.json, logged as text."""
         trainer, losses = loop.trainer, loop.losses
         elo: dict[str, float] = {}
         with _redis_trouble_logged("the newest Elo"):
             elo = read_eval_metrics(client, self.cfg.replay.namespace)
+        selfplay: dict[str, int] = {"actors": pool.size, "nodes": pool.nodes}
+        with _redis_trouble_logged("the games per node"):
+            selfplay = pool.summary()
         summary = {
             "resumed": resumed,
             "step": trainer.counters.step,
@@ -409,6 +433,8 @@ class Run:
                 "lower": _finite(elo.get("eval/elo_lower")),
                 "upper": _finite(elo.get("eval/elo_upper")),
             },
+            # Actors at the end and the nodes whose actors stored games (nodes that left too).
+            "selfplay": selfplay,
         }
         logger.info("%s", describe_summary(summary, self.run_dir / SUMMARY_FILE))
         tmp = self.run_dir / f"{SUMMARY_FILE}.tmp"  # for scripts (no log parsing), whole or absent
@@ -506,6 +532,10 @@ class Run:
                 f"Elo {row['eval/elo']:+.0f} [{lower:+.0f}, {upper:+.0f}] (v{version:.0f})"
             )
         parts.append(f"weights v{trainer.counters.version}")
+        if "selfplay/actors" in row:
+            parts.append(
+                f"{row['selfplay/actors']:.0f} actors on {row['selfplay/nodes']:.0f} node(s)"
+            )
         logger.info("[%5.0fs] %s", elapsed, " | ".join(parts))
 
 
@@ -569,5 +599,5 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         OmegaConf.set_struct(cfg, True)
     try:
         return Run(cfg).main()
-    except (ReplayUnavailable, RedisServerError) as e:
+    except (ReplayUnavailable, RedisServerError, PreflightError) as e:
         raise SystemExit(f"error: {e}") from None

@@ -1,9 +1,11 @@
 """Self-play on a real multi-node Ray cluster on this machine, writing to a private Redis.
 
-`ray.cluster_utils.Cluster` runs a head and two worker nodes (separate raylets, one CPU each);
-`ActorPool` places one self-play actor per node. The tests check that the actors land on every
-node and that every finished game reaches the replay store, and that a self-play actor killed
-with SIGKILL is restarted by Ray, its `run()` call retried, with no finished game lost.
+`ray.cluster_utils.Cluster` runs a head (two CPUs, one kept for the learner) and two worker
+nodes (one CPU each); `ActorPool` places one self-play actor per free core, so one per node. The
+tests check that the actors land on every node and that every finished game reaches the replay
+store, that a self-play actor killed with SIGKILL is restarted by Ray, its `run()` call retried,
+with no finished game lost, and that a node joining late gets an actor whose games reach the
+store, and loses none of them when it leaves.
 
 Only this module's own cluster is shut down (`cluster.shutdown()`, never `ray stop`, which would
 kill every Ray on the machine). Ray's temporary directory is private to the module, so the
@@ -26,7 +28,8 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from actors.actor import ActorPool, stats_key
+from actors.actor import games_by_node_key, stats_key
+from actors.pool import ActorPool
 from game.records import GameRecord
 from learner.checkpoint import encode_checkpoint
 from learner.network import CheckersNet
@@ -43,7 +46,7 @@ POLL_S = 0.25
 # a window far above what the tests write, so nothing is evicted and every game stays countable.
 OVERRIDES = (
     "preset=smoke",
-    f"selfplay.actors={NODES}",
+    "selfplay.actors=null",  # one per free core: the head (2 CPUs) keeps one, each worker 1
     "selfplay.games_in_parallel=2",
     "mcts.simulations=8",
     "game.max_plies=60",
@@ -67,8 +70,11 @@ def wait_until(predicate: Callable[[], object], timeout_s: float, what: str):
 class Loop:
     """The running pieces: the cluster's node ids, the store, the pool and its config."""
 
-    def __init__(self, nodes: set[str], store: ReplayStore, client, pool: ActorPool, cfg) -> None:
-        self.nodes, self.store, self.client, self.pool, self.cfg = nodes, store, client, pool, cfg
+    def __init__(
+        self, cluster: Cluster, nodes: set[str], store: ReplayStore, client, pool: ActorPool, cfg
+    ) -> None:
+        self.cluster, self.nodes, self.store, self.client = cluster, nodes, store, client
+        self.pool, self.cfg = pool, cfg
 
     def records(self) -> dict[int, bytes]:
         """Every game in the window by id."""
@@ -97,7 +103,7 @@ def loop(tmp_path_factory, config) -> Iterator[Loop]:
     os.environ["RAY_TMPDIR"] = ray_tmp
     cluster = redis_server = pool = None
     try:
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
         for _ in range(NODES - 1):
             cluster.add_node(num_cpus=1)
         cluster.wait_for_nodes(timeout=60)
@@ -118,7 +124,7 @@ def loop(tmp_path_factory, config) -> Iterator[Loop]:
         )
         pool = ActorPool(cfg, redis_server.url, redis_server.password, client)
         pool.start()
-        yield Loop(nodes, store, client, pool, cfg)
+        yield Loop(cluster, nodes, store, client, pool, cfg)
     finally:
         if pool is not None and ray.is_initialized():
             pool.stop(timeout_s=30.0)
@@ -211,3 +217,43 @@ def test_killed_actor_is_restarted_and_no_finished_game_is_lost(loop):
     after = {gid: hashlib.sha256(data).digest() for gid, data in loop.records().items()}
     assert {gid: after.get(gid) for gid in before} == before
     assert len(after) > len(before)
+
+
+def test_a_node_that_joins_gets_actors_and_one_that_leaves_loses_no_finished_game(loop):
+    """The pool follows the cluster: a late node gets its actor (on CPU: selfplay.device=auto
+    and no GPU here) and its games reach the store; when it leaves, its actor is dropped and
+    every game it had finished stays in the store."""
+    late = loop.cluster.add_node(num_cpus=1)
+    loop.cluster.wait_for_nodes(timeout=60)
+    late_id = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] not in loop.nodes)
+
+    def placed_on_late_node():
+        loop.pool.check()  # looks at the nodes every selfplay.node_poll_s
+        return [m for m in loop.pool.members.values() if m.node_id == late_id]
+
+    (member,) = wait_until(placed_on_late_node, CALL_TIMEOUT_S, "an actor on the late node")
+    assert loop.pool.size == NODES + 1 and loop.pool.nodes == NODES + 1
+    assert ray.get(member.actor.device.remote(), timeout=CALL_TIMEOUT_S) == "cpu"
+    games_key = games_by_node_key(loop.cfg.replay.namespace)
+    wait_until(
+        lambda: int(loop.client.hget(games_key, late_id) or 0) >= 1,
+        GAMES_TIMEOUT_S,
+        "a game from the late node's actor",
+    )
+    late_games = {
+        gid: hashlib.sha256(data).digest()
+        for gid, data in loop.records().items()
+        if GameRecord.from_bytes(data).actor_id == member.actor_id
+    }
+    assert late_games  # its games are in the store, under its actor id
+
+    loop.cluster.remove_node(late)
+
+    def dropped():
+        loop.pool.check()
+        return loop.pool.nodes == NODES and loop.pool.size == NODES
+
+    wait_until(dropped, CALL_TIMEOUT_S, "the pool to drop the departed node's actor")
+    assert member.actor_id not in loop.pool.members
+    after = loop.records()
+    assert {gid: hashlib.sha256(after[gid]).digest() for gid in late_games} == late_games

@@ -156,7 +156,7 @@ def test_values_follow_an_independent_rules_implementation(db6, db8):
     lost for its mover, else a draw iff some successor is drawn."""
     rng = random.Random(3)
     checked = 0
-    for db, max_pieces, sample in ((db6, 3, None), (db8, 4, 60)):
+    for db, max_pieces, sample in ((db6, 3, None), (db8, 4, 25)):
         for sig in signatures(db.size, max_pieces):
             n = _core.egdb_index_size(db.size, sig)
             indices = range(n) if sample is None else [rng.randrange(n) for _ in range(sample)]
@@ -477,6 +477,36 @@ def test_self_play_adjudicates_and_scores_leaves(egdb_dirs, config):
         white_to_move = game.white_to_move
         expected = {DRAW: 3, WIN: 2 if white_to_move else 1, LOSS: 1 if white_to_move else 2}
         assert int(record.result) == expected[value]
+
+
+def test_evaluator_gate_adjudicates_and_settings_carry_the_database(db8, egdb_dirs, config):
+    from evaluation.gate import gate
+    from evaluation.players import make_player
+    from evaluation.settings import EvalSettings
+    from game.openings import load_openings
+
+    sprt = {"elo0": 0, "elo1": 200, "alpha": 0.05, "beta": 0.05, "max_games": 4}
+    options = {"egdb_dir": str(egdb_dirs[8]), "egdb_pieces": 4}
+    decision = gate(
+        make_player("minimax+db:3", **options),
+        make_player("minimax:3"),
+        load_openings()[:2],
+        sprt,
+        seed=0,
+        max_plies=200,
+        egdb=db8,
+    )
+    assert decision.games == 4
+    settings = EvalSettings.from_config(
+        config(
+            f"egdb.dir={egdb_dirs[8]}",
+            "egdb.pieces=4",
+            "evaluation.ladder=[random,minimax:1,minimax+db:2]",
+        )
+    )
+    assert settings.player_options["egdb_dir"] == str(egdb_dirs[8])
+    assert settings.player_options["egdb_pieces"] == 4
+    assert not settings.egdb["adjudicate_matches"]  # off by default
 
 
 # --- slow lane ---------------------------------------------------------------------------------

@@ -47,7 +47,11 @@ def browser():
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("play-page")
     runs, models, _ = make_folders(root)
-    srv = Server(runs, models, root / "server.log", "default_simulations=16")
+    # The page asks for the reply and its analysis at once: on a loaded machine the second may
+    # wait for a search slot longer than the default 10 s, so the test lets it queue.
+    srv = Server(
+        runs, models, root / "server.log", "default_simulations=16", "limits.queue_wait_s=110"
+    )
     yield srv
     srv.stop()
 

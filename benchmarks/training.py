@@ -1,4 +1,5 @@
-"""Learner throughput: training samples/s end to end against the raw train-step rate, one run.
+"""Learner throughput (named training.py: a benchmarks/learner.py run as a script would shadow the
+`learner` package): training samples/s end to end against the raw train-step rate, one run.
 
 Both figures use the same `Trainer` (the run's network from `conf/model/`, optimizer, schedule,
 device and thread count), measured in alternating rounds so the machine's load is shared fairly:
@@ -17,16 +18,15 @@ records have the same layout and cost to decode as those of a trained network.
 Each phase runs `--warmup` steps (more than the prefetch queue holds, so a queue filled before
 the clock starts does not count), then steps until `--seconds` have passed.
 
-    python benchmarks/learner.py                      # CPU, the default network, batch 256
-    python benchmarks/learner.py --device cuda --batch 4096 --seconds 10
-    python benchmarks/learner.py --set model=large --set learner.threads=2
+    python benchmarks/training.py                      # CPU, the default network, batch 256
+    python benchmarks/training.py --device cuda --batch 4096 --seconds 10
+    python benchmarks/training.py --set model=large --set learner.threads=2
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,21 +35,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the project
-    sys.path.insert(0, str(REPO_ROOT))
-
-
-from actors.self_play import run_self_play  # noqa: E402
-from game import encoding, records  # noqa: E402
-from game.mcts import UniformEvaluator  # noqa: E402
-from learner.config import compose  # noqa: E402
-from learner.losses import TrainBatch  # noqa: E402
-from learner.mirror import MirrorPrefetcher, ReplayMirror  # noqa: E402
-from learner.network import count_parameters  # noqa: E402
-from learner.redis_server import EmbeddedRedis  # noqa: E402
-from learner.replay import ReplayStore, connect  # noqa: E402
-from learner.trainer import Trainer  # noqa: E402
+from actors.self_play import run_self_play
+from game import encoding, records
+from game.mcts import UniformEvaluator
+from learner.config import compose
+from learner.losses import TrainBatch
+from learner.mirror import MirrorPrefetcher, ReplayMirror
+from learner.network import count_parameters
+from learner.redis_server import EmbeddedRedis
+from learner.replay import ReplayStore, connect
+from learner.trainer import Trainer
 
 NAMESPACE = "bench"
 LEGAL_FRACTION = 0.08  # about 10 of 128 actions legal, typical of a checkers middlegame

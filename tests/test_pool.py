@@ -1,0 +1,52 @@
+"""Where the self-play actors go: one per free core, or a kept count, and GPU shares first."""
+
+from __future__ import annotations
+
+import pytest
+
+from actors.pool import Slots, plan_placement
+
+
+def node(nid: str, cpus: float, gpus: float = 0, alive: bool = True) -> dict:
+    resources = {"CPU": cpus} | ({"GPU": gpus} if gpus else {})
+    return {"NodeID": nid, "Alive": alive, "Resources": resources}
+
+
+def test_one_actor_per_free_core_on_every_node_the_head_keeps_one():
+    nodes = [node("head", 4), node("a", 8), node("b", 2), node("dead", 8, alive=False)]
+    plan = plan_placement(nodes, None, "head")
+    assert plan == {"head": Slots(cpu=3), "a": Slots(cpu=8), "b": Slots(cpu=2)}
+
+
+def test_a_count_is_spread_in_proportion_to_free_cores():
+    nodes = [node("head", 2), node("a", 7), node("b", 2)]  # free cores 1, 7, 2
+    plan = plan_placement(nodes, 20, "head")
+    assert {nid: s.total for nid, s in plan.items()} == {"head": 2, "a": 14, "b": 4}
+    plan = plan_placement(nodes, 3, "head")
+    assert sum(s.total for s in plan.values()) == 3 and plan["a"].total >= 2
+
+
+def test_auto_puts_gpu_shares_first_and_the_other_cores_on_cpu():
+    nodes = [node("head", 2), node("gpu", 16, gpus=1), node("cpu", 8)]
+    plan = plan_placement(nodes, None, "head", device="auto", gpus_per_actor=0.25)
+    assert plan["gpu"] == Slots(cpu=12, gpu=4)  # 1 / 0.25 actors share the GPU
+    assert plan["cpu"] == Slots(cpu=8) and plan["head"] == Slots(cpu=1)
+    # A share that does not divide one exactly still counts whole actors.
+    plan = plan_placement(nodes, None, "head", device="auto", gpus_per_actor=0.3)
+    assert plan["gpu"] == Slots(cpu=13, gpu=3)
+
+
+def test_cuda_uses_gpu_shares_only_and_needs_a_gpu():
+    nodes = [node("head", 2), node("gpu", 16, gpus=2), node("cpu", 8)]
+    plan = plan_placement(nodes, None, "head", device="cuda", gpus_per_actor=0.5)
+    assert plan == {"head": Slots(), "gpu": Slots(gpu=4), "cpu": Slots()}
+    with pytest.raises(RuntimeError, match="no alive Ray node has a GPU"):
+        plan_placement([node("head", 2), node("cpu", 8)], None, "head", device="cuda")
+
+
+def test_cpu_ignores_gpus_and_a_one_core_machine_still_plays():
+    plan = plan_placement([node("head", 4, gpus=1)], None, "head", device="cpu")
+    assert plan == {"head": Slots(cpu=3)}
+    assert plan_placement([node("head", 1)], None, "head") == {"head": Slots(cpu=1)}
+    with pytest.raises(RuntimeError, match="no Ray node with CPUs"):
+        plan_placement([node("head", 0)], None, "head")
