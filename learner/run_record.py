@@ -19,6 +19,7 @@ config leaves nothing behind.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +31,9 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
 from learner.config import ConfigError, validate
+from learner.replay import redact_url
+
+logger = logging.getLogger(__name__)
 
 RECORD_DIR = ".hydra"  # inside the run directory
 CONFIG_FILE = "config.yaml"  # the run's resolved config, written once
@@ -218,11 +222,42 @@ def write_record(prepared: Prepared, hydra_cfg: Any = None) -> Path:
     config = record / CONFIG_FILE
     if config.exists():  # a new run's record is written once, never replaced
         raise ConfigError(f"{config} exists already; not overwriting a run's config record")
-    _write(config, OmegaConf.to_yaml(prepared.cfg, resolve=True))
-    _write(record / OVERRIDES_FILE, OmegaConf.to_yaml(OmegaConf.create(prepared.overrides)))
+    _write(config, OmegaConf.to_yaml(_without_secrets(prepared.cfg)))
+    overrides = [_redact_override(o) for o in prepared.overrides]
+    _write(record / OVERRIDES_FILE, OmegaConf.to_yaml(OmegaConf.create(overrides)))
     if hydra_cfg is not None and not prepared.resumed:
-        _write(record / "hydra.yaml", OmegaConf.to_yaml(hydra_cfg))
+        text = OmegaConf.to_yaml(hydra_cfg)
+        for raw, masked in zip(prepared.overrides, overrides, strict=True):
+            text = text.replace(raw, masked)  # Hydra keeps the command line's overrides too
+        _write(record / "hydra.yaml", text)
     return record
+
+
+def _without_secrets(cfg: DictConfig) -> DictConfig:
+    """The resolved config to record, with no Redis password in it: a URL that came from the
+    environment is recorded as that interpolation (a resume reads the environment again), a URL
+    with a password given on the command line is recorded masked (give it again on resume:
+    ``replay.url`` may change then)."""
+    out = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    if OmegaConf.select(cfg, "replay.url", default=None) is None:
+        return out
+    raw = OmegaConf.to_container(cfg.replay, resolve=False)["url"]
+    if isinstance(raw, str) and raw.startswith("${oc.env:"):
+        out.replay.url = raw
+    elif isinstance(out.replay.url, str) and redact_url(out.replay.url) != out.replay.url:
+        out.replay.url = redact_url(out.replay.url)
+        logger.warning(
+            "replay.url carries a password: the run's config record masks it; pass the URL "
+            "again when resuming, or keep the password in %s",
+            cfg.replay.get("password_env") or "the environment",
+        )
+    return out
+
+
+def _redact_override(override: str) -> str:
+    """A command-line override as recorded: any URL's password masked."""
+    key, sep, value = override.partition("=")
+    return key + sep + redact_url(value) if sep and "://" in value else override
 
 
 def _write(path: Path, text: str) -> None:

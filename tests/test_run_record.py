@@ -171,3 +171,33 @@ def test_help_says_what_the_program_is():
         done.stdout
     )
     assert "powered by Hydra" not in done.stdout and "__main__" not in done.stdout
+
+
+def test_no_redis_password_reaches_the_run_record(tmp_path, monkeypatch):
+    # From the environment (the cluster preset's way): recorded as the interpolation, so a
+    # resume reads the environment again.
+    monkeypatch.setenv("CHECKERZERO_REDIS_URL", "redis://:s3cret@10.0.0.5:6379/0")
+    env_run = tmp_path / "env"
+    new_run(env_run, "preset=cluster")
+    text = (env_run / ".hydra" / "config.yaml").read_text()
+    assert "s3cret" not in text
+    assert "${oc.env:CHECKERZERO_REDIS_URL" in text
+    overrides = (f"run_dir={env_run}",)
+    prepared = prepare(composed(*overrides), overrides)
+    assert prepared.cfg.replay.url == "redis://:s3cret@10.0.0.5:6379/0"
+
+    # On the command line: masked in the config and in the overrides record.
+    cli_run = tmp_path / "cli"
+    new_run(cli_run, "replay.url=redis://:s3cret@127.0.0.1:6390/0")
+    for name in ("config.yaml", "overrides.yaml"):
+        recorded = (cli_run / ".hydra" / name).read_text()
+        assert "s3cret" not in recorded and "redis://:***@127.0.0.1:6390/0" in recorded
+
+
+def test_the_command_line_record_masks_a_redis_password(tmp_path):
+    run_dir = tmp_path / "run"
+    out = learner(f"run_dir={run_dir}", "replay.url=redis://:s3cret@127.0.0.1:6390/0")
+    assert out.returncode == 0, out.stderr
+    for path in (run_dir / ".hydra").iterdir():
+        if path.is_file():
+            assert "s3cret" not in path.read_text(), path.name
