@@ -27,6 +27,7 @@ import torch
 from actors.self_play import run_self_play
 from learner.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
 from learner.inference import NetworkEvaluator
+from learner.live import publish as publish_live
 from learner.replay import ReplayStore, connect
 from learner.weights import WeightsChannel
 
@@ -86,6 +87,9 @@ class SelfPlayWorker:
         self._stop = threading.Event()
         self._last_poll = 0.0
         self._seed_calls = 0
+        # logging.live_game_ttl_s: slot 0's game in progress goes to Redis after each move
+        # (absent, as in a run saved before it existed, or 0: not published).
+        self._live_ttl_s = float((cfg.get("logging") or {}).get("live_game_ttl_s", 0) or 0)
         # A fresh seed on every (re)start, so a restarted actor does not replay the same games.
         self.seed = int(cfg.get("seed", 0)) * 1_000_003 + int(
             self.client.incr(f"{self.namespace}:selfplay:starts")
@@ -141,6 +145,9 @@ class SelfPlayWorker:
             pipe.hincrby(games_by_node_key(self.namespace), self.node_id, 1)
         pipe.execute()
 
+    def _publish_live(self, live: dict[str, Any]) -> None:
+        publish_live(self.client, self.namespace, live, self._live_ttl_s)
+
     def _batch_stats(self, evaluations: int, network_s: float, tree_s: float) -> None:
         pipe = self.client.pipeline(transaction=False)
         key = stats_key(self.namespace)
@@ -170,6 +177,7 @@ class SelfPlayWorker:
             stop=lambda: not self._keep_going() or time.monotonic() >= deadline,
             on_batch=self._batch_stats,
             keep_records=False,
+            on_live=self._publish_live if self._live_ttl_s > 0 else None,
         )
         return dataclasses.asdict(stats)
 

@@ -34,6 +34,7 @@ from game.mcts import Evaluator, StepTimes, new_search, step
 from game.pdn import PdnGame, game_from_position
 from game.position import END_REASONS, RESULT_TEXT, Position
 from game.records import RESIGNED, GameRecord, Result, Termination, sparse_visits
+from learner.live import make_live
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +164,40 @@ class _Slot:
         )
 
 
+class _LiveTracker:
+    """The moves so far of the game in one slot, in notation, for `on_live` (slot 0 only)."""
+
+    def __init__(self, opening: op.Opening, max_plies: int) -> None:
+        self.opening = opening
+        self.fen = Position(opening.size).fen()
+        self.moves = list(opening.moves)
+        self.game = opening.start_game(max_plies)
+        self.before = self.game.copy()
+        self.turn: list[int] = []
+
+    def step(self, action: int) -> bool:
+        """Plays a decision; True when it completed a move (a multi-jump is one move)."""
+        self.turn.append(int(action))
+        self.game.step(int(action))
+        if self.game.mid_jump:
+            return False
+        self.moves.append(str(self.before.move_of(self.turn)))
+        self.turn = []
+        self.before = self.game.copy()
+        return True
+
+    def report(self, version: int, actor: int) -> dict[str, Any]:
+        return make_live(
+            actor=actor,
+            version=version,
+            opening=self.opening.name,
+            fen=self.fen,
+            moves=self.moves,
+            opening_plies=len(self.opening.moves),
+            updated=time.time(),
+        )
+
+
 def play_games(
     evaluator: Evaluator,
     cfg: Mapping[str, Any],
@@ -173,12 +208,15 @@ def play_games(
     network_version: int = 0,
     actor_id: int = 0,
     stop: Callable[[], bool] | None = None,
+    on_live: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[GameRecord]:
     """Plays `n_games` games (config groups game, mcts, selfplay) and returns their records.
 
     `openings` None takes them from the config (`selfplay.openings`: deck or start). The same
     seed, evaluator and config give the same games. `stop`, checked once per forward pass,
     ends early when it returns True: the finished games are returned, games in progress dropped.
+    `on_live`, when given, gets slot 0's game so far (a `learner.live.make_live` dict: the moves
+    in notation, the opening, the weights version, the actor id) at its start and after each move.
     """
     return run_self_play(
         evaluator,
@@ -189,6 +227,7 @@ def play_games(
         network_version=network_version,
         actor_id=actor_id,
         stop=stop,
+        on_live=on_live,
     )[0]
 
 
@@ -206,6 +245,7 @@ def run_self_play(
     on_record: Callable[[GameRecord], None] | None = None,
     on_batch: Callable[[int, float, float], None] | None = None,
     keep_records: bool = True,
+    on_live: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[list[GameRecord], SelfPlayStats]:
     """`play_games` plus where the time went, with hooks for a long-running actor.
 
@@ -214,6 +254,7 @@ def run_self_play(
     game is recorded with (the one that played its last move); `on_record` gets every finished
     game as it ends; `on_batch(evaluations, network_s, tree_s)` is called after every batch.
     With `keep_records=False` finished records are not kept in memory (only counted).
+    `on_live` is as in `play_games`.
     """
     s = SelfPlaySettings.from_config(cfg)
     if n_games is not None and n_games < 0:
@@ -233,11 +274,15 @@ def run_self_play(
     slots: list[_Slot | None] = [None] * n_slots
     records: list[GameRecord] = []
     started = 0
+    live: _LiveTracker | None = None
 
     finished = 0
 
+    def current_version() -> int:
+        return version_fn() if version_fn is not None else network_version
+
     def start(i: int) -> None:
-        nonlocal started
+        nonlocal started, live
         if started >= limit:
             slots[i] = None
             mcts.stop(i)
@@ -247,12 +292,15 @@ def run_self_play(
         slots[i] = _Slot(opening=opening, resign_enabled=enabled)
         mcts.reset(i, opening.start_game(s.max_plies))
         started += 1
+        if i == 0 and on_live is not None:
+            live = _LiveTracker(opening, s.max_plies)
+            on_live(live.report(current_version(), actor_id))
 
     def finish(i: int, result: Result, termination: Termination) -> None:
         nonlocal finished
         slot = slots[i]
         assert slot is not None
-        version = version_fn() if version_fn is not None else network_version
+        version = current_version()
         record = slot.record(s.size, result, termination, version, actor_id)
         finished += 1
         if keep_records:
@@ -284,6 +332,8 @@ def run_self_play(
         slot.add(packed, action, visits, wdl, best=action)
         decisions += 1
         mcts.advance(i, action)
+        if i == 0 and live is not None and on_live is not None and live.step(action):
+            on_live(live.report(current_version(), actor_id))
         if mcts.done(i):
             finish(i, Result(mcts.result(i)), Termination(mcts.end_reason(i)))
         elif adjudicate and (result := _database_result(egdb, mcts.root_packed(i))) is not None:

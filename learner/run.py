@@ -41,6 +41,7 @@ from game.openings import load_openings
 from game.pdn import write_pdn
 from game.records import GameRecord
 from learner.cluster import start_ray
+from learner.live import copy_live
 from learner.losses import Losses
 from learner.metrics import MetricsLogger
 from learner.mirror import MirrorPrefetcher, ReplayMirror
@@ -113,7 +114,8 @@ class _Loop:
     last_progress: float = field(init=False)  # monotonic times of the last progress line, ...
     last_csv: float = field(init=False)  # ... metrics row, ...
     last_plot: float = field(init=False)  # ... plots ...
-    last_ckpt: float = field(init=False)  # ... and checkpoint
+    last_ckpt: float = field(init=False)  # ... checkpoint ...
+    last_live: float = field(init=False)  # ... and copy of the live game
     last_ckpt_step: int = field(init=False)
     last_stats: ReplayStats = field(init=False)  # the store's counters at the last metrics row
     last_stats_t: float = field(init=False)
@@ -121,6 +123,7 @@ class _Loop:
 
     def __post_init__(self, store: ReplayStore) -> None:
         self.last_progress = self.last_csv = self.last_plot = self.last_ckpt = self.t_start
+        self.last_live = self.t_start
         self.last_ckpt_step = self.steps_at_last = self.trainer.counters.step
         self.last_stats, self.last_stats_t = store.stats(), self.t_start
 
@@ -239,6 +242,8 @@ class Run:
         mirror = ReplayMirror(store, size)  # each game decoded once, on the prefetch thread
         loop = _Loop(t_start=time.monotonic(), store=store, trainer=trainer)
         evaluator = None
+        # absent (a run saved before the key existed) or 0: no live game copied
+        live_every = float(OmegaConf.select(cfg, "logging.live_game_every_s", default=0) or 0)
         try:
             # The evaluator first: under gating it promotes the first version, which the
             # actors wait for.
@@ -264,6 +269,9 @@ class Run:
                 ):
                     extra = pool.metrics() | read_eval_metrics(client, cfg.replay.namespace)
                     self._report(loop, stats, now, metrics, extra, ratio)
+                if live_every > 0 and now - loop.last_live >= live_every:
+                    self._copy_live(client)
+                    loop.last_live = now
                 if now - loop.last_plot >= 60 * cfg.logging.plot_every_min:
                     metrics.plot()
                     loop.last_plot = now
@@ -278,6 +286,8 @@ class Run:
             path = self._save(trainer, client, channel)
             stats = loop.last_stats
             with _redis_trouble_logged("the last self-play games and counters"):
+                if live_every > 0:
+                    self._copy_live(client)  # the game slot 0 was playing when the run ended
                 self._write_games(store)
                 stats = store.stats()
             # The last state, rates since the last row included, so that a run shorter than
@@ -455,6 +465,14 @@ class Run:
     def _publish(self, trainer: Trainer, channel: WeightsChannel) -> None:
         trainer.counters.version += 1
         channel.publish(trainer.weights_bytes(trainer.counters.version), trainer.counters.version)
+
+    def _copy_live(self, client: Any) -> None:
+        """The game an actor is playing now, to games/live.json for the play server; a failure
+        to write it is logged, never fatal (a malformed value in Redis is skipped)."""
+        try:
+            copy_live(client, self.cfg.replay.namespace, self.run_dir)
+        except OSError as e:
+            logger.warning("could not write the live game: %s", e)
 
     def _write_games(self, store: ReplayStore) -> int:
         """Appends the newest self-play games not written yet (at most logging.pdn_sample_games)

@@ -245,6 +245,7 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
             "default_simulations": settings["default_simulations"],
             "limits": limits,
             "analysis": settings["analysis"],
+            "live_poll_s": settings["runs"]["live_poll_s"],
             "networks": networks(),
             "players": ["random", "minimax:2", "minimax:4", "minimax:6", "minimax:t200"],
         }
@@ -359,6 +360,13 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
         if format == "json":
             return run_files.games_json(path, int(limits["max_pdn_games"]))
         return PlainTextResponse(path.read_text(errors="replace"))
+
+    @app.get("/api/runs/{run}/live")
+    def live(run: str) -> dict[str, Any]:
+        """The game a self-play actor of the run is playing now (from its games/live.json):
+        start FEN, moves, opening, weights version, actor and age in seconds; 404 when the run
+        has none or its newest move is older than runs.live_within_s."""
+        return run_files.live_game(roots, run, float(settings["runs"]["live_within_s"]))
 
     app.add_middleware(BodyLimit, limit=int(limits["max_request_bytes"]))
     return app

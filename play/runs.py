@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from game.pdn import read_pdn
+from learner.live import LIVE_FILE, read_live_file
 from learner.metrics import read_metrics
-from play.paths import Roots
+from play.paths import NotFound, Roots
 
 METRICS = "metrics.csv"
 SUMMARY = "summary.json"
@@ -193,12 +194,23 @@ def games_json(path: Path, max_games: int) -> list[dict[str, Any]]:
     ]
 
 
+def live_game(roots: Roots, run: str, within_s: float) -> dict[str, Any]:
+    """The run's live game (``games/live.json``, read through the path checks) with its age in
+    seconds; NotFound when there is none or it is older than ``within_s``."""
+    live = read_live_file(roots.run_file(run, LIVE_FILE))
+    age = max(0.0, time.time() - live["updated"])
+    if age > within_s:
+        raise NotFound(f"run {run!r}: no game in progress (the newest is {age:.0f} s old)")
+    return live | {"age_s": age}
+
+
 __all__ = [
     "elo_curve",
     "game_files",
     "games_json",
     "is_run",
     "list_runs",
+    "live_game",
     "metrics",
     "ratings",
     "run_status",

@@ -16,6 +16,7 @@ from typing import Any
 
 from game import Position
 from game.pdn import game_from_position, write_pdn
+from learner.live import LIVE_FILE, encode, make_live
 from learner.metrics import MetricsLogger
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,6 +67,24 @@ def make_folders(root: Path) -> tuple[Path, Path, Path]:
     # A pickle wearing the checkpoint suffix: must be refused by the safetensors loader.
     (models / "pickled.safetensors").write_bytes(b"\x80\x04\x95\x00\x00\x00\x00\x00\x00\x00\x00.")
     (models / "net.pt").write_bytes(b"not loaded")
+    # Live self-play games: one in the stopped run from moments ago (a server that shows games
+    # up to a day old serves it), a two-day-old one in the running run, a link out of the run.
+    live = make_live(
+        actor=3,
+        version=5,
+        opening="ACF 1",
+        fen=pos.fen(),
+        moves=moves,
+        opening_plies=3,
+        updated=time.time(),
+    )
+    (run / LIVE_FILE).write_bytes(encode(live))
+    stale = runs / "2026-01-02_00-00-00" / LIVE_FILE
+    stale.parent.mkdir()
+    stale.write_bytes(encode(live | {"updated": time.time() - 2 * 86400}))
+    (done / "games").mkdir()
+    (root / "secret.json").write_bytes(encode(live))
+    os.symlink(root / "secret.json", done / LIVE_FILE)
     return runs, models, root / "secret.safetensors"
 
 

@@ -96,6 +96,8 @@ def test_non_editable_install_runs_a_smoke_run_from_outside_the_checkout(tmp_pat
     assert summary["games"] >= 1 and summary["positions"] >= 64  # actors played in the venv
     assert Path(summary["model"]).is_file() and Path(summary["training_state"]).is_file()
     assert (run_dir / ".hydra" / "config.yaml").is_file()
+    live = json.loads((run_dir / "games" / "live.json").read_text())  # an actor's game
+    assert live["actor"] == 0 and len(live["moves"]) >= live["opening_plies"]
 
     # A benchmark script runs against the installed wheel with no peer implementation: each
     # peer says it is not installed, and our own figures are still measured.

@@ -37,6 +37,7 @@ def server(folders):
         "limits.max_request_bytes=20000",
         "limits.max_concurrent_searches=1",
         "limits.queue_wait_s=0",
+        "runs.live_within_s=86400",
     )
     yield srv
     srv.stop()
@@ -246,6 +247,20 @@ def test_runs_metrics_and_games(server):
 def test_run_files_only_from_inside_the_run(server, path, status):
     got, body = server.request("GET", path)
     assert got == status, body
+
+
+def test_live_self_play_game_from_the_run_folder(server):
+    got = server.get("/api/runs/2026-01-01_00-00-00/live")
+    assert got["moves"] == ["11-15", "23-19", "8-11", "22-17"] and got["opening_plies"] == 3
+    assert (got["actor"], got["version"], got["opening"]) == (3, 5, "ACF 1")
+    assert got["fen"] == Position().fen() and 0 <= got["age_s"] < 86400
+    status, body = server.request("GET", "/api/runs/2026-01-02_00-00-00/live")
+    assert status == 404 and "no game in progress" in body["detail"], body  # two days old
+    status, body = server.request("GET", "/api/runs/2025-12-31_00-00-00/live")
+    assert status == 403, body  # games/live.json links out of the run
+    assert server.request("GET", "/api/runs/%2E%2E/live")[0] == 403
+    assert server.request("GET", "/api/runs/nope/live")[0] == 404
+    assert server.get("/api/config")["live_poll_s"] > 0
 
 
 def test_openings_pdn_and_page(server):

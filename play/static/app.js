@@ -312,7 +312,7 @@ async function hint() {
 
 // --- training view --------------------------------------------------------------------------
 const viewer = new Board($("viewer"));
-const watch = { run: null, games: [], game: null, positions: [], index: 0, live: false };
+const watch = { run: null, games: [], game: null, positions: [], index: 0, live: false, liveToken: 0 };
 
 async function loadRuns() {
   const runs = await api("/api/runs");
@@ -352,7 +352,7 @@ async function openRun(name) {
   const sel = $("game-file");
   sel.textContent = "";
   for (const g of run.games) sel.add(new Option(g.file, g.file));
-  $("live").disabled = !run.network;
+  watch.live = false;  // a live view of the run shown before stops
   if (run.games.length) await loadGameFile(run.games[0].file);
 }
 
@@ -426,15 +426,59 @@ async function stepTo(index) {
 }
 
 async function live() {
+  // A game the run's self-play actors are playing right now, read-only: the server reads the
+  // copy the learner keeps in the run folder (games/live.json), polled every runs.live_poll_s.
+  if (!watch.run) return;
+  const token = ++watch.liveToken;
+  watch.live = true;
+  const info = $("live-info");
+  let shown = null, seen = false;
+  while (watch.live && watch.liveToken === token) {
+    let g = null;
+    try {
+      g = await api(`/api/runs/${encodeURIComponent(watch.run.name)}/live`);
+    } catch (e) {
+      if (!seen && watch.run.network) {  // no game in progress: the old view, said as such
+        info.textContent = "no self-play game in progress – the newest network playing itself:";
+        return newestPlaysItself(token);
+      }
+      info.textContent = `live: no self-play game in progress (${e.message})`;
+    }
+    if (g && watch.live && watch.liveToken === token) {
+      seen = true;
+      const key = `${g.actor}/${g.fen}/${g.moves.join(" ")}`;
+      if (key !== shown) {
+        try {
+          const position = await api("/api/position", { fen: g.fen, moves: g.moves });
+          let squares = null;
+          if (g.moves.length) {
+            const before = await api("/api/position", { fen: g.fen, moves: g.moves.slice(0, -1) });
+            const m = before.legal.find(x => x.move === g.moves[g.moves.length - 1]);
+            squares = m ? m.squares : null;
+          }
+          viewer.set(position, squares);
+          shown = key;
+        } catch (e) { info.textContent = `live: ${e.message}`; }
+      }
+      const own = g.moves.length - g.opening_plies;
+      info.textContent = `live self-play (read-only): actor ${g.actor}, weights v${g.version}, ` +
+        `${g.opening}, ${own} moves played` +
+        (g.moves.length ? `, last ${g.moves[g.moves.length - 1]}` : "") +
+        `, ${g.age_s.toFixed(0)} s ago`;
+    }
+    await new Promise(r => setTimeout(r, 1000 * state.config.live_poll_s));
+  }
+}
+
+async function newestPlaysItself(token) {
   // The newest network of the run plays itself here, one move at a time, read-only: the run
   // is not touched, its checkpoint is read at each new game.
-  if (!watch.run || !watch.run.network) return;
-  watch.live = true;
   const player = `${watch.run.network}:sims=${state.config.default_simulations}`;
+  const label = "the newest network playing itself";
   let moves = [];
   let position = await api("/api/position", { moves });
   viewer.set(position);
-  while (watch.live && !position.result) {
+  while (watch.live && watch.liveToken === token && !position.result) {
     try {
       const answer = await api("/api/move", { moves, player });
       moves = [...moves, answer.move];
@@ -443,13 +487,14 @@ async function live() {
       viewer.set(position, played ? played.squares : null);
       const score = answer.score === null || answer.score === undefined ? "" :
         `, ${answer.turn === "B" ? "Black" : "White"} expects ${(answer.score * 100).toFixed(0)}%`;
-      $("live-info").textContent = `live: ${moves.length} moves, last ${answer.move}${score}`;
+      $("live-info").textContent = `${label}: ${moves.length} moves, last ${answer.move}${score}`;
     } catch (e) {
-      $("live-info").textContent = `live: ${e.message}`;
+      $("live-info").textContent = `${label}: ${e.message}`;
       await new Promise(r => setTimeout(r, 1000));
     }
   }
   if (position.result) $("live-info").textContent += ` – ${position.result} (${position.end_reason})`;
+  if (watch.liveToken === token) watch.live = false;
 }
 
 // --- wiring ---------------------------------------------------------------------------------
