@@ -50,7 +50,12 @@ def server(tmp_path_factory):
     # The page asks for the reply and its analysis at once: on a loaded machine the second may
     # wait for a search slot longer than the default 10 s, so the test lets it queue.
     srv = Server(
-        runs, models, root / "server.log", "default_simulations=16", "limits.queue_wait_s=110"
+        runs,
+        models,
+        root / "server.log",
+        "default_simulations=16",
+        "limits.queue_wait_s=110",
+        "runs.live_within_s=86400",  # the run folder's live game stays live through the test
     )
     yield srv
     srv.stop()
@@ -90,3 +95,39 @@ def test_play_a_move_by_clicking_and_see_the_network_answer(browser, server, tmp
     out.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(out / "play.png"))
     assert (out / "play.png").stat().st_size > 10_000
+
+
+def test_the_live_view_shows_the_runs_game_in_progress_read_only(browser, server):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, WAIT_S)
+    browser.get(server.url + "/?view=train#train")  # a new page load (a hash alone is not)
+
+    def open_run(name: str) -> None:
+        wait.until(
+            lambda d: any(c.text == name for c in d.find_elements(By.CSS_SELECTOR, "#runs td"))
+        )
+        next(
+            c for c in browser.find_elements(By.CSS_SELECTOR, "#runs td") if c.text == name
+        ).click()
+        wait.until(lambda d: d.find_element(By.ID, "run-title").text.startswith(name))
+
+    open_run("2026-01-01_00-00-00")
+    browser.find_element(By.ID, "live").click()
+    wait.until(lambda d: "actor 3" in d.find_element(By.ID, "live-info").text)
+    info = browser.find_element(By.ID, "live-info").text
+    assert "read-only" in info and "weights v5" in info and "ACF 1" in info and "last 22-17" in info
+
+    def squares(colour: str) -> set[int]:
+        found = browser.find_elements(By.CSS_SELECTOR, f"#viewer circle.piece-{colour}")
+        return {int(c.get_attribute("data-square")) for c in found}
+
+    wait.until(lambda d: 15 in squares("b"))  # after 11-15 23-19 8-11 22-17
+    assert squares("b") == {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 15}
+    assert squares("w") == {17, 19, 21, *range(24, 33)}
+    assert not browser.find_elements(By.CSS_SELECTOR, "#viewer .movable")  # nothing to play
+
+    open_run("2026-01-02_00-00-00")  # its live game is two days old, and it has no network
+    browser.find_element(By.ID, "live").click()
+    wait.until(lambda d: "no self-play game in progress" in d.find_element(By.ID, "live-info").text)
