@@ -34,8 +34,10 @@ import redis
 import yaml
 
 from evaluation.players import make_player
+from game import Position
 from game.pdn import read_pdn
 from learner.checkpoint import read_checkpoint_meta
+from learner.live import LIVE_FILE, read_live_file
 from learner.metrics import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -219,12 +221,18 @@ def test_smoke_run_completes_end_to_end(tmp_path):
 
     # The self-play games: one file, each game once, from the initial position through the
     # ballot's moves, played by a version the actor followed from the weights channel.
-    assert [p.name for p in (run_dir / "games").iterdir()] == ["selfplay.pdn"]
+    assert sorted(p.name for p in (run_dir / "games").iterdir()) == ["live.json", "selfplay.pdn"]
     games = read_pdn((run_dir / "games" / "selfplay.pdn").read_text())
     rounds = [int(g.tags["Round"]) for g in games]
     assert games and rounds == sorted(set(rounds)) and all(g.moves for g in games)
     assert all(not g.fen and g.tags["GameType"] == "21" and g.tags["Date"] for g in games)
     assert all(re.fullmatch(r"checkerzero v\d+", g.tags["Black"]) for g in games)
+    # The game slot 0 of the actor was playing last, copied for the play server: it replays.
+    live = read_live_file(run_dir / LIVE_FILE)
+    assert live["actor"] == 0 and live["version"] >= 1 and live["opening"]
+    position = Position.from_fen(live["fen"])
+    for move in live["moves"]:
+        position.play(move)
 
     # The private redis-server was started, then stopped: its port is closed, its process gone.
     match = re.search(r"redis-server \S+ pid (\d+) on redis://127\.0\.0\.1:(\d+)/0", output)
