@@ -61,20 +61,6 @@ RESIGNED = 255
 # A searched root value is a float16 probability vector: three roundings of at most 2^-12 each
 # (values in [0.5, 1]) move its sum by under 1e-3; more than this is not a distribution.
 WDL_SUM_TOLERANCE = 1e-2
-# The meta word of a packed state (game/cpp/game.h pack_meta): bit 0 White to move, bits 1-6 the
-# mid-jump square + 1 (0: none), bits 8-15 the no-progress plies, bit 16 "position present".
-_META_JUMP_SHIFT, _META_JUMP_MASK = 1, 0x3F
-_META_NO_PROGRESS_SHIFT = 8
-_META_PRESENT = 1 << 16
-_META_UNKNOWN_BITS = np.uint32(
-    ~(
-        META_WHITE_TO_MOVE
-        | _META_JUMP_MASK << _META_JUMP_SHIFT
-        | 0xFF << _META_NO_PROGRESS_SHIFT
-        | _META_PRESENT
-    )
-    & 0xFFFFFFFF
-)
 
 
 class Result(IntEnum):
@@ -94,34 +80,6 @@ class Termination(IntEnum):
     PLY_CAP = 4
     RESIGNATION = 5
     DATABASE = 6  # reached the endgame database: the result is its exact value
-
-
-@dataclass(frozen=True)
-class _Geometry:
-    """Bitboard masks of one board size (bit i is square i + 1; Black starts on the low squares
-    and is crowned on the highest row, White the reverse)."""
-
-    squares: int
-    off_board: np.uint32  # every bit that is not a playable square
-    black_crown: np.uint32  # the row where a black man is crowned
-    white_crown: np.uint32
-    pieces: int  # pieces a side at the start: no side can ever hold more
-
-    @classmethod
-    def of(cls, size: int) -> _Geometry:
-        squares, half = size * size // 2, size // 2
-        row = (1 << half) - 1
-        start = _core.Game(size)
-        return cls(
-            squares=squares,
-            off_board=np.uint32(~((1 << squares) - 1) & 0xFFFFFFFF),
-            black_crown=np.uint32(row << (squares - half)),
-            white_crown=np.uint32(row),
-            pieces=int(start.black).bit_count(),
-        )
-
-
-_GEOMETRY = {size: _Geometry.of(size) for size in (6, 8)}
 
 
 @dataclass(frozen=True)
@@ -290,8 +248,7 @@ def _validate(r: GameRecord) -> None:
         t_bad = int(np.searchsorted(r.visit_offsets, np.argmin(r.visit_counts), side="right")) - 1
         raise ValueError(f"decision {t_bad} has a visit count of 0 (every listed action has >= 1)")
     _check_root_wdl(r.root_wdl)
-    if t:
-        _check_positions(r.board_size, r.positions)
+    if t:  # the core checks every packed state (bits, pieces, kings, meta word) and raises
         _check_actions(r)
 
 
@@ -311,51 +268,6 @@ def _check_root_wdl(wdl: np.ndarray) -> None:
             f"root_wdl of decision {t} is {w[t].tolist()}: not a probability vector "
             f"(values in [0, 1] summing to 1) nor all NaN (unsearched)"
         )
-
-
-def _check_positions(size: int, positions: np.ndarray) -> None:
-    """Every packed state is one the rules can reach: pieces on the board's squares, one piece per
-    square, kings only where a piece is, no man on the row where it would have been crowned, at
-    most the starting number of pieces a side, and a meta word of the layout in game/cpp/game.h
-    (a present slot, a mid-jump square holding a piece of the mover, a no-progress count the
-    forty-move rule allows, no other bits). The core's encoder and move generator trust these."""
-    geo = _GEOMETRY[size]
-    black, white, kings, meta = (positions[:, k] for k in range(PACKED_WORDS))
-    occupied = black | white
-    side = (meta & META_WHITE_TO_MOVE).astype(bool)
-    jumping = ((meta >> _META_JUMP_SHIFT) & _META_JUMP_MASK).astype(np.int64) - 1
-    mover = np.where(side, white, black)
-    on_jump_square = np.zeros(len(positions), bool)
-    mid = jumping >= 0
-    in_range = mid & (jumping < geo.squares)
-    on_jump_square[in_range] = (
-        (mover[in_range] >> jumping[in_range].astype(np.uint32)) & 1
-    ).astype(bool)
-    problems = [
-        ((occupied | kings) & geo.off_board != 0, "a piece or king off the board's squares"),
-        (black & white != 0, "a square held by both sides"),
-        (kings & ~occupied != 0, "a king on an empty square"),
-        (black & ~kings & geo.black_crown != 0, "a black man on Black's crowning row"),
-        (white & ~kings & geo.white_crown != 0, "a white man on White's crowning row"),
-        (np.bitwise_count(black) > geo.pieces, f"more than {geo.pieces} black pieces"),
-        (np.bitwise_count(white) > geo.pieces, f"more than {geo.pieces} white pieces"),
-        (meta & _META_UNKNOWN_BITS != 0, "unknown bits set in the meta word"),
-        (meta & _META_PRESENT == 0, "the meta word's 'position present' bit clear"),
-        (mid & ~on_jump_square, "a mid-jump square without a piece of the side to move"),
-        (
-            (meta >> _META_NO_PROGRESS_SHIFT) & 0xFF > _core.MAX_PLIES_WITHOUT_PROGRESS,
-            f"a no-progress count above {_core.MAX_PLIES_WITHOUT_PROGRESS} plies",
-        ),
-    ]
-    if not np.logical_or.reduce([bad for bad, _ in problems]).any():  # one test when all is well
-        return
-    for bad, what in problems:
-        if bad.any():
-            t = int(np.argmax(bad))
-            raise ValueError(
-                f"position {t} ({[int(x) for x in positions[t]]}) has {what} on a "
-                f"{size}x{size} board"
-            )
 
 
 def _check_actions(r: GameRecord) -> None:

@@ -65,9 +65,9 @@ def test_a_white_man_off_the_6x6_board_is_refused_before_the_encoder(six):
     before its output buffer (`double free or corruption`)."""
     meta = int(six.positions[0, 3])
     bad = _positions(six, 0, white=int(six.positions[0, 1]) | 1 << 18)
-    _refused(frame(six, positions=bad), r"position 0 .* off the board's squares on a 6x6 board")
+    _refused(frame(six, positions=bad), r"packed state 0, slot 0: pieces off the 6x6 board")
     meta_only = _positions(six, 0, black=0, white=1 << 18, kings=0, meta=meta)
-    _refused(frame(six, positions=meta_only), "off the board")
+    _refused(frame(six, positions=meta_only), "off the 6x6 board")
 
 
 def _square_bits(mask: int) -> list[int]:
@@ -77,17 +77,17 @@ def _square_bits(mask: int) -> list[int]:
 @pytest.mark.parametrize(
     ("defect", "match"),
     [
-        ("overlap", "a square held by both sides"),
-        ("king_on_empty", "a king on an empty square"),
-        ("black_man_crowning_row", "a black man on Black's crowning row"),
-        ("white_man_crowning_row", "a white man on White's crowning row"),
-        ("too_many_black", "more than 12 black pieces"),
-        ("too_many_white", "more than 12 white pieces"),
+        ("overlap", "both a black and a white piece"),
+        ("king_on_empty", "kings on empty squares"),
+        ("black_man_crowning_row", "black men on White's back rank .* would have been crowned"),
+        ("white_man_crowning_row", "white men on Black's back rank .* would have been crowned"),
+        ("too_many_black", "13 black pieces: at most 12 a side"),
+        ("too_many_white", "13 white pieces: at most 12 a side"),
         ("unknown_meta_bits", "unknown bits set in the meta word"),
-        ("absent_slot", "'position present' bit clear"),
-        ("empty_jump_square", "a mid-jump square without a piece of the side to move"),
-        ("jump_square_off_board", "a mid-jump square without a piece"),
-        ("no_progress", "a no-progress count above 80 plies"),
+        ("absent_slot", "the newest slot holds no position"),
+        ("empty_jump_square", "mid-jump square 8 holds no piece of the side to move"),
+        ("jump_square_off_board", "mid-jump square 40 is off the board"),
+        ("no_progress", "a no-progress count of .* plies, above 80"),
     ],
 )
 def test_positions_the_rules_cannot_reach_are_refused(eight, defect, match):
@@ -123,7 +123,7 @@ def test_positions_the_rules_cannot_reach_are_refused(eight, defect, match):
 def test_too_many_pieces_is_the_board_size_own_limit(six):
     """A 6x6 side starts with 6 pieces: 7 cannot happen."""
     bad = _positions(six, 0, black=0x7F, white=0x7 << 12, kings=0)
-    _refused(frame(six, positions=bad), "more than 6 black pieces")
+    _refused(frame(six, positions=bad), "7 black pieces: at most 6 a side on the 6x6 board")
 
 
 def test_a_zero_visit_count_is_refused(six):
@@ -240,7 +240,7 @@ def test_the_mirror_counts_and_skips_bad_records_and_trains_on_the_rest(client, 
     np.testing.assert_allclose(batch.target_pi.sum(axis=1), 1.0, rtol=1e-5)
     np.testing.assert_allclose(batch.target_wdl.sum(axis=1), 1.0, rtol=1e-3)
     assert not (batch.target_pi > 0)[~batch.mask].any()  # every target on a legal action
-    assert any("off the board" in r.getMessage() for r in caplog.records)
+    assert any("off the 6x6 board" in r.getMessage() for r in caplog.records)
 
 
 def _spliced(a: GameRecord, b: GameRecord) -> GameRecord:

@@ -484,7 +484,11 @@ void check_packed(int size, const uint32_t* packed, size_t n, int stride_slots, 
         b.side = (meta & kMetaSide) ? Color::White : Color::Black;
         why = board_error(size, b);
         const int jumping = int((meta & kMetaJumping) >> 1) - 1;
-        if (why.empty() && jumping >= squares)
+        const int no_progress = int((meta >> 8) & 0xFF);
+        if (why.empty() && no_progress > kMaxPliesWithoutProgress)
+          why = "a no-progress count of " + std::to_string(no_progress) + " plies, above " +
+                std::to_string(kMaxPliesWithoutProgress);
+        else if (why.empty() && jumping >= squares)
           why = "mid-jump square " + std::to_string(jumping + 1) + " is off the board";
         else if (why.empty() && jumping >= 0 && !(b.pieces[index(b.side)] & bit(jumping)))
           why = "mid-jump square " + std::to_string(jumping + 1) + " holds no piece of the side to move";
