@@ -4,6 +4,12 @@ The tree lives in C++ (`game._core.BatchedMCTS`). One round trip is: ``gather()`
 every game that still needs simulations (planes + legal masks), one forward pass of the
 evaluator over the whole batch, ``expand(priors, wdl)``. No Python runs per tree node.
 
+Playout cap randomization (KataGo, "Accelerating Self-Play Learning in Go", Wu 2019): with a
+`PlayoutCap`, `draw_search` gives one game its next decision's search, a full one (the config's
+simulations, root noise, forced playouts) with probability ``full_share``, else a fast one
+(``fast_simulations``, neither). Each game of one BatchedMCTS keeps its own budget in the C++
+tree (``set_search``), so full and fast searches share the same batched forward passes.
+
 Everything that asks about positions goes through an ``Evaluator``: NumPy in (planes
 ``(N, C, S, S)`` float32, legal mask ``(N, A)`` bool), NumPy out (priors ``(N, A)`` float32 that
 are a softmax over the legal actions only, exactly 0 on illegal ones; WDL probabilities
@@ -25,9 +31,11 @@ from game import _core
 
 __all__ = [
     "Evaluator",
+    "PlayoutCap",
     "StepTimes",
     "UniformEvaluator",
     "check_mask",
+    "draw_search",
     "make_config",
     "new_search",
     "search",
@@ -51,6 +59,7 @@ SEARCH_KEYS = (
     "virtual_loss",
     "collapse_forced",
     "skip_forced_root",
+    "forced_playouts_k",
     "seed",
 )
 
@@ -136,6 +145,60 @@ def new_search(
         return _core.BatchedMCTS(num_games, size, make_config(cfg, seed=seed))
     except (TypeError, RuntimeError) as err:
         raise ValueError(f"mcts: {err}") from err
+
+
+@dataclass(frozen=True)
+class PlayoutCap:
+    """Playout cap randomization: a decision is searched fully with probability `full_share`
+    (`full_simulations`), else fast (`fast_simulations`, no root noise, no forced playouts)."""
+
+    full_share: float
+    full_simulations: int
+    fast_simulations: int
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.full_share <= 1.0:
+            raise ValueError(f"full_share must be in [0, 1], got {self.full_share}")
+        if not 0 <= self.fast_simulations <= self.full_simulations:
+            raise ValueError(
+                f"fast_simulations must be in [0, full simulations = {self.full_simulations}], "
+                f"got {self.fast_simulations}"
+            )
+
+    @classmethod
+    def from_config(cls, selfplay: Mapping[str, Any], mcts: Mapping[str, Any]) -> PlayoutCap | None:
+        """The cap of `selfplay.playout_cap` (simulations from `mcts`); None when it is off.
+
+        Raises ValueError naming the key whose value is missing or out of range.
+        """
+        cap = selfplay.get("playout_cap") or {}
+        if not cap.get("enabled", False):
+            return None
+        for key in ("full_share", "fast_simulations"):
+            if key not in cap:
+                raise ValueError(f"config key selfplay.playout_cap.{key} is missing")
+        if "simulations" not in mcts:
+            raise ValueError("config key mcts.simulations is missing (the full searches' budget)")
+        try:
+            return cls(
+                full_share=float(cap["full_share"]),
+                full_simulations=int(mcts["simulations"]),
+                fast_simulations=int(cap["fast_simulations"]),
+            )
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"selfplay.playout_cap: {err}") from err
+
+
+def draw_search(
+    mcts: _core.BatchedMCTS, game: int, cap: PlayoutCap, rng: np.random.Generator
+) -> bool:
+    """Sets game `game`'s next search to a full or a fast one as `cap` draws it; True: full.
+
+    Call it when the game's root is new (after ``reset`` or ``advance``), before searching.
+    """
+    full = bool(rng.random() < cap.full_share)
+    mcts.set_search(game, cap.full_simulations if full else cap.fast_simulations, full)
+    return full
 
 
 @dataclass

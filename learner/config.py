@@ -103,6 +103,27 @@ def validate(cfg: DictConfig) -> None:
     _check(cfg, "mcts.simulations", positive, "at least one simulation per move")
     _check(
         cfg,
+        "mcts.forced_playouts_k",
+        non_negative,
+        "forced playouts' k is >= 0 (0: off; KataGo used 2)",
+    )
+    _check(
+        cfg,
+        "selfplay.playout_cap.full_share",
+        lambda v: isinstance(v, int | float) and 0 <= v <= 1,
+        "the chance of a full search is in [0, 1]",
+    )
+    _check(
+        cfg,
+        "selfplay.playout_cap.fast_simulations",
+        lambda v: (
+            not cfg.selfplay.playout_cap.get("enabled", False)
+            or (isinstance(v, int) and 0 <= v <= cfg.mcts.simulations)
+        ),
+        lambda v: f"fast searches take 0 to mcts.simulations ({cfg.mcts.simulations}) simulations",
+    )
+    _check(
+        cfg,
         "selfplay.actors",
         lambda v: v is None or (isinstance(v, int) and v >= 0),
         "null (one per free core) or a count >= 0",

@@ -269,6 +269,196 @@ def test_many_games_in_one_batch_match_single_games():
 
 
 # ------------------------------------------------------------------------------------------
+# Playout cap randomization: per-game budgets, full and fast searches
+# ------------------------------------------------------------------------------------------
+
+
+def test_each_game_searches_its_own_budget_and_fast_ones_have_no_noise():
+    fens = [SHOT, HANGING, BREAKTHROUGH, KING_VS_MAN]
+    budgets, full = [200, 25, 120, 7], [True, False, True, False]
+    mcts = new_search(4, 8, {**BASE, "dirichlet_epsilon": 0.25, "dirichlet_alpha": 0.3})
+    for i, fen in enumerate(fens):
+        mcts.reset(i, Position.from_fen(fen).game)
+        mcts.set_search(i, budgets[i], full[i])
+    search(mcts, SkewedEvaluator())
+    for i in range(4):
+        assert (mcts.search_budget(i), mcts.full_search(i)) == (budgets[i], full[i])
+        assert mcts.search_done(i)
+        assert mcts.root_child_visits(i) == mcts.root_visits(i).sum() == budgets[i]
+        network = skewed(mcts.game(i).legal_action_mask()[None])[0]
+        if full[i]:
+            assert np.abs(mcts.root_priors(i) - network).max() > 1e-3  # noise mixed in
+        else:
+            np.testing.assert_allclose(mcts.root_priors(i), network, rtol=1e-6)
+    # Turning a searched full root into a fast one puts the network's priors back, and back
+    # to full mixes fresh noise in; the budget holds through resets until changed.
+    mcts.set_search(0, 30, False)
+    network = skewed(mcts.game(0).legal_action_mask()[None])[0]
+    np.testing.assert_allclose(mcts.root_priors(0), network, rtol=1e-6)
+    mcts.set_search(0, 30, True)
+    assert np.abs(mcts.root_priors(0) - network).max() > 1e-3
+    mcts.reset(1, Position.from_fen(SHOT).game)
+    assert (mcts.search_budget(1), mcts.full_search(1)) == (25, False)
+    fresh = new_search(1, 8, {**BASE, "simulations": 64})
+    assert (fresh.search_budget(0), fresh.full_search(0)) == (64, True)  # the config's
+
+
+def test_set_search_refuses_bad_calls():
+    mcts = one_game(SHOT)
+    with pytest.raises(ValueError, match="simulations of game 0 must be >= 0"):
+        mcts.set_search(0, -1, True)
+    with pytest.raises(IndexError):
+        mcts.set_search(3, 10, True)
+    mcts.gather()
+    with pytest.raises(RuntimeError, match="in flight"):
+        mcts.set_search(0, 10, False)
+
+
+def test_playout_cap_draws_full_searches_with_its_share():
+    from game.mcts import PlayoutCap, draw_search
+
+    cap = PlayoutCap(full_share=0.25, full_simulations=100, fast_simulations=25)
+    mcts = new_search(1, 8, BASE)
+    rng = np.random.default_rng(3)
+    drawn = [draw_search(mcts, 0, cap, rng) for _ in range(400)]
+    expected = np.random.default_rng(3).random(400) < 0.25  # one uniform draw per decision
+    assert drawn == expected.tolist()
+    assert sum(drawn) == 96  # this seed's count, near 0.25 x 400
+    assert (mcts.search_budget(0), mcts.full_search(0)) == (
+        (100, True) if drawn[-1] else (25, False)
+    )
+
+
+def test_playout_cap_config_is_off_by_default_and_checked(config):
+    from game.mcts import PlayoutCap
+
+    cfg = config()
+    assert PlayoutCap.from_config(cfg.selfplay, cfg.mcts) is None
+    on = config("selfplay.playout_cap.enabled=true")
+    assert PlayoutCap.from_config(on.selfplay, on.mcts) == PlayoutCap(0.25, 100, 25)
+    with pytest.raises(ValueError, match=r"selfplay\.playout_cap: full_share must be in \[0, 1\]"):
+        PlayoutCap.from_config(
+            {"playout_cap": {**on.selfplay.playout_cap, "full_share": 2}}, on.mcts
+        )
+    with pytest.raises(ValueError, match=r"selfplay\.playout_cap\.fast_simulations is missing"):
+        PlayoutCap.from_config({"playout_cap": {"enabled": True, "full_share": 0.5}}, on.mcts)
+    from learner.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"selfplay\.playout_cap\.fast_simulations=500"):
+        config("selfplay.playout_cap.enabled=true", "selfplay.playout_cap.fast_simulations=500")
+    with pytest.raises(ConfigError, match=r"mcts\.forced_playouts_k"):
+        config("mcts.forced_playouts_k=-1")
+
+
+# ------------------------------------------------------------------------------------------
+# Forced playouts and policy target pruning
+# ------------------------------------------------------------------------------------------
+
+NOISE = {"dirichlet_epsilon": 0.25, "dirichlet_alpha": 0.3}
+
+
+@pytest.mark.parametrize("leaves", [1, 8])
+@pytest.mark.parametrize("fen", [SHOT, HANGING, KING_VS_MAN])
+def test_forced_playouts_give_every_root_child_its_forced_count(fen, leaves):
+    """Each child c ends with at least floor(sqrt(k * P(c) * N)) visits, P the root's (noised)
+    prior; without forcing the same search leaves some child below that."""
+    counts = {}
+    for k in (0.0, 2.0):
+        mcts = one_game(fen, simulations=400, leaves_per_game=leaves, forced_playouts_k=k, **NOISE)
+        search(mcts, UniformEvaluator())
+        assert mcts.forcing(0) == (k > 0)
+        prior, visits = mcts.root_priors(0), mcts.root_visits(0)
+        assert visits.sum() == 400
+        forced = np.floor(np.sqrt(2.0 * prior * 400))
+        counts[k] = (visits - forced)[prior > 0]
+    assert counts[2.0].min() >= 0
+    assert counts[0.0].min() < 0
+
+
+def test_pruning_takes_back_exactly_the_forced_visits_of_losing_moves():
+    """HANGING: 18-22 and 18-23 lose at once (Q = -1). Forced playouts give them more visits;
+    the policy target gives them back exactly what the same search without forcing spent."""
+    losing = [action_of(HANGING, "18-22"), action_of(HANGING, "18-23")]
+    plain = one_game(HANGING, simulations=400, leaves_per_game=1, **NOISE)
+    search(plain, UniformEvaluator())
+    forced = one_game(HANGING, simulations=400, leaves_per_game=1, forced_playouts_k=2.0, **NOISE)
+    search(forced, UniformEvaluator())
+    visits, target = forced.root_visits(0), forced.root_target(0)
+    assert visits[losing].tolist() == [16, 13]  # >= sqrt(2 P N) = 15.3 and 12.2
+    assert target[losing].tolist() == plain.root_visits(0)[losing].tolist() == [8, 5]
+    best = int(np.argmax(visits))
+    assert forced.choose(0, 0.0) == best and target[best] == visits[best]
+    assert np.all(target <= visits)
+    # The target is prune_forced_visits over the root's own numbers.
+    legal = np.flatnonzero(forced.root_priors(0) > 0)
+    q = np.nan_to_num(forced.root_q(0)[legal]).astype(np.float32)
+    pruned = _core.prune_forced_visits(
+        forced.root_priors(0)[legal],
+        q,
+        visits[legal],
+        int(np.flatnonzero(legal == best)[0]),
+        2.0,
+        1.25,
+        19652.0,
+        float(visits.sum() + 1),
+    )
+    np.testing.assert_array_equal(pruned, target[legal])
+    # Without forcing the target is the visit counts themselves.
+    np.testing.assert_array_equal(plain.root_target(0), plain.root_visits(0))
+
+
+def test_pruning_by_hand():
+    """Four children at a root of 58 child visits and 59 in all (c_puct 1.25 constant, so the
+    exploration scale is 1.25 * sqrt(59) = 9.60; PUCT = Q + 9.60 * P / (1 + visits)):
+
+        child  prior  Q      visits  ceil(sqrt(2 P 58))  PUCT
+        best   0.45   0.5    40      -                   0.605
+        bad    0.2   -0.9    5       5                   -0.58; 0.07 with 1 visit, 1.02 with 0
+        fair   0.3    0.3    12      6                   0.52; 0.59 with 9 visits, 0.62 with 8
+        one    0.05   0.3    1       3                   0.54; 0.78 with 0
+
+    The bad child gives back 4 visits, then, left with one, is dropped: all 5 forced visits go.
+    The fair one gives back 3 (with 8 its PUCT would pass the best child's). The one-visit
+    child is dropped. The best child is kept as it is."""
+    prior = np.array([0.45, 0.2, 0.3, 0.05], np.float32)
+    q = np.array([0.5, -0.9, 0.3, 0.3], np.float32)
+    visits = np.array([40, 5, 12, 1], np.int32)
+    pruned = _core.prune_forced_visits(prior, q, visits, 0, 2.0, 1.25, 0.0, 59.0)
+    assert pruned.tolist() == [40, 0, 9, 0]
+    assert visits.tolist() == [40, 5, 12, 1]  # a copy: the input is left alone
+    # At most the forced share is taken: a bad child with 12 visits keeps 12 - ceil(sqrt(2 x
+    # 0.2 x 66)) = 12 - 6.
+    more = np.array([40, 12, 12, 2], np.int32)
+    assert _core.prune_forced_visits(prior, q, more, 0, 2.0, 1.25, 0.0, 67.0).tolist()[1] == 6
+    # The best child is never touched, even when it is not the first.
+    order = [2, 0, 3, 1]
+    shuffled = _core.prune_forced_visits(
+        prior[order], q[order], visits[order], 1, 2.0, 1.25, 0.0, 59.0
+    )
+    assert shuffled.tolist() == [9, 40, 0, 0]
+
+
+def test_forced_playouts_only_at_full_searches_with_noise():
+    """Evaluation and play turn noise off, fast searches have none: both search as with k = 0."""
+
+    def visits(**overrides):
+        mcts = one_game(KING_VS_MAN, simulations=300, **overrides)
+        search(mcts, UniformEvaluator())
+        return mcts.root_visits(0), mcts.root_target(0), mcts.forcing(0)
+
+    off, off_target, forcing = visits(forced_playouts_k=2.0, dirichlet_epsilon=0.0)
+    np.testing.assert_array_equal(off, visits(dirichlet_epsilon=0.0)[0])
+    np.testing.assert_array_equal(off_target, off)
+    assert not forcing
+    fast = one_game(KING_VS_MAN, simulations=300, forced_playouts_k=2.0, **NOISE)
+    fast.set_search(0, 300, False)
+    search(fast, UniformEvaluator())
+    assert not fast.forcing(0)
+    np.testing.assert_array_equal(fast.root_visits(0), off)
+    np.testing.assert_array_equal(fast.root_target(0), off)
+
+
+# ------------------------------------------------------------------------------------------
 # Value signs
 # ------------------------------------------------------------------------------------------
 
@@ -372,3 +562,5 @@ def test_bad_mcts_config_raises_naming_the_key():
         make_config({"leaves_per_game": 0})
     with pytest.raises(ValueError, match="dirichlet_epsilon"):
         new_search(1, 8, {"dirichlet_epsilon": 1.5})
+    with pytest.raises(ValueError, match="forced_playouts_k must be >= 0"):
+        new_search(1, 8, {"forced_playouts_k": -2.0})

@@ -390,6 +390,7 @@ NB_MODULE(_core, m) {
       .def_rw("virtual_loss", &cz::MctsConfig::virtual_loss)
       .def_rw("collapse_forced", &cz::MctsConfig::collapse_forced)
       .def_rw("skip_forced_root", &cz::MctsConfig::skip_forced_root)
+      .def_rw("forced_playouts_k", &cz::MctsConfig::forced_playouts_k)
       .def_rw("seed", &cz::MctsConfig::seed);
 
   using cz::BatchedMcts;
@@ -414,6 +415,15 @@ NB_MODULE(_core, m) {
       .def_prop_ro("capacity", &BatchedMcts::capacity, "most leaves one gather() returns")
       .def_prop_rw("simulations", [](const BatchedMcts& s) { return s.config().simulations; },
                    &BatchedMcts::set_simulations)
+      .def("set_search", &BatchedMcts::set_search, "game_index"_a, "simulations"_a, "full"_a,
+           "Game game_index's search from now on: `simulations` visits below its root and a full\n"
+           "search (root noise, forced playouts, as configured) or a fast one (neither).")
+      .def("search_budget", &BatchedMcts::search_budget, "game_index"_a,
+           "Simulations per decision of this game (the config's until set_search()).")
+      .def("full_search", &BatchedMcts::full_search, "game_index"_a,
+           "This game's search is a full one (true until set_search()).")
+      .def("forcing", nb::overload_cast<int>(&BatchedMcts::forcing, nb::const_), "game_index"_a,
+           "This game's root gets forced playouts (forced_playouts_k > 0, noise on, full search).")
       .def_prop_ro("collisions", &BatchedMcts::collisions)
       .def_prop_ro("terminal_hits", &BatchedMcts::terminal_hits)
       .def("reset", &BatchedMcts::reset, "game_index"_a, "game"_a,
@@ -507,6 +517,16 @@ NB_MODULE(_core, m) {
           },
           "game_index"_a, "Visit count of each action at the root, int32 (A,).")
       .def(
+          "root_target",
+          [i32_out](const BatchedMcts& s, int i) {
+            auto [buf, owner] = i32_out(s.num_actions());
+            s.root_target(i, buf);
+            return nb::ndarray<nb::numpy, int32_t, nb::ndim<1>>(buf, {size_t(s.num_actions())}, owner);
+          },
+          "game_index"_a,
+          "The policy target, int32 (A,): root_visits() less the forced visits that policy target\n"
+          "pruning takes out when this root had forced playouts, else root_visits() itself.")
+      .def(
           "root_priors",
           [f32_out](const BatchedMcts& s, int i) {
             auto [buf, owner] = f32_out(s.num_actions());
@@ -550,6 +570,27 @@ NB_MODULE(_core, m) {
       .def_prop_ro("egdb_hits", &BatchedMcts::egdb_hits, "leaves scored by the endgame database")
       .def("advance", &BatchedMcts::advance, "game_index"_a, "action"_a,
            "Play `action` in the game and keep its subtree as the new root.");
+
+  using F32Vec = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+  using I32Vec = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+  m.def(
+      "prune_forced_visits",
+      [i32_out](F32Vec prior, F32Vec q, I32Vec visits, int best, float k, float c_puct, float c_puct_base,
+                float parent_visits) {
+        const size_t n = visits.shape(0);
+        if (prior.shape(0) != n || q.shape(0) != n)
+          throw nb::value_error("prior, q and visits must have the same length");
+        auto [buf, owner] = i32_out(n);
+        std::copy(visits.data(), visits.data() + n, buf);
+        cz::prune_forced_visits(int(n), prior.data(), q.data(), buf, best, k,
+                                cz::explore_scale(c_puct, c_puct_base, parent_visits));
+        return nb::ndarray<nb::numpy, int32_t, nb::ndim<1>>(buf, {n}, owner);
+      },
+      "prior"_a.noconvert(), "q"_a.noconvert(), "visits"_a.noconvert(), "best"_a, "k"_a, "c_puct"_a,
+      "c_puct_base"_a, "parent_visits"_a,
+      "Policy target pruning of one root's children (float32 priors, float32 Q from the root mover's\n"
+      "view, int32 visits), as BatchedMCTS.root_target() does it: a copy of `visits` in which every\n"
+      "child but `best` gave up its forced visits PUCT would not have spent.");
 
   bind_egdb(m);
 }

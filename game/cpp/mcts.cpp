@@ -41,6 +41,7 @@ void check_config(const MctsConfig& c) {
       {"dirichlet_alpha", c.dirichlet_alpha},
       {"dirichlet_epsilon", c.dirichlet_epsilon},
       {"virtual_loss", c.virtual_loss},
+      {"forced_playouts_k", c.forced_playouts_k},
   };
   for (const auto& [name, value] : finite)
     if (!std::isfinite(value))
@@ -57,11 +58,39 @@ void check_config(const MctsConfig& c) {
     throw std::invalid_argument("dirichlet_epsilon must be in [0, 1]");
   if (c.dirichlet_epsilon > 0 && c.dirichlet_alpha <= 0)
     throw std::invalid_argument("dirichlet_alpha must be positive when noise is on");
+  if (c.forced_playouts_k < 0)
+    throw std::invalid_argument("forced_playouts_k must be >= 0 (0: off), got " +
+                                float_text(c.forced_playouts_k));
 }
 
-namespace {
+float explore_scale(float c_puct, float c_puct_base, float n_parent) {
+  float c = c_puct;
+  if (c_puct_base > 0) c += std::log((1.0f + n_parent + c_puct_base) / c_puct_base);
+  return c * std::sqrt(std::max(n_parent, 1.0f));
+}
 
-}  // namespace
+void prune_forced_visits(int n, const float* prior, const float* q, int32_t* visits, int best, float k,
+                         float scale) {
+  if (best < 0 || best >= n)
+    throw std::invalid_argument("best child " + std::to_string(best) + " out of range for " +
+                                std::to_string(n) + " children");
+  int64_t total = 0;
+  for (int j = 0; j < n; ++j) {
+    if (visits[j] < 0) throw std::invalid_argument("visit counts must be >= 0");
+    total += visits[j];
+  }
+  const float best_puct = q[best] + scale * prior[best] / (1.0f + float(visits[best]));
+  for (int j = 0; j < n; ++j) {
+    if (j == best || visits[j] <= 0) continue;
+    const int forced = int(std::ceil(std::sqrt(k * prior[j] * float(total))));
+    int v = visits[j];
+    for (int taken = 0; taken < forced && v > 0; ++taken) {
+      if (!(q[j] + scale * prior[j] / float(v) < best_puct)) break;  // PUCT with v - 1 visits
+      --v;
+    }
+    visits[j] = v == 1 ? 0 : v;
+  }
+}
 
 BatchedMcts::BatchedMcts(int num_games, int size, const MctsConfig& config)
     : size_(size), num_actions_(size * size / 2 * kDirections), config_(config), rng_(config.seed) {
@@ -75,7 +104,7 @@ BatchedMcts::BatchedMcts(int num_games, int size, const MctsConfig& config)
   capacity_ = num_games * config.leaves_per_game;
   trees_.reserve(num_games);
   for (int i = 0; i < num_games; ++i) {
-    trees_.push_back(Tree{Game(size), {}, {}, 0, 0, false, false});
+    trees_.push_back(Tree{Game(size), {}, {}, 0, 0, false, false, -1, true, false, {}});
     clear_tree(trees_.back());
   }
   leaves_.reserve(capacity_);
@@ -88,6 +117,31 @@ BatchedMcts::BatchedMcts(int num_games, int size, const MctsConfig& config)
 void BatchedMcts::set_simulations(int n) {
   if (n < 0) throw std::invalid_argument("simulations must be >= 0");
   config_.simulations = n;
+}
+
+void BatchedMcts::set_search(int i, int simulations, bool full) {
+  Tree& t = tree(i);
+  if (simulations < 0)
+    throw std::invalid_argument("simulations of game " + std::to_string(i) + " must be >= 0, got " +
+                                std::to_string(simulations));
+  if (t.inflight) throw std::logic_error("set_search() with leaves in flight: call expand() first");
+  t.simulations = simulations;
+  if (full == t.full) return;
+  t.full = full;
+  if (!(t.nodes[0].flags & kExpanded) || !t.noised) return;  // noise comes with the root's expansion
+  if (full) {
+    add_noise(t);
+  } else {
+    remove_noise(t);
+  }
+}
+
+int BatchedMcts::search_budget(int i) const { return budget(tree(i)); }
+
+bool BatchedMcts::full_search(int i) const { return tree(i).full; }
+
+bool BatchedMcts::forcing(const Tree& t) const {
+  return config_.forced_playouts_k > 0.0f && config_.dirichlet_epsilon > 0.0f && t.full;
 }
 
 BatchedMcts::Tree& BatchedMcts::tree(int i) {
@@ -107,6 +161,7 @@ void BatchedMcts::clear_tree(Tree& t) {
   t.nodes.push_back(Node{});
   t.inflight = 0;
   t.noised = false;
+  t.mixed = false;
   std::array<int, kMaxLegalActions> acts;
   t.root_legal = t.game.legal_actions(acts.data());
   t.over = t.game.result() != Result::Ongoing;
@@ -132,7 +187,7 @@ bool BatchedMcts::needs_search(const Tree& t) const {
   const Node& root = t.nodes[0];
   if (!(root.flags & kExpanded)) return !(root.flags & kInFlight);
   const int below = int(root.visits) - ((root.flags & kEvaluated) ? 1 : 0);
-  return below + t.inflight < config_.simulations;
+  return below + t.inflight < budget(t);
 }
 
 bool BatchedMcts::done(int i) const { return tree(i).over; }
@@ -156,13 +211,28 @@ uint32_t BatchedMcts::select_child(const Tree& t, uint32_t node) const {
   // PUCT: Q + c * P * sqrt(N_parent) / (1 + N_child), with virtual visits counted as losses and
   // unvisited children at the parent's Q minus the FPU reduction.
   const Node& p = t.nodes[node];
+  const Node* child = t.nodes.data() + p.first_child;
+  if (node == 0 && forcing(t)) {
+    // Forced playouts: the child furthest below sqrt(k * P * N) visits (leaves in flight count
+    // as visits, so one batch does not send all its leaves down the same forced edge).
+    const float total = float(p.visits) + float(p.pending) - ((p.flags & kEvaluated) ? 1.0f : 0.0f);
+    float most = 0.0f;
+    uint32_t forced = p.num_children;
+    for (uint32_t k = 0; k < p.num_children; ++k) {
+      const Node& ch = child[k];
+      const float deficit =
+          std::sqrt(config_.forced_playouts_k * ch.prior * total) - float(ch.visits + ch.pending);
+      if (deficit > most) {
+        most = deficit;
+        forced = k;
+      }
+    }
+    if (forced < p.num_children) return p.first_child + forced;
+  }
   const float n_parent = float(p.visits) + config_.virtual_loss * float(p.pending);
-  float c = config_.c_puct;
-  if (config_.c_puct_base > 0) c += std::log((1.0f + n_parent + config_.c_puct_base) / config_.c_puct_base);
-  const float explore = c * std::sqrt(std::max(n_parent, 1.0f));
+  const float explore = explore_scale(config_.c_puct, config_.c_puct_base, n_parent);
   const float parent_q = p.visits ? p.q_sum / float(p.visits) : 0.0f;
   const float fpu = parent_q - (node == 0 ? config_.fpu_reduction_root : config_.fpu_reduction);
-  const Node* child = t.nodes.data() + p.first_child;
   uint32_t best = 0;
   float best_score = -std::numeric_limits<float>::infinity();
   for (uint32_t k = 0; k < p.num_children; ++k) {
@@ -215,18 +285,32 @@ void BatchedMcts::add_noise(Tree& t) {
   t.noised = true;
   Node& root = t.nodes[0];
   const int n = root.num_children;
-  if (config_.dirichlet_epsilon <= 0.0f || n <= 1) return;
+  if (!t.full || t.mixed || config_.dirichlet_epsilon <= 0.0f || n <= 1) return;
   std::gamma_distribution<float> gamma(config_.dirichlet_alpha, 1.0f);
   weights_.resize(n);
   float total = 0.0f;
   for (int k = 0; k < n; ++k) total += weights_[k] = gamma(rng_);
   if (!(total > 0.0f)) return;  // every draw underflowed (tiny alpha): no noise this time
   const float eps = config_.dirichlet_epsilon;
+  t.clean.resize(n);
+  t.mixed = true;
   for (int k = 0; k < n; ++k) {
     Node& c = t.nodes[root.first_child + k];
+    t.clean[k] = c.prior;
     c.prior = (1.0f - eps) * c.prior + eps * weights_[k] / total;
     refresh(c);
   }
+}
+
+void BatchedMcts::remove_noise(Tree& t) {
+  if (!t.mixed) return;
+  const Node& root = t.nodes[0];
+  for (int k = 0; k < root.num_children; ++k) {
+    Node& c = t.nodes[root.first_child + k];
+    c.prior = t.clean[k];
+    refresh(c);
+  }
+  t.mixed = false;
 }
 
 BatchedMcts::Descent BatchedMcts::descend(int gi) {
@@ -405,6 +489,28 @@ void BatchedMcts::root_visits(int i, int32_t* out) const {
   }
 }
 
+void BatchedMcts::root_target(int i, int32_t* out) const {
+  root_visits(i, out);
+  const Tree& t = tree(i);
+  const Node& root = t.nodes[0];
+  const int n = root.num_children;
+  if (!forcing(t) || n <= 1) return;
+  std::array<float, kMaxLegalActions> prior, q;
+  std::array<int32_t, kMaxLegalActions> visits;
+  int best = 0;
+  for (int k = 0; k < n; ++k) {
+    const Node& c = t.nodes[root.first_child + k];
+    prior[k] = c.prior;
+    visits[k] = int32_t(c.visits);
+    q[k] = c.visits ? ((c.flags & kFlip) ? -c.q_sum : c.q_sum) / float(c.visits) : 0.0f;
+    // The most visited child, ties to the higher prior (as choose() at temperature 0).
+    if (k && (visits[k] > visits[best] || (visits[k] == visits[best] && prior[k] > prior[best]))) best = k;
+  }
+  const float scale = explore_scale(config_.c_puct, config_.c_puct_base, float(root.visits));
+  prune_forced_visits(n, prior.data(), q.data(), visits.data(), best, config_.forced_playouts_k, scale);
+  for (int k = 0; k < n; ++k) out[t.nodes[root.first_child + k].action] = visits[k];
+}
+
 void BatchedMcts::root_priors(int i, float* out) const {
   const Tree& t = tree(i);
   std::fill(out, out + num_actions_, 0.0f);
@@ -534,6 +640,7 @@ void BatchedMcts::advance(int i, int action) {
   }
   std::swap(t.nodes, t.spare);
   t.noised = false;
+  t.mixed = false;
   std::array<int, kMaxLegalActions> acts;
   t.root_legal = t.game.legal_actions(acts.data());
   t.over = t.game.result() != Result::Ongoing;

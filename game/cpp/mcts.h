@@ -29,6 +29,18 @@
 // continuations) is equivalent to its only child: with collapse_forced it is expanded at once
 // with prior 1 and never sent to the network. With skip_forced_root a root with a single legal
 // action needs no search at all.
+//
+// Per-game budgets (playout cap randomization, KataGo). set_search(i, simulations, full) gives
+// game i its own simulation count in place of the config's, and says whether its search is a
+// full one (Dirichlet noise and forced playouts at the root, as configured) or a fast one (no
+// root noise, plain PUCT). It holds for game i until changed, resets and moves included; a
+// switch on a root already searched puts the network's priors back or mixes noise in at once.
+//
+// Forced playouts and policy target pruning (KataGo). With forced_playouts_k = k > 0, at the
+// root of a full search with noise a child c with fewer than sqrt(k * P(c) * N) visits (N: the
+// root's child visits, leaves in flight included) is selected regardless of PUCT. root_target()
+// then takes those visits back out of the policy target (prune_forced_visits below); the move is
+// still chosen from the plain visit counts (choose()).
 #pragma once
 
 #include <cstdint>
@@ -55,11 +67,27 @@ struct MctsConfig {
   float virtual_loss = 1.0f;       // visits (each a loss) a leaf in flight adds to its path
   bool collapse_forced = true;     // expand single-action nodes without a network call
   bool skip_forced_root = true;    // a root with one legal action needs no search
+  float forced_playouts_k = 0.0f;  // KataGo's k: forced root visits sqrt(k P N) with noise; 0: off
   uint64_t seed = 0;               // RNG seed (noise, move sampling): same seed, same games
 };
 
 // Throws std::invalid_argument naming the first field out of range (non-finite values included).
 void check_config(const MctsConfig& config);
+
+// PUCT's exploration scale at a node with n_parent visits: c(N) * sqrt(max(N, 1)), where
+// c(N) = c_puct + log((1 + N + c_puct_base) / c_puct_base) (c_puct alone when c_puct_base is 0).
+// A child's PUCT value is Q + scale * P / (1 + visits).
+float explore_scale(float c_puct, float c_puct_base, float n_parent);
+
+// Policy target pruning (KataGo, "Accelerating Self-Play Learning in Go", 2019) over the n
+// children of a root, in place on `visits`. `best` is the most visited child and stays as it is.
+// Every other child c gives up visits one at a time, at most ceil(sqrt(k * P(c) * N)) of them
+// (its forced share; N is the children's visit total), while its PUCT value with the reduced
+// count, its Q unchanged, stays below the best child's; a child left with one visit is dropped
+// (0). `q` is each child's mean value from the root mover's view (ignored where visits are 0),
+// `scale` the root's explore_scale().
+void prune_forced_visits(int n, const float* prior, const float* q, int32_t* visits, int best, float k,
+                         float scale);
 
 // One tree node, in an arena per game, addressed by uint32 index. Children of a node are
 // contiguous: [first_child, first_child + num_children). Index 0 is always the root, so
@@ -101,6 +129,14 @@ class BatchedMcts {
   int capacity() const { return capacity_; }  // most leaves one gather() can return
   const MctsConfig& config() const { return config_; }
   void set_simulations(int n);
+  // Game i's search from now on: `simulations` visits below its root (>= 0, in place of the
+  // config's) and a full search (noise, forced playouts) or a fast one (neither). Throws
+  // std::logic_error with leaves of game i in flight.
+  void set_search(int i, int simulations, bool full);
+  int search_budget(int i) const;  // game i's simulations (the config's until set_search())
+  bool full_search(int i) const;   // game i's search is a full one (true until set_search())
+  // Whether the root of game i gets forced playouts (forced_playouts_k > 0, noise on, full).
+  bool forcing(int i) const { return forcing(tree(i)); }
 
   // Replaces game i (its position and history) and clears its tree.
   void reset(int game, const Game& g);
@@ -126,6 +162,9 @@ class BatchedMcts {
   bool search_done(int i) const;   // not over and the search for this decision is complete
   int root_child_visits(int i) const;  // sum of the root's child visits
   void root_visits(int i, int32_t* out) const;  // (A,) visit count per action
+  // (A,) the policy target: root_visits() less the forced visits PUCT would not have spent
+  // (prune_forced_visits) when this root had forced playouts, else root_visits() itself.
+  void root_target(int i, int32_t* out) const;
   void root_priors(int i, float* out) const;    // (A,) priors at the root (after noise)
   void root_q(int i, float* out) const;         // (A,) child Q from the root mover's view, NaN if unvisited
   void root_wdl(int i, float* out) const;       // (3,) root value estimate, root mover's view
@@ -153,6 +192,10 @@ class BatchedMcts {
     int root_legal = 0;       // legal actions at the root
     bool noised = false;      // Dirichlet noise already mixed into the root's children
     bool over = false;        // the game at the root has ended
+    int simulations = -1;     // this game's budget per decision; < 0: the config's
+    bool full = true;         // full search (noise, forced playouts) or fast (neither)
+    bool mixed = false;       // noise is in the root's priors now; `clean` holds them without
+    std::vector<float> clean; // the root children's priors before noise, to undo it
   };
   struct Leaf {
     int game;
@@ -172,7 +215,10 @@ class BatchedMcts {
   void backup(Tree& t, const uint32_t* path, int len, float q, float d, bool release);
   void refresh(Node& n) const;
   void add_noise(Tree& t);
+  void remove_noise(Tree& t);
   bool needs_search(const Tree& t) const;
+  bool forcing(const Tree& t) const;
+  int budget(const Tree& t) const { return t.simulations >= 0 ? t.simulations : config_.simulations; }
 
   int size_;
   int num_actions_;
