@@ -12,6 +12,12 @@ Resignation: a side whose root value says it loses with probability above
 (`GameRecord.resign_trigger`); the share of those that the resigning side did not lose is the
 false-positive rate (`resign_false_positive_rate`).
 
+Playout cap randomization (`selfplay.playout_cap`, off by default): each decision is searched
+fully with probability `full_share`, else fast (`fast_simulations`, no root noise); the record
+says which per position (`GameRecord.full_search`), so that only full ones train the policy.
+With `mcts.forced_playouts_k` > 0 the recorded visits are the pruned policy target
+(`BatchedMCTS.root_target`); the move played is chosen from the plain visit counts.
+
 The command line is `python -m actors` (actors/__main__.py).
 """
 
@@ -30,7 +36,7 @@ from game import openings as op
 from game.egdb import DRAW, WIN
 from game.egdb.build import database_from_config
 from game.encoding import META_WHITE_TO_MOVE
-from game.mcts import Evaluator, StepTimes, new_search, step
+from game.mcts import Evaluator, PlayoutCap, StepTimes, draw_search, new_search, step
 from game.pdn import PdnGame, game_from_position
 from game.position import END_REASONS, RESULT_TEXT, Position
 from game.records import RESIGNED, GameRecord, Result, Termination, sparse_visits
@@ -42,6 +48,9 @@ PDN_GAME_TYPE_ENGLISH = "21"  # PDN's GameType for English draughts (8x8, Black 
 _META_JUMPING_SHIFT, _META_JUMPING_MASK = 1, 0x3F  # square + 1 of a piece in mid multi-jump
 # Root WDL index of a loss for the side to move.
 _LOSS = 2
+# Second word of the seed of the playout-cap draws: their own stream, so turning the cap on
+# leaves the openings and resignation draws of a seed as they were.
+_PLAYOUT_CAP_STREAM = 1
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,7 @@ class SelfPlaySettings:
     resign_threshold: float
     resign_consecutive: int
     resign_disabled_share: float
+    playout_cap: PlayoutCap | None = None  # None: every decision is searched fully
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> SelfPlaySettings:
@@ -87,6 +97,7 @@ class SelfPlaySettings:
                     "resign_disabled_share",
                 )
             },
+            playout_cap=PlayoutCap.from_config(cfg["selfplay"], cfg.get("mcts") or {}),
         )
         if s.games_in_parallel < 1:
             raise ValueError(f"selfplay.games_in_parallel must be >= 1, got {s.games_in_parallel}")
@@ -127,11 +138,19 @@ class _Slot:
     wdl: list[np.ndarray] = field(default_factory=list)
     streak: list[int] = field(default_factory=lambda: [0, 0])  # per side (Black, White)
     resign_trigger: int = -1
+    full: list[bool] = field(default_factory=list)
 
     def add(
-        self, packed: np.ndarray, action: int, visits: np.ndarray, wdl: np.ndarray, best: int
+        self,
+        packed: np.ndarray,
+        action: int,
+        visits: np.ndarray,
+        wdl: np.ndarray,
+        best: int,
+        full: bool = True,
     ) -> None:
-        """Records a decision; `best` stands in for the visits when there was no search."""
+        """Records a decision; `best` stands in for the visits when there was no search;
+        `full`: a full search (False: a fast one of playout cap randomization)."""
         a, c = sparse_visits(visits)
         if len(a) == 0:  # no search (a forced move, or simulations 0): one visit to `best`
             a, c = np.array([best], np.uint8), np.array([1], np.uint16)
@@ -141,6 +160,7 @@ class _Slot:
         self.counts.append(c)
         self.offsets.append(self.offsets[-1] + len(a))
         self.wdl.append(wdl)
+        self.full.append(full)
 
     def record(
         self, size: int, result: Result, termination: Termination, version: int, actor: int
@@ -161,6 +181,7 @@ class _Slot:
             actor_id=actor,
             resign_enabled=self.resign_enabled,
             resign_trigger=self.resign_trigger,
+            full_search=np.array(self.full, np.bool_),
         )
 
 
@@ -262,6 +283,8 @@ def run_self_play(
     limit = float("inf") if n_games is None else n_games
     deck = list(openings) if openings is not None else op.load_openings(s.openings, s.size)
     rng = np.random.default_rng(seed)
+    cap = s.playout_cap
+    cap_rng = np.random.default_rng((seed, _PLAYOUT_CAP_STREAM)) if cap is not None else None
     n_slots = max(1, int(min(s.games_in_parallel, limit)))
     mcts = new_search(n_slots, s.size, cfg["mcts"], seed=seed)
     egdb_cfg = cfg.get("egdb") or {}
@@ -291,6 +314,8 @@ def run_self_play(
         enabled = s.resign and rng.random() >= s.resign_disabled_share
         slots[i] = _Slot(opening=opening, resign_enabled=enabled)
         mcts.reset(i, opening.start_game(s.max_plies))
+        if cap is not None:
+            draw_search(mcts, i, cap, cap_rng)
         started += 1
         if i == 0 and on_live is not None:
             live = _LiveTracker(opening, s.max_plies)
@@ -315,23 +340,26 @@ def run_self_play(
         assert slot is not None
         packed = mcts.root_packed(i)
         side = int(packed[3] & META_WHITE_TO_MOVE)
-        visits = mcts.root_visits(i)
+        visits = mcts.root_target(i)  # root_visits, less forced visits when they were on
+        full = mcts.full_search(i)
         wdl = mcts.root_wdl(i)
         if s.resign and not np.isnan(wdl[_LOSS]):  # NaN: a forced move played unsearched
             slot.streak[side] = slot.streak[side] + 1 if wdl[_LOSS] > s.resign_threshold else 0
             if slot.streak[side] >= s.resign_consecutive and slot.resign_trigger < 0:
                 slot.resign_trigger = len(slot.positions)
                 if slot.resign_enabled:
-                    slot.add(packed, RESIGNED, visits, wdl, best=mcts.choose(i, 0.0))
+                    slot.add(packed, RESIGNED, visits, wdl, best=mcts.choose(i, 0.0), full=full)
                     mcts.stop(i)
                     winner = Result.BLACK_WIN if side else Result.WHITE_WIN
                     finish(i, winner, Termination.RESIGNATION)
                     return
         hot = mcts.ply(i) < s.temperature_plies
         action = mcts.choose(i, s.temperature if hot else s.final_temperature)
-        slot.add(packed, action, visits, wdl, best=action)
+        slot.add(packed, action, visits, wdl, best=action, full=full)
         decisions += 1
         mcts.advance(i, action)
+        if cap is not None and not mcts.done(i):
+            draw_search(mcts, i, cap, cap_rng)
         if i == 0 and live is not None and on_live is not None and live.step(action):
             on_live(live.report(current_version(), actor_id))
         if mcts.done(i):

@@ -5,7 +5,7 @@ one jump of a multi-jump (each is a separate choice of the same player), and for
 included, so ``positions`` is every state the game passed through. Positions are packed states
 (four uint32 words: black, white, kings, meta; see game/cpp/game.h), never float planes.
 
-Byte layout of `GameRecord.to_bytes()` (schema version 1, every number little-endian)::
+Byte layout of `GameRecord.to_bytes()` (schema version 2, every number little-endian)::
 
     offset  size      field
     0       4         magic b"CZGR"
@@ -20,7 +20,12 @@ Byte layout of `GameRecord.to_bytes()` (schema version 1, every number little-en
             E         visit_actions   uint8 (E,): mover-relative action of each entry
             2*E       visit_counts    uint16 (E,): root visits of that action
             6*T       root_wdl        float16 (T, 3): search's root value, mover's view
+            T         full_search     uint8 (T,): 1 a full search, 0 a fast one (playout cap
+                                      randomization: its visits do not train the policy)
     end-4   4         CRC-32 (zlib) of every byte before it
+
+Schema version 1 is the same without `full_search`; it still decodes, every decision full (there
+were no fast searches before version 2).
 
 Visit counts above 65535 (not reached with the configured simulations) are scaled down together,
 which keeps the distribution. A byte string that is truncated, corrupted, or not a record raises
@@ -31,9 +36,10 @@ reach (pieces on the board's squares, no square held twice, kings on pieces, no 
 crowning row, at most the starting number of pieces a side, a well-formed meta word), a played
 action and visited actions legal at each position (one batched call of the core's legal-mask
 generator per record), no action listed twice, visit counts >= 1, and root values that are
-probability vectors or all NaN (a forced move played unsearched). Whether each position follows
-from the one before is not checked (that needs a replay of the game, a Python loop per action):
-a record that breaks there still trains on legal positions, and `record_moves` refuses it.
+probability vectors or all NaN (a forced move played unsearched), and full_search flags that are
+0 or 1. Whether each position follows from the one before is not checked (that needs a replay of
+the game, a Python loop per action): a record that breaks there still trains on legal positions,
+and `record_moves` refuses it.
 """
 
 from __future__ import annotations
@@ -49,7 +55,9 @@ from game import _core
 from game.encoding import HISTORY, META_WHITE_TO_MOVE, NUM_WDL, PACKED_WORDS, num_actions
 
 MAGIC = b"CZGR"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Versions from_bytes reads: 1 has no full_search field (every decision was a full search).
+READABLE_VERSIONS = (1, 2)
 _PREFIX = struct.Struct("<4sH")
 _HEADER = struct.Struct("<BBBBiqiIIi4x")
 _CRC = struct.Struct("<I")
@@ -98,8 +106,14 @@ class GameRecord:
     actor_id: int = 0
     resign_enabled: bool = False
     resign_trigger: int = -1  # decision at which the resignation rule fired (-1: never)
+    # bool (T,): decision t was a full search (False: a fast one, playout cap randomization,
+    # whose visits are no policy target). None: every decision was full.
+    full_search: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        if self.full_search is None:
+            t = len(self.positions) if isinstance(self.positions, np.ndarray) else 0
+            object.__setattr__(self, "full_search", np.ones(t, np.bool_))
         _validate(self)
 
     @property
@@ -138,6 +152,7 @@ class GameRecord:
             self.visit_actions.astype("u1", copy=False).tobytes(),
             self.visit_counts.astype("<u2", copy=False).tobytes(),
             self.root_wdl.astype("<f2", copy=False).tobytes(),
+            self.full_search.astype("u1").tobytes(),
         ]
         body = b"".join(parts)
         return body + _CRC.pack(zlib.crc32(body))
@@ -152,15 +167,16 @@ class GameRecord:
         magic, version = _PREFIX.unpack_from(data, 0)
         if magic != MAGIC:
             raise ValueError(f"not a game record: magic {magic!r}, expected {MAGIC!r}")
-        if version != SCHEMA_VERSION:
+        if version not in READABLE_VERSIONS:
             raise ValueError(
                 f"game record schema_version {version} is not supported (this code reads "
-                f"{SCHEMA_VERSION})"
+                f"{', '.join(map(str, READABLE_VERSIONS))})"
             )
         (size, result, termination, flags, opening, version_net, actor, t, e, trigger) = (
             _HEADER.unpack_from(data, _PREFIX.size)
         )
-        expected = fixed + 16 * t + t + 4 * (t + 1) + e + 2 * e + 6 * t
+        flag_bytes = t if version >= 2 else 0
+        expected = fixed + 16 * t + t + 4 * (t + 1) + e + 2 * e + 6 * t + flag_bytes
         if len(data) != expected:
             raise ValueError(
                 f"game record length {len(data)} bytes does not match its header "
@@ -183,6 +199,16 @@ class GameRecord:
         actions = take("u1", e, np.uint8)
         counts = take("<u2", e, np.uint16)
         wdl = take("<f2", 3 * t, np.float16).reshape(t, 3)
+        full = None
+        if version >= 2:
+            full_bytes = take("u1", t, np.uint8)
+            if np.any(full_bytes > 1):
+                k = int(np.argmax(full_bytes > 1))
+                raise ValueError(
+                    f"game record is inconsistent: full_search of decision {k} is "
+                    f"{full_bytes[k]}, not 0 or 1"
+                )
+            full = full_bytes.astype(np.bool_)
         try:
             return cls(
                 board_size=size,
@@ -199,6 +225,7 @@ class GameRecord:
                 actor_id=actor,
                 resign_enabled=bool(flags & _FLAG_RESIGN_ENABLED),
                 resign_trigger=trigger,
+                full_search=full,
             )
         except ValueError as err:
             raise ValueError(f"game record is inconsistent: {err}") from err
@@ -214,6 +241,7 @@ def _validate(r: GameRecord) -> None:
         ("visit_actions", r.visit_actions, np.uint8, 1),
         ("visit_counts", r.visit_counts, np.uint16, 1),
         ("root_wdl", r.root_wdl, np.float16, 2),
+        ("full_search", r.full_search, np.bool_, 1),
     ]
     for name, arr, dtype, ndim in checks:
         if not isinstance(arr, np.ndarray) or arr.dtype != dtype or arr.ndim != ndim:
@@ -226,6 +254,10 @@ def _validate(r: GameRecord) -> None:
         )
     if len(r.played) != t:
         raise ValueError(f"played must have one action per decision ({t}), got {len(r.played)}")
+    if len(r.full_search) != t:
+        raise ValueError(
+            f"full_search must have one flag per decision ({t}), got {len(r.full_search)}"
+        )
     if t > 1 and np.any(r.played[:-1] == RESIGNED):
         raise ValueError("only the last decision can be a resignation")
     if len(r.visit_offsets) != t + 1 or r.visit_offsets[0] != 0:
@@ -359,7 +391,8 @@ def training_samples(
     """Learner inputs and targets for decisions `indices` of a record.
 
     Returns packed histories uint32 (n, HISTORY, 4) (encode with game._core.encode_packed),
-    target_pi float32 (n, A) (root visit fractions) and target_wdl float32 (n, 3): the game's
+    target_pi float32 (n, A) (root visit fractions; a fast search's, `record.full_search` False,
+    is no policy target: the learner gives it no weight) and target_wdl float32 (n, 3): the game's
     result from the view of the side to move at each position (win, draw, loss), mixed with the
     search's root value at that position when `q_weight` > 0::
 

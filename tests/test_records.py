@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from omegaconf import DictConfig
+from record_cases import with_crc
 
 from game import _core
 from game.records import (
@@ -65,6 +66,7 @@ def assert_same(a: GameRecord, b: GameRecord) -> None:
         "visit_actions",
         "visit_counts",
         "root_wdl",
+        "full_search",
     ):
         x, y = getattr(a, name), getattr(b, name)
         assert x.dtype == y.dtype, name
@@ -145,6 +147,65 @@ def test_inconsistent_fields_raise():
         GameRecord(**{**record.__dict__, "played": resigned_early})
     with pytest.raises(ValueError, match="resign_trigger"):
         GameRecord(**{**record.__dict__, "resign_trigger": record.num_decisions})
+
+
+# ------------------------------------------------------------------------------------------
+# Schema version 2: full or fast search per decision (playout cap randomization)
+# ------------------------------------------------------------------------------------------
+
+# A record written by the schema version 1 code (a 6x6 game of 26 decisions, opening 12,
+# resignation enabled, the rule fired at decision 3), as hex.
+RECORD_V1 = Path(__file__).parent / "golden" / "record_v1_6x6.hex"
+
+
+def test_full_search_flags_round_trip_in_schema_version_2():
+    record, _ = random_record(1)
+    t = record.num_decisions
+    full = np.arange(t) % 4 == 0  # every fourth decision a full search
+    flagged = GameRecord(**{**record.__dict__, "full_search": full})
+    data = flagged.to_bytes()
+    assert data[4:6] == (2).to_bytes(2, "little")
+    assert len(data) == len(record.to_bytes())  # the same size: the flags were there, all 1
+    back = GameRecord.from_bytes(data)
+    assert_same(flagged, back)
+    np.testing.assert_array_equal(back.full_search, full)
+    assert back.full_search.sum() == (t + 3) // 4
+    # Left out, every decision is a full search.
+    assert record.full_search.dtype == np.bool_ and record.full_search.all()
+    assert len(record.full_search) == t
+
+
+def test_schema_version_1_records_still_decode():
+    data = bytes.fromhex(RECORD_V1.read_text().replace("\n", ""))
+    assert data[4:6] == (1).to_bytes(2, "little")
+    old = GameRecord.from_bytes(data)
+    assert (old.board_size, old.num_decisions, old.opening_id) == (6, 26, 12)
+    assert (old.resign_enabled, old.resign_trigger) == (True, 3)
+    assert old.full_search.tolist() == [True] * 26  # version 1 had full searches only
+    # Written again it is version 2: the same bytes, the version, and one flag byte a decision.
+    again = old.to_bytes()
+    assert again[4:6] == (2).to_bytes(2, "little")
+    assert again[6:-30] == data[6:-4] and again[-30:-4] == b"\x01" * 26
+    assert_same(old, GameRecord.from_bytes(again))
+    # A version 1 header with version 2's length (or the reverse) does not decode.
+    with pytest.raises(ValueError, match="does not match its header"):
+        GameRecord.from_bytes(with_crc(again[:4] + data[4:6] + again[6:-4]))
+    with pytest.raises(ValueError, match="does not match its header"):
+        GameRecord.from_bytes(with_crc(data[:4] + again[4:6] + data[6:-4]))
+
+
+def test_full_search_flags_are_checked_strictly():
+    record, _ = random_record(2)
+    t = record.num_decisions
+    data = bytearray(record.to_bytes())
+    bad = bytearray(data)
+    bad[-4 - t + 5] = 2  # decision 5's flag
+    with pytest.raises(ValueError, match="full_search of decision 5 is 2, not 0 or 1"):
+        GameRecord.from_bytes(with_crc(bytes(bad[:-4])))
+    with pytest.raises(ValueError, match="full_search must be a 1-d bool array"):
+        GameRecord(**{**record.__dict__, "full_search": np.ones(t, np.uint8)})
+    with pytest.raises(ValueError, match=f"full_search must have one flag per decision \\({t}\\)"):
+        GameRecord(**{**record.__dict__, "full_search": np.ones(t + 1, np.bool_)})
 
 
 def test_histories_match_the_core():
@@ -351,3 +412,62 @@ def test_opening_deck_positions_follow_from_their_moves():
             pos.game.white_to_move,
         ), opening
         assert game.max_plies == 300 and game.depth == 0  # no history before the opening
+
+
+def legal_counts(record: GameRecord) -> np.ndarray:
+    """Legal actions at each decision of a record."""
+    packed = record.positions.reshape(record.num_decisions, 1, 4)
+    return _core.legal_mask_packed(record.board_size, packed).sum(axis=1)
+
+
+def test_self_play_with_playout_cap_records_full_and_fast_searches(small_config):
+    """Each searched decision is a full search of mcts.simulations (16) or a fast one of
+    fast_simulations (4; more only when the subtree kept from the move before had more), and
+    the record says which."""
+    from actors.self_play import play_games
+    from game.mcts import UniformEvaluator
+
+    cap = {"playout_cap.enabled": True, "playout_cap.full_share": 0.25}
+    cfg = small_config(**cap, **{"playout_cap.fast_simulations": 4})
+    records = play_games(UniformEvaluator(), cfg, n_games=6, seed=2)
+    full = np.concatenate([r.full_search for r in records])
+    assert 0.15 < full.mean() < 0.35  # drawn per decision with chance 0.25
+    fast_sums = []
+    for r in records:
+        back = GameRecord.from_bytes(r.to_bytes())
+        np.testing.assert_array_equal(back.full_search, r.full_search)
+        for t in np.flatnonzero(legal_counts(r) > 1):  # one legal action: played unsearched
+            total = int(r.visits(t)[1].sum())
+            if r.full_search[t]:
+                assert total == 16
+            else:
+                assert 4 <= total <= 16
+                fast_sums.append(total)
+    assert fast_sums.count(4) > len(fast_sums) / 2
+    # Off (the default), every decision is a full search, as before.
+    plain = play_games(UniformEvaluator(), small_config(), n_games=2, seed=2)
+    assert all(r.full_search.all() for r in plain)
+
+
+def test_self_play_records_the_pruned_target_and_plays_the_most_visited(small_config):
+    """With forced playouts the record holds the pruned policy target: never more than the
+    simulations, less than them where forced visits were taken back; the move played past the
+    temperature plies is still the most visited one, which pruning never touches."""
+    from actors.self_play import play_games
+    from game.mcts import UniformEvaluator
+
+    cfg = small_config(temperature_plies=4)
+    cfg["mcts"]["simulations"] = 64
+    cfg["mcts"]["dirichlet_epsilon"] = 0.25
+    cfg["mcts"]["forced_playouts_k"] = 2.0
+    records = play_games(UniformEvaluator(), cfg, n_games=2, seed=4)
+    pruned = 0
+    for r in records:
+        for t in np.flatnonzero(legal_counts(r) > 1):
+            if t < 4:
+                continue  # played with temperature
+            actions, counts = r.visits(t)
+            assert counts.sum() <= 64
+            pruned += counts.sum() < 64
+            assert counts[actions.tolist().index(int(r.played[t]))] == counts.max()
+    assert pruned > 0
