@@ -4,6 +4,9 @@
   over the *legal* actions only. Illegal logits are replaced by a very negative finite number (not
   ``-inf``, so a malformed all-illegal row gives a uniform softmax instead of NaNs) and their terms
   are dropped, so the network never spends capacity pushing down moves that cannot be played.
+  A batch may weight its rows (``TrainBatch.policy_weight``): positions of fast searches (playout
+  cap randomization) have weight 0, since their few visits are a poor target, and the loss is the
+  weighted mean over the rest.
 - Value loss: cross-entropy of the win/draw/loss logits against a (N, 3) probability target, which
   covers both one-hot game results and soft targets (e.g. a mix of result and search value).
 - Losses are computed in float32 even under bf16 autocast: log-softmax over 128 actions in bf16
@@ -52,13 +55,16 @@ class TrainBatch:
 
     planes: float32 (N, C, S, S) network input (mover's view); mask: bool (N, A) legal actions;
     target_pi: float32 (N, A) visit distribution, zero on illegal actions, rows sum to 1;
-    target_wdl: float32 (N, 3) result probabilities (win, draw, loss) from the mover's view.
+    target_wdl: float32 (N, 3) result probabilities (win, draw, loss) from the mover's view;
+    policy_weight: float32 (N,) weight of each row in the policy loss (0: a fast search's
+    position, which trains the value head only), or None: every row weighs 1.
     """
 
     planes: np.ndarray
     mask: np.ndarray
     target_pi: np.ndarray
     target_wdl: np.ndarray
+    policy_weight: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         expected = {
@@ -84,17 +90,34 @@ class TrainBatch:
             )
         if self.target_wdl.shape != (n, NUM_WDL):
             raise ValueError(f"TrainBatch.target_wdl must be ({n}, 3), got {self.target_wdl.shape}")
+        w = self.policy_weight
+        if w is not None and (
+            not isinstance(w, np.ndarray) or w.dtype != np.float32 or w.shape != (n,)
+        ):
+            got = f"{w.dtype} {w.shape}" if isinstance(w, np.ndarray) else type(w)
+            raise ValueError(f"TrainBatch.policy_weight must be float32 ({n},) or None, got {got}")
 
     def __len__(self) -> int:
         return int(self.planes.shape[0])
 
 
-def policy_loss(logits: torch.Tensor, target_pi: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of ``target_pi`` against softmax(logits) restricted to legal actions."""
+def policy_loss(
+    logits: torch.Tensor,
+    target_pi: torch.Tensor,
+    mask: torch.Tensor,
+    weight: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Mean cross-entropy of ``target_pi`` against softmax(logits) restricted to legal actions;
+    with ``weight`` (N,), the weighted mean (0 when every weight is 0)."""
     masked = logits.float().masked_fill(~mask, MASKED_LOGIT)
     log_p = torch.log_softmax(masked, dim=-1)
     per_action = torch.where(mask, target_pi.float() * log_p, torch.zeros_like(log_p))
-    return -per_action.sum(dim=-1).mean()
+    per_row = -per_action.sum(dim=-1)
+    if weight is None:
+        return per_row.mean()
+    weight = weight.float()
+    # Clamped so that a batch of fast positions only gives 0, not 0 / 0.
+    return (weight * per_row).sum() / weight.sum().clamp_min(torch.finfo(torch.float32).tiny)
 
 
 def value_loss(wdl_logits: torch.Tensor, target_wdl: torch.Tensor) -> torch.Tensor:
@@ -145,7 +168,11 @@ def train_step(
     saved = [b.detach().clone() for b in buffers]
     with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
         policy_logits, wdl_logits = model(planes)
-    p_loss = policy_loss(policy_logits, target_pi, mask)
+    weight = None
+    if batch.policy_weight is not None:
+        cuda = device.type == "cuda"
+        weight = torch.from_numpy(batch.policy_weight).to(device, non_blocking=cuda)
+    p_loss = policy_loss(policy_logits, target_pi, mask, weight)
     v_loss = value_loss(wdl_logits, target_wdl)
     total = p_loss + value_weight * v_loss
     total.backward()

@@ -8,7 +8,9 @@ window decoded in flat arrays instead:
     per game       start row of its positions, the length the store lists for it
     per position   packed state uint32 (4,), index within its game, first visit entry and
                    number of entries, result code from the mover's view (win, draw, loss),
-                   root_wdl float32 (3,) (NaN for a forced move played unsearched)
+                   root_wdl float32 (3,) (NaN for a forced move played unsearched), whether
+                   it was a full search (playout cap randomization)
+    per full one   its position row (to draw full searches only)
     per visit      action uint8, visit fraction float32 (count / the position's total)
 
 Every array is indexed by an absolute row (game rows are game ids; position and visit rows count
@@ -17,6 +19,11 @@ rewrites an offset. `refresh()` reads the window's ids and lengths (one round tr
 games that left it and fetches and decodes only the new ones (pipelined MGETs); `sample()` draws
 positions uniformly and builds the batch with vectorised gathers and the C++ encoder, identical
 to `training_samples` of each drawn record, encoded, for the same draws (tests/test_mirror.py).
+
+Fast searches (playout cap randomization, `GameRecord.full_search` False) never train the policy:
+with `fast_value` (replay.fast_positions_train_value) they are drawn like any position and their
+rows of the batch have policy weight 0, so they train the value head only; without it they are
+never drawn (KataGo's way), and every draw is a full search.
 
 `MirrorPrefetcher` runs refresh and sample on a prefetch thread and queues the batches.
 """
@@ -128,11 +135,14 @@ class ReplayMirror:
     contributes no positions: nothing from it reaches the encoder or a training batch.
     """
 
-    def __init__(self, store: ReplayStore, board_size: int):
+    def __init__(self, store: ReplayStore, board_size: int, *, fast_value: bool = True):
+        """`fast_value`: fast searches' positions are drawn for the value head (their policy
+        weight 0); False: they are never drawn."""
         if board_size not in (6, 8):
             raise ValueError(f"board_size must be 6 or 8, got {board_size}")
         self.store = store
         self.board_size = board_size
+        self.fast_value = bool(fast_value)
         self._num_actions = num_actions(board_size)
         self._busy = threading.Lock()
         self._malformed = 0
@@ -147,6 +157,9 @@ class ReplayMirror:
         self._visit_len = _Column(np.int32)  # visit entries (>= 1)
         self._result = _Column(np.uint8)  # _WIN, _DRAW or _LOSS for the side to move
         self._root_wdl = _Column(np.float32, NUM_WDL)
+        self._full = _Column(np.bool_)  # a full search (False: fast, playout cap randomization)
+        # per full search, in order: its absolute position row
+        self._full_rows = _Column(np.int64)
         # per visit entry
         self._actions = _Column(np.uint8)
         self._fractions = _Column(np.float32)
@@ -156,6 +169,12 @@ class ReplayMirror:
     def num_positions(self) -> int:
         """Positions that can be drawn (the window's, less those of malformed records)."""
         return self._positions.size
+
+    @property
+    def num_drawable(self) -> int:
+        """Positions `draw` chooses from: all of them, or only full searches without
+        `fast_value`."""
+        return self._positions.size if self.fast_value else self._full_rows.size
 
     @property
     def num_games(self) -> int:
@@ -211,7 +230,8 @@ class ReplayMirror:
             return len(new_ids)
 
     def draw(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
-        """`batch_size` absolute position rows drawn uniformly, with replacement."""
+        """`batch_size` absolute position rows drawn uniformly, with replacement: over every
+        position, or over the full searches only without `fast_value`."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         with self._exclusive():
@@ -220,7 +240,16 @@ class ReplayMirror:
                     f"replay mirror of {self.store.namespace!r} holds no position yet "
                     f"({self.num_games} games held, {self._malformed} malformed records)"
                 )
-            return rng.integers(self._positions.lo, self._positions.hi, size=batch_size)
+            full = self._full_rows
+            if self.fast_value or full.size == self._positions.size:
+                return rng.integers(self._positions.lo, self._positions.hi, size=batch_size)
+            if full.size == 0:
+                raise ReplayEmpty(
+                    f"replay mirror of {self.store.namespace!r} holds no fully searched "
+                    f"position yet ({self._positions.size} fast ones; "
+                    "replay.fast_positions_train_value is false)"
+                )
+            return full.take(rng.integers(full.lo, full.hi, size=batch_size))
 
     def sample(
         self, batch_size: int, rng: np.random.Generator, q_weight: float = 0.0
@@ -242,7 +271,8 @@ class ReplayMirror:
         The same values as `game.records.training_samples(record, indices, q_weight)` through
         `game.encoding.encode` and `legal_masks`: histories (earlier slots zero before the game's
         first position), visit fractions, the result mixed with the root value where one was
-        searched.
+        searched. The policy weight is 0 on fast searches' rows, 1 on the others (None when
+        every row is a full search).
         """
         if not 0.0 <= q_weight <= 1.0:
             raise ValueError(f"q_weight must be in [0, 1], got {q_weight}")
@@ -261,11 +291,14 @@ class ReplayMirror:
             pi = np.zeros((n, self._num_actions), np.float32)
             pi[owner, self._actions.take(entries)] = self._fractions.take(entries)
             wdl = value_targets(self._result.take(p), self._root_wdl.take(p), q_weight)
+            full = self._full.take(p)
+            weight = None if full.all() else full.astype(np.float32)
         return TrainBatch(
             planes=encoding.encode(packed, self.board_size),
             mask=encoding.legal_masks(packed, self.board_size),
             target_pi=pi,
             target_wdl=wdl,
+            policy_weight=weight,
         )
 
     @contextlib.contextmanager
@@ -288,6 +321,7 @@ class ReplayMirror:
             self._visit_len,
             self._result,
             self._root_wdl,
+            self._full,
         )
 
     def _clear(self, first_id: int) -> None:
@@ -330,6 +364,8 @@ class ReplayMirror:
         self._game_length.drop_below(first)
         for column in self._per_position():
             column.drop_below(pos_row)
+        full = self._full_rows
+        full.drop_below(full.lo + int(np.searchsorted(full.view(), pos_row)))
         if visit_row is None:
             visit_row = self._actions.hi
         self._actions.drop_below(visit_row)
@@ -382,6 +418,7 @@ class ReplayMirror:
         self._game_length.append(listed)
 
     def _append_positions(self, games: list[GameRecord]) -> None:
+        first_row = self._positions.hi
         lengths = np.array([g.num_decisions for g in games], np.int64)
         positions = np.concatenate([g.positions for g in games])
         first_of_game = np.repeat(np.cumsum(lengths) - lengths, lengths)
@@ -400,6 +437,9 @@ class ReplayMirror:
         self._index.append((np.arange(len(positions)) - first_of_game).astype(np.int32))
         self._result.append(code.astype(np.uint8))
         self._root_wdl.append(np.concatenate([g.root_wdl for g in games]).astype(np.float32))
+        full = np.concatenate([g.full_search for g in games])
+        self._full.append(full)
+        self._full_rows.append(first_row + np.flatnonzero(full))
         self._positions.append(positions)
 
 
@@ -482,10 +522,10 @@ class MirrorPrefetcher:
 
     def _next_batch(self) -> TrainBatch | None:
         now = time.monotonic()
-        if self._mirror.num_positions == 0 or now - self._refreshed_at >= self._refresh_s:
+        if self._mirror.num_drawable == 0 or now - self._refreshed_at >= self._refresh_s:
             self._mirror.refresh()
             self._refreshed_at = now
-        if self._mirror.num_positions == 0:
+        if self._mirror.num_drawable == 0:
             self._stop.wait(EMPTY_POLL_S)
             return None
         return self._mirror.sample(self._batch_size, self._rng, self._q_weight)

@@ -239,7 +239,9 @@ class Run:
         ensure_egdb(cfg)  # before the actors: they open it, and should not all build it
         pool = ActorPool(cfg, url, password, client)
         ratio = SampleRatio(cfg.replay.sample_ratio, min_positions=cfg.replay.min_positions)
-        mirror = ReplayMirror(store, size)  # each game decoded once, on the prefetch thread
+        # Each game decoded once, on the prefetch thread; absent key (an older config): true.
+        fast_value = OmegaConf.select(cfg, "replay.fast_positions_train_value", default=True)
+        mirror = ReplayMirror(store, size, fast_value=bool(fast_value))
         loop = _Loop(t_start=time.monotonic(), store=store, trainer=trainer)
         evaluator = None
         # absent (a run saved before the key existed) or 0: no live game copied

@@ -373,3 +373,108 @@ def test_mirror_refuses_a_second_thread_and_bad_arguments(client, games):
         MirrorPrefetcher(mirror, 4, depth=0, seed=0)
     with pytest.raises(ValueError, match="board_size"):
         ReplayMirror(store, 7)
+
+
+# ------------------------------------------------------------------------------------------
+# Fast searches (playout cap randomization) never train the policy
+# ------------------------------------------------------------------------------------------
+
+
+def _with_fast_searches(records: tuple[GameRecord, ...], seed: int) -> list[GameRecord]:
+    """The records with about three decisions in four marked fast searches."""
+    rng = np.random.default_rng(seed)
+    return [dataclasses.replace(r, full_search=rng.random(r.num_decisions) < 0.25) for r in records]
+
+
+def test_fast_positions_train_the_value_head_only(client, games):
+    """fast_value (the default): fast positions are drawn, with policy weight exactly 0, and
+    their targets are the record decoder's."""
+    store = ReplayStore(client, window_positions=100_000)
+    played = _with_fast_searches(games(6), seed=1)
+    for record in played:
+        _add(store, record)
+    mirror = ReplayMirror(store, 6)
+    mirror.refresh()
+    assert mirror.num_drawable == mirror.num_positions
+    rows = mirror.draw(800, np.random.default_rng(3))
+    batch = mirror.sample(800, np.random.default_rng(3), 0.5)
+    game_ids, indices = mirror.locate(rows)
+    full = np.array([played[g - 1].full_search[i] for g, i in zip(game_ids, indices, strict=True)])
+    assert 0.1 < full.mean() < 0.4 and not full.all()
+    np.testing.assert_array_equal(batch.policy_weight, full.astype(np.float32))
+    _assert_same(batch, _reference(store, 6, game_ids, indices, 0.5))
+
+
+def test_without_fast_value_only_full_searches_are_drawn(client, games):
+    store = ReplayStore(client, window_positions=100_000)
+    played = _with_fast_searches(games(6), seed=2)
+    for record in played:
+        _add(store, record)
+    mirror = ReplayMirror(store, 6, fast_value=False)
+    mirror.refresh()
+    n_full = sum(int(r.full_search.sum()) for r in played)
+    assert mirror.num_drawable == n_full < mirror.num_positions
+    rows = mirror.draw(20_000, np.random.default_rng(5))
+    game_ids, indices = mirror.locate(rows)
+    drawn = set(zip(game_ids.tolist(), indices.tolist(), strict=True))
+    assert all(played[g - 1].full_search[i] for g, i in drawn)
+    assert len(drawn) == n_full  # every full search comes up, uniformly
+    batch = mirror.batch_at(rows[:500])
+    assert batch.policy_weight is None  # every row a full search: plain mean
+    # Eviction keeps the index of full searches aligned with the positions left.
+    small = ReplayStore(client, namespace="small", window_positions=200)
+    for record in played:
+        _add(small, record)
+    evicting = ReplayMirror(small, 6, fast_value=False)
+    evicting.refresh()
+    first, _ = small.window()
+    kept = played[first - 1 :]
+    assert evicting.num_drawable == sum(int(r.full_search.sum()) for r in kept)
+    ids, idx = evicting.locate(evicting.draw(5_000, np.random.default_rng(6)))
+    assert ids.min() >= first
+    assert all(
+        played[g - 1].full_search[i] for g, i in zip(ids.tolist(), idx.tolist(), strict=True)
+    )
+
+
+def test_a_window_of_fast_searches_only_has_nothing_to_draw_without_fast_value(client, games):
+    store = ReplayStore(client, window_positions=100_000)
+    record = games(6)[0]
+    _add(store, dataclasses.replace(record, full_search=np.zeros(record.num_decisions, bool)))
+    mirror = ReplayMirror(store, 6, fast_value=False)
+    mirror.refresh()
+    assert (mirror.num_positions, mirror.num_drawable) == (record.num_decisions, 0)
+    with pytest.raises(ReplayEmpty, match="no fully searched position"):
+        mirror.draw(4, np.random.default_rng(0))
+    with_value = ReplayMirror(store, 6)
+    with_value.refresh()
+    assert with_value.draw(4, np.random.default_rng(0)).size == 4
+
+
+def test_policy_loss_weights_rows_and_fast_rows_get_no_gradient():
+    import torch
+
+    from learner.losses import policy_loss
+
+    logits = torch.tensor([[2.0, 0.0, -1.0], [0.5, 0.5, 3.0], [1.0, 1.0, 1.0]], requires_grad=True)
+    target = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.5, 0.5, 0.0]])
+    mask = torch.tensor([[True, True, True], [True, True, True], [True, True, False]])
+    weight = torch.tensor([1.0, 0.0, 1.0])
+    loss = policy_loss(logits, target, mask, weight)
+    # Row 0: -log softmax(2, 0, -1)[0]; row 2: two legal actions, uniform: log 2.
+    row0 = -torch.log_softmax(logits[0].detach(), dim=0)[0]
+    assert loss.item() == pytest.approx((row0.item() + np.log(2)) / 2, rel=1e-6)
+    loss.backward()
+    assert logits.grad[1].abs().sum().item() == 0.0  # the fast row: no gradient at all
+    assert logits.grad[0].abs().sum().item() > 0.0
+    assert policy_loss(logits, target, mask, torch.zeros(3)).item() == 0.0
+    unweighted = policy_loss(logits, target, mask).item()
+    assert policy_loss(logits, target, mask, torch.ones(3)).item() == pytest.approx(unweighted)
+    with pytest.raises(ValueError, match=r"policy_weight must be float32 \(2,\)"):
+        TrainBatch(
+            planes=np.zeros((2, 15, 6, 6), np.float32),
+            mask=np.ones((2, 72), bool),
+            target_pi=np.full((2, 72), 1 / 72, np.float32),
+            target_wdl=np.eye(3, dtype=np.float32)[:2],
+            policy_weight=np.ones(3, np.float32),
+        )
