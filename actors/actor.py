@@ -36,7 +36,15 @@ logger = logging.getLogger(__name__)
 WEIGHTS_POLL_S = 1.0  # how often an actor checks for a new weights version (one small GET)
 SEED_STRIDE = 1_000_003 * 1_000_003  # seed offset of each further run() call in one actor life:
 # beyond every (run seed, start count) seed of __init__, so no two calls share a seed
-STATS_FIELDS = ("games", "positions", "evaluations", "batches", "network_ms", "tree_ms")
+STATS_FIELDS = (
+    "games",
+    "positions",
+    "full_positions",  # positions searched fully (all of them without playout cap randomization)
+    "evaluations",
+    "batches",
+    "network_ms",
+    "tree_ms",
+)
 
 
 def stats_key(namespace: str) -> str:
@@ -141,6 +149,7 @@ class SelfPlayWorker:
         key = stats_key(self.namespace)
         pipe.hincrby(key, "games", 1)
         pipe.hincrby(key, "positions", record.num_decisions)
+        pipe.hincrby(key, "full_positions", int(record.full_search.sum()))
         if self.node_id is not None:
             pipe.hincrby(games_by_node_key(self.namespace), self.node_id, 1)
         pipe.execute()

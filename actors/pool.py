@@ -253,6 +253,8 @@ class ActorPool:
             dt = max(now - t0, 1e-9)
             d = {k: stats.get(k, 0) - before.get(k, 0) for k in STATS_FIELDS}
             out["selfplay/evaluations_per_s"] = d["evaluations"] / dt
+            if d["positions"] > 0:  # playout cap randomization: the share of full searches
+                out["selfplay/full_search_share"] = d["full_positions"] / d["positions"]
             busy = d["network_ms"] + d["tree_ms"]
             if busy > 0:
                 out["selfplay/network_share"] = d["network_ms"] / busy

@@ -359,3 +359,31 @@ def test_a_sweep_runs_each_job_in_its_own_run_directory(tmp_path):
         assert summary["model"] == str(run_dir / "checkpoints" / "latest.safetensors")
         assert redis_processes(run_dir) == []
     assert sorted(p.name for p in root.iterdir()) == ["0", "1", "multirun.yaml"]
+
+
+@pytest.mark.slow  # 66 s on this 2-core machine with another run beside it
+def test_smoke_run_with_playout_cap_and_forced_playouts(tmp_path):
+    """Both self-play methods on (playout cap randomization with fast searches drawn for no
+    loss at all, forced playouts with policy target pruning): the run completes, and about a
+    quarter of the positions stored were searched fully."""
+    run_dir = tmp_path / "run"
+    log = tmp_path / "learner.log"
+    switches = (
+        "selfplay.playout_cap.enabled=true",
+        "selfplay.playout_cap.fast_simulations=2",
+        "mcts.forced_playouts_k=2",
+        "replay.fast_positions_train_value=false",
+    )
+    with learner_process(run_dir, log, *switches) as (proc, _):
+        rc = proc.wait(timeout=RUN_TIMEOUT_S)
+    output = log.read_text(errors="replace")
+    assert rc == 0, output[-4000:]
+    summary = summary_of(run_dir, output)
+    assert summary["step"] == 20 and summary["version"] >= 2
+    assert summary["losses"]["policy"] > 0 and summary["losses"]["value"] > 0
+    resolved = yaml.safe_load((run_dir / ".hydra" / "config.yaml").read_text())
+    assert resolved["selfplay"]["playout_cap"]["enabled"] is True
+    assert resolved["mcts"]["forced_playouts_k"] == 2
+    shares = [v for _, _, v in read_metrics(run_dir / "metrics.csv")["selfplay/full_search_share"]]
+    assert shares and 0.05 < sum(shares) / len(shares) < 0.5  # full_share 0.25 per decision
+    assert redis_processes(run_dir) == []
