@@ -117,6 +117,7 @@ class SelfPlayStats:
     seconds: float
     network_s: float  # inside evaluator.evaluate
     tree_s: float  # inside gather() and expand() (C++)
+    full_positions: int = 0  # of `positions`, those searched fully (all without a playout cap)
 
     @property
     def glue_s(self) -> float:
@@ -335,7 +336,7 @@ def run_self_play(
         start(i)
 
     def decide(i: int) -> None:
-        nonlocal decisions
+        nonlocal decisions, full_decisions
         slot = slots[i]
         assert slot is not None
         packed = mcts.root_packed(i)
@@ -357,6 +358,7 @@ def run_self_play(
         action = mcts.choose(i, s.temperature if hot else s.final_temperature)
         slot.add(packed, action, visits, wdl, best=action, full=full)
         decisions += 1
+        full_decisions += full
         mcts.advance(i, action)
         if cap is not None and not mcts.done(i):
             draw_search(mcts, i, cap, cap_rng)
@@ -370,7 +372,7 @@ def run_self_play(
 
     for i in range(n_slots):
         start(i)
-    evaluations = batches = decisions = 0
+    evaluations = batches = decisions = full_decisions = 0
     times = StepTimes()
     t_start = time.perf_counter()
     while any(slot is not None for slot in slots) and not (stop is not None and stop()):
@@ -387,6 +389,7 @@ def run_self_play(
     stats = SelfPlayStats(
         games=finished,
         positions=decisions,
+        full_positions=full_decisions,
         evaluations=evaluations,
         batches=batches,
         seconds=time.perf_counter() - t_start,

@@ -15,6 +15,12 @@ CPU (learner.inference), and the share of the time in the network, the tree and 
 
     python benchmarks/mcts.py [--games 64] [--simulations 400] [--seconds 3]
     python benchmarks/mcts.py --selfplay [--games 64] [--seconds 30]
+    python benchmarks/mcts.py --selfplay --playout-cap [--seconds 30]
+
+With ``--playout-cap`` self-play mode measures two arms in one run, each for ``--seconds``: every
+decision searched fully, then playout cap randomization (selfplay.playout_cap as configured,
+full_share 0.25 with 25 of 100 simulations by default): decisions/s, and full searches/s, the
+positions that train the policy.
 """
 
 from __future__ import annotations
@@ -162,6 +168,9 @@ def selfplay_mode(args: argparse.Namespace) -> None:
     if args.simulations_set:
         cfg["mcts"]["simulations"] = args.simulations
     evaluator, name = network_evaluator(args.checkpoint)
+    if args.playout_cap:
+        playout_cap_arms(cfg, evaluator, name, args)
+        return
     deadline = time.perf_counter() + args.seconds
     _, st = run_self_play(
         evaluator, cfg, args.games, None, seed=0, stop=lambda: time.perf_counter() > deadline
@@ -183,6 +192,28 @@ def selfplay_mode(args: argparse.Namespace) -> None:
     )
 
 
+def playout_cap_arms(cfg: dict, evaluator: Evaluator, name: str, args: argparse.Namespace) -> None:
+    """Self-play without and with playout cap randomization, `args.seconds` each, one run."""
+    cap = cfg["selfplay"]["playout_cap"]
+    print(
+        f"self-play with {name}, {args.games} games in parallel, {args.seconds:.0f} s an arm; "
+        f"playout cap: full_share {cap['full_share']}, {cfg['mcts']['simulations']} / "
+        f"{cap['fast_simulations']} simulations"
+    )
+    for enabled in (False, True):
+        cap["enabled"] = enabled
+        deadline = time.perf_counter() + args.seconds
+        _, st = run_self_play(
+            evaluator, cfg, None, None, seed=0, stop=lambda d=deadline: time.perf_counter() > d
+        )
+        print(
+            f"  playout cap {'on ' if enabled else 'off'}: {st.positions / st.seconds:7,.1f} "
+            f"decisions/s, {st.full_positions / st.seconds:7,.1f} full searches/s "
+            f"({st.full_positions / max(st.positions, 1):.0%}), "
+            f"{st.evaluations / max(st.positions, 1):5.1f} network evaluations a decision"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--selfplay", action="store_true", help="self-play profile mode")
@@ -195,6 +226,9 @@ def main() -> None:
     )
     parser.add_argument("--all-cores", action="store_true", help="do not pin to one core")
     parser.add_argument("--checkpoint", help="network to time in --selfplay (default: a fresh one)")
+    parser.add_argument(
+        "--playout-cap", action="store_true", help="--selfplay: without and with playout cap"
+    )
     args = parser.parse_args()
     args.simulations_set = "--simulations" in sys.argv
     if not args.all_cores:

@@ -424,13 +424,14 @@ def test_self_play_with_playout_cap_records_full_and_fast_searches(small_config)
     """Each searched decision is a full search of mcts.simulations (16) or a fast one of
     fast_simulations (4; more only when the subtree kept from the move before had more), and
     the record says which."""
-    from actors.self_play import play_games
+    from actors.self_play import run_self_play
     from game.mcts import UniformEvaluator
 
     cap = {"playout_cap.enabled": True, "playout_cap.full_share": 0.25}
     cfg = small_config(**cap, **{"playout_cap.fast_simulations": 4})
-    records = play_games(UniformEvaluator(), cfg, n_games=6, seed=2)
+    records, stats = run_self_play(UniformEvaluator(), cfg, n_games=6, seed=2)
     full = np.concatenate([r.full_search for r in records])
+    assert (stats.positions, stats.full_positions) == (len(full), full.sum())
     assert 0.15 < full.mean() < 0.35  # drawn per decision with chance 0.25
     fast_sums = []
     for r in records:
@@ -445,8 +446,9 @@ def test_self_play_with_playout_cap_records_full_and_fast_searches(small_config)
                 fast_sums.append(total)
     assert fast_sums.count(4) > len(fast_sums) / 2
     # Off (the default), every decision is a full search, as before.
-    plain = play_games(UniformEvaluator(), small_config(), n_games=2, seed=2)
+    plain, stats = run_self_play(UniformEvaluator(), small_config(), n_games=2, seed=2)
     assert all(r.full_search.all() for r in plain)
+    assert stats.full_positions == stats.positions == sum(r.num_decisions for r in plain)
 
 
 def test_self_play_records_the_pruned_target_and_plays_the_most_visited(small_config):
