@@ -438,6 +438,29 @@ def test_pruning_by_hand():
     assert shuffled.tolist() == [9, 40, 0, 0]
 
 
+def test_pruning_refuses_bad_input_naming_it():
+    prior = np.array([0.5, 0.5], np.float32)
+    q = np.array([0.1, 0.2], np.float32)
+    visits = np.array([10, 4], np.int32)
+    prune = _core.prune_forced_visits
+    with pytest.raises(ValueError, match="best child 2 out of range for 2 children"):
+        prune(prior, q, visits, 2, 2.0, 1.25, 0.0, 15.0)
+    with pytest.raises(ValueError, match=r"prior\[1\] is nan"):
+        prune(np.array([0.5, np.nan], np.float32), q, visits, 0, 2.0, 1.25, 0.0, 15.0)
+    with pytest.raises(ValueError, match=r"q\[1\] is inf"):
+        prune(prior, np.array([0.1, np.inf], np.float32), visits, 0, 2.0, 1.25, 0.0, 15.0)
+    with pytest.raises(ValueError, match=r"visits\[1\] is -4"):
+        prune(prior, q, np.array([10, -4], np.int32), 0, 2.0, 1.25, 0.0, 15.0)
+    with pytest.raises(ValueError, match="k must be finite"):
+        prune(prior, q, visits, 0, float("inf"), 1.25, 0.0, 15.0)
+    with pytest.raises(ValueError, match="same length"):
+        prune(prior[:1], q, visits, 0, 2.0, 1.25, 0.0, 15.0)
+    # A huge k takes at most every visit, never more.
+    assert prune(
+        prior, np.array([0.9, -1.0], np.float32), visits, 0, 1e30, 1.25, 0.0, 15.0
+    ).tolist() == [10, 0]
+
+
 def test_forced_playouts_only_at_full_searches_with_noise():
     """Evaluation and play turn noise off, fast searches have none: both search as with k = 0."""
 

@@ -74,15 +74,29 @@ void prune_forced_visits(int n, const float* prior, const float* q, int32_t* vis
   if (best < 0 || best >= n)
     throw std::invalid_argument("best child " + std::to_string(best) + " out of range for " +
                                 std::to_string(n) + " children");
+  if (!(std::isfinite(k) && k >= 0))
+    throw std::invalid_argument("k must be finite and >= 0, got " + float_text(k));
+  if (!(std::isfinite(scale) && scale >= 0))
+    throw std::invalid_argument("the exploration scale must be finite and >= 0, got " + float_text(scale));
   int64_t total = 0;
   for (int j = 0; j < n; ++j) {
-    if (visits[j] < 0) throw std::invalid_argument("visit counts must be >= 0");
+    if (visits[j] < 0)
+      throw std::invalid_argument("visits[" + std::to_string(j) + "] is " + std::to_string(visits[j]) +
+                                  ": visit counts must be >= 0");
+    if (!(std::isfinite(prior[j]) && prior[j] >= 0))
+      throw std::invalid_argument("prior[" + std::to_string(j) + "] is " + float_text(prior[j]) +
+                                  ": priors must be finite and >= 0");
+    if (visits[j] > 0 && !std::isfinite(q[j]))
+      throw std::invalid_argument("q[" + std::to_string(j) + "] is " + float_text(q[j]) +
+                                  ": a visited child's value must be finite");
     total += visits[j];
   }
   const float best_puct = q[best] + scale * prior[best] / (1.0f + float(visits[best]));
   for (int j = 0; j < n; ++j) {
     if (j == best || visits[j] <= 0) continue;
-    const int forced = int(std::ceil(std::sqrt(k * prior[j] * float(total))));
+    // At most its visits (a huge k must not overflow the count).
+    const double share = std::ceil(std::sqrt(double(k) * prior[j] * double(total)));
+    const int forced = int(std::min(share, double(visits[j])));
     int v = visits[j];
     for (int taken = 0; taken < forced && v > 0; ++taken) {
       if (!(q[j] + scale * prior[j] / float(v) < best_puct)) break;  // PUCT with v - 1 visits
