@@ -17,10 +17,11 @@
 // child). Terminal nodes are scored by the rules with no network call: the side to move with no
 // legal move has lost (value -1), repetition / forty-move rule / ply cap draw (value 0).
 //
-// Simulations. `simulations` counts the visits below the root: after a search the root's child
-// visit counts sum to exactly `simulations` when the root was new. The root's own network
-// evaluation (one per new root) is extra and not counted. A subtree kept by advance() keeps its
-// visits, so a reused root may start with more and then needs no new simulations.
+// Simulations. `simulations` (or game i's own budget, see set_search()) counts the visits below
+// the root: after a search the root's child visit counts sum to exactly that when the root was
+// new. The root's own network evaluation (one per new root) is extra and not counted. A subtree
+// kept by advance() keeps its visits, so a reused root may start with more and then needs no new
+// simulations.
 //
 // Not thread-safe: one thread drives one object (the bindings release the GIL in gather() and
 // expand(), so other Python threads run meanwhile, but must not call into the same object).
