@@ -8,7 +8,8 @@ window decoded in flat arrays instead:
     per game       start row of its positions, the length the store lists for it
     per position   packed state uint32 (4,), index within its game, first visit entry and
                    number of entries, result code from the mover's view (win, draw, loss),
-                   root_wdl float32 (3,) (NaN for a forced move played unsearched)
+                   root_wdl float32 (3,) (NaN for a forced move played unsearched), plies
+                   left in the game and whether that is exact (learner.moves_left)
     per visit      action uint8, visit fraction float32 (count / the position's total)
 
 Every array is indexed by an absolute row (game rows are game ids; position and visit rows count
@@ -37,6 +38,7 @@ from game import encoding
 from game.encoding import HISTORY, NUM_WDL, PACKED_WORDS, num_actions
 from game.records import GameRecord, mover_outcome, value_targets
 from learner.losses import TrainBatch
+from learner.moves_left import moves_left_targets
 from learner.replay import ReplayEmpty, ReplayStore
 
 logger = logging.getLogger(__name__)
@@ -147,6 +149,8 @@ class ReplayMirror:
         self._visit_len = _Column(np.int32)  # visit entries (>= 1)
         self._result = _Column(np.uint8)  # _WIN, _DRAW or _LOSS for the side to move
         self._root_wdl = _Column(np.float32, NUM_WDL)
+        self._plies_left = _Column(np.int32)  # the moves-left head's target
+        self._plies_exact = _Column(np.bool_)  # False: a lower bound (a game cut short)
         # per visit entry
         self._actions = _Column(np.uint8)
         self._fractions = _Column(np.float32)
@@ -261,11 +265,14 @@ class ReplayMirror:
             pi = np.zeros((n, self._num_actions), np.float32)
             pi[owner, self._actions.take(entries)] = self._fractions.take(entries)
             wdl = value_targets(self._result.take(p), self._root_wdl.take(p), q_weight)
+            plies_left, plies_exact = self._plies_left.take(p), self._plies_exact.take(p)
         return TrainBatch(
             planes=encoding.encode(packed, self.board_size),
             mask=encoding.legal_masks(packed, self.board_size),
             target_pi=pi,
             target_wdl=wdl,
+            moves_left=plies_left,
+            moves_left_exact=plies_exact,
         )
 
     @contextlib.contextmanager
@@ -288,6 +295,8 @@ class ReplayMirror:
             self._visit_len,
             self._result,
             self._root_wdl,
+            self._plies_left,
+            self._plies_exact,
         )
 
     def _clear(self, first_id: int) -> None:
@@ -400,6 +409,9 @@ class ReplayMirror:
         self._index.append((np.arange(len(positions)) - first_of_game).astype(np.int32))
         self._result.append(code.astype(np.uint8))
         self._root_wdl.append(np.concatenate([g.root_wdl for g in games]).astype(np.float32))
+        plies_left, plies_exact = moves_left_targets(games)
+        self._plies_left.append(plies_left)
+        self._plies_exact.append(plies_exact)
         self._positions.append(positions)
 
 

@@ -15,6 +15,7 @@ holds both.
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -63,6 +64,16 @@ def model_config(model_cfg: Mapping[str, Any], board_size: int) -> ModelConfig:
     return ModelConfig(**values)
 
 
+def _nonnegative(value: Any, key: str = "learner.moves_left_weight") -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not (math.isfinite(number) and number >= 0):
+        raise ValueError(f"{key} must be a finite number >= 0, got {value!r}")
+    return number
+
+
 @dataclass
 class Counters:
     step: int = 0  # optimizer steps taken
@@ -89,6 +100,7 @@ class Trainer:
             self.model = self.model.to(memory_format=torch.channels_last)
         decay = check_decay(cfg.get("ema_decay", 0.0) or 0.0)
         self.ema = WeightsEma(self.model, decay) if decay > 0 else None
+        self.moves_left_weight = _nonnegative(cfg.get("moves_left_weight", 0.0) or 0.0)
         self.optimizer = instantiate(cfg.optimizer)(self.model.parameters())
         self.scheduler = (
             instantiate(cfg.scheduler)(self.optimizer) if cfg.get("scheduler") else None
@@ -106,6 +118,7 @@ class Trainer:
             self.optimizer,
             batch,
             value_weight=self.cfg.value_weight,
+            moves_left_weight=self.moves_left_weight,
             scheduler=self.scheduler,
             device=self.device,
         )
