@@ -195,7 +195,8 @@ class CheckersNet(nn.Module):
         policy = torch.flatten(policy_map, 1).index_select(1, self.policy_index)
         plies = None
         if moves_left and self.moves_left_head is not None:
-            plies = self.moves_left_head(h).squeeze(1) * MOVES_LEFT_SCALE
+            # float32 before scaling: bf16 (autocast on CUDA) would round 100 plies to +-0.5
+            plies = self.moves_left_head(h).squeeze(1).float() * MOVES_LEFT_SCALE
         return policy, self.value_head(h), plies
 
 

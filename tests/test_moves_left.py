@@ -29,6 +29,7 @@ from learner.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
+from learner.inference import NetworkEvaluator
 from learner.losses import TrainBatch, train_step
 from learner.mirror import ReplayMirror
 from learner.moves_left import moves_left_loss, moves_left_targets, plies_left
@@ -149,9 +150,9 @@ def test_loss_on_hand_values() -> None:
     assert math.isnan(none.item())
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def one_thread():
-    """One torch thread while the test runs: two threads on two busy cores ran 60x slower."""
+    """One torch thread while each test runs: two threads on two busy cores ran 10-60x slower."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -172,7 +173,7 @@ def fixed_batch(n: int = 64, seed: int = 0) -> TrainBatch:
     return TrainBatch(planes, mask, pi, wdl, moves_left=left, moves_left_exact=exact)
 
 
-def test_head_loss_falls_on_a_fixed_dataset(one_thread) -> None:
+def test_head_loss_falls_on_a_fixed_dataset() -> None:
     torch.manual_seed(0)
     model = CheckersNet(TINY)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -204,6 +205,11 @@ def test_without_the_head_nothing_changes() -> None:
         assert torch.equal(got, want)
     with pytest.raises(ValueError, match="no moves-left head"):
         plain.forward_moves_left(x)
+    # The inference wrapper (what the search calls) returns the same priors and WDL with it.
+    got = NetworkEvaluator(with_head, device="cpu").evaluate(batch.planes, batch.mask)
+    want = NetworkEvaluator(plain, device="cpu").evaluate(batch.planes, batch.mask)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_trainer_logs_the_head_loss_and_checks_its_weight() -> None:
