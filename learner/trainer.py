@@ -14,6 +14,7 @@ holds both.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import re
@@ -44,6 +45,7 @@ from learner.network import CheckersNet, ModelConfig
 
 logger = logging.getLogger(__name__)
 
+_HEAD = "moves_left_head."  # state-dict prefix of the moves-left head's tensors
 STATE_PATTERN = re.compile(r"^state_(\d{8})\.safetensors$")
 SKIPPED_LOG_EVERY = 100  # log the first step skipped for a non-finite loss, then one in this many
 
@@ -210,13 +212,21 @@ class Trainer:
 
     def load_weights(self, path: str | Path) -> None:
         """Starts from a model checkpoint's weights (a warm start, e.g. a supervised network);
-        the optimizer and counters stay new. ValueError if the file's network has another shape."""
+        the optimizer and counters stay new. ValueError if the file's network has another shape.
+        The moves-left head may differ: a run with the head keeps its fresh head over a file
+        without one, and a run without it ignores the file's."""
         model, meta = load_checkpoint(path)
-        if meta.config != self.model.config:
+        ours = dataclasses.replace(self.model.config, moves_left_head=False)
+        if dataclasses.replace(meta.config, moves_left_head=False) != ours:
             raise ValueError(
                 f"{path}: holds a {meta.config} network, the run's model is {self.model.config}"
             )
-        self.model.load_state_dict(model.state_dict())
+        weights = model.state_dict()
+        own_head = {k: v for k, v in self.model.state_dict().items() if k.startswith(_HEAD)}
+        weights = {k: v for k, v in weights.items() if not k.startswith(_HEAD)} | (
+            {k: weights[k] for k in own_head} if meta.config.moves_left_head else own_head
+        )
+        self.model.load_state_dict(weights)
         if self.ema is not None:
             self.ema.reset(self.model)
         logger.info("starting from the weights of %s (its step %d)", path, meta.step)

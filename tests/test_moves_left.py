@@ -271,6 +271,32 @@ def test_todays_checkpoints_load_unchanged() -> None:
     assert torch.isfinite(logits).all() and torch.isfinite(wdl).all()
 
 
+def test_warm_start_from_a_network_without_the_head() -> None:
+    learner = OmegaConf.create(
+        {
+            "device": "cpu",
+            "threads": 1,
+            "value_weight": 1.0,
+            "moves_left_weight": 0.5,
+            "ema_decay": 0.9,
+            "optimizer": {"_target_": "torch.optim.SGD", "_partial_": True, "lr": 0.01},
+        }
+    )
+    model = ModelConfig(moves_left_head=True).to_dict()
+    trainer = Trainer(learner, model, 8)
+    fresh_head = {k: v.clone() for k, v in trainer.model.state_dict().items() if "moves_left" in k}
+    trainer.load_weights(SHIPPED)  # the shipped 4x32 network, which has no head
+    stored = safetensors_load(SHIPPED.read_bytes())
+    for name, tensor in trainer.model.state_dict().items():
+        want = fresh_head[name] if name in fresh_head else stored[name]
+        assert torch.equal(tensor, want), name
+    assert fresh_head and trainer.ema.updates == 0  # the average starts from these weights
+    with pytest.raises(ValueError, match="network, the run's model is"):
+        Trainer(learner, ModelConfig(channels=16, moves_left_head=True).to_dict(), 8).load_weights(
+            SHIPPED
+        )
+
+
 def test_schema_versions_are_checked(tmp_path: Path) -> None:
     model = CheckersNet(TINY)
     data = encode_checkpoint(model, step=1, version=1)
