@@ -13,6 +13,14 @@ Two kinds of file, both plain safetensors (``8-byte header length | JSON header 
   safetensors body under a generated name and the rest (floats, ints, strings, tuples, dicts with
   integer keys) becomes JSON with typed markers, so loading never executes anything.
 
+Schema versions: 2 is written; 1 (every file before the moves-left head and the weights
+average existed) is still read, and means neither. Version 2 adds, both optional: a
+``moves_left_head: true`` in the header's model config when the network has that head (its
+tensors are named ``moves_left_head.*``; without the head the header has no such key), and in a
+training state the moving average of the weights (``learner.ema``) as tensors ``ema/<name>``
+with an ``ema`` header entry (``updates``, ``decay``). A training state without an average
+resumes with one started from its weights.
+
 Integrity: the header stores a SHA-256 over every tensor's name, dtype, shape and bytes, so a
 truncated, bit-flipped or foreign file raises ``ValueError`` naming the path and the problem rather
 than loading silently wrong weights. Writes go to a temporary file in the same directory, are
@@ -41,11 +49,13 @@ from safetensors.torch import save as safetensors_save
 from torch import nn
 
 from game.notation import BOARD_SIZES
+from learner.ema import WeightsEma
 from learner.network import CheckersNet, ModelConfig
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1  # bump when the header layout or tensor naming changes
+SCHEMA_VERSION = 2  # bump when the header layout or tensor naming changes
+READABLE_SCHEMA_VERSIONS = (1, 2)  # 1: no moves-left head and no weights average possible
 METADATA_KEY = "checkerzero"  # safetensors metadata key holding our JSON header
 KIND_MODEL = "model"
 KIND_TRAINING_STATE = "training_state"
@@ -58,6 +68,7 @@ MAX_CHECKPOINT_BYTES = 1024 * 1024 * 1024
 
 # Name prefixes of tensors inside a training-state file.
 MODEL_PREFIX = "model/"
+EMA_PREFIX = "ema/"  # the moving average of the weights (schema 2)
 TREE_PREFIX = "tree/"
 
 # Markers of the JSON tree codec (keys that never occur in torch/numpy/random state dicts).
@@ -85,6 +96,7 @@ class TrainingState:
     step: int
     counters: Mapping[str, Any]
     rng: dict[str, Any]
+    ema_updates: int | None = None  # updates of the restored weights average; None: none saved
 
 
 # ---------------------------------------------------------------------------------------------
@@ -154,8 +166,15 @@ def _decode(
     if not isinstance(header, dict):
         raise ValueError(f"{source}: '{METADATA_KEY}' metadata is not a JSON object")
     schema = header.get("schema_version")
-    if schema != SCHEMA_VERSION:
-        raise ValueError(f"{source}: schema_version {schema!r}, this code reads {SCHEMA_VERSION}")
+    if isinstance(schema, bool) or schema not in READABLE_SCHEMA_VERSIONS:
+        raise ValueError(
+            f"{source}: schema_version {schema!r}, this code reads "
+            + " and ".join(map(str, READABLE_SCHEMA_VERSIONS))
+        )
+    config = header.get("model_config")
+    v2_only = "ema" in header or (isinstance(config, dict) and "moves_left_head" in config)
+    if schema == 1 and v2_only:
+        raise ValueError(f"{source}: a schema 1 file cannot hold a moves-left head or an EMA")
     body = len(data) - HEADER_LENGTH_BYTES - header_len
     ends = [
         entry["data_offsets"][1]
@@ -519,14 +538,18 @@ def save_training_state(
     step: int,
     counters: dict[str, Any],
     rng: dict[str, Any],
+    ema: WeightsEma | None = None,
 ) -> None:
     """Write everything needed to resume training bit-exactly to ``path`` atomically.
 
     ``rng`` is normally ``capture_rng_state()``, plus any generator states of the caller's own
     (values may be tensors, arrays, tuples and JSON scalars). ``counters`` must be JSON-able.
+    ``ema``: the moving average of the weights, saved beside them when given.
     """
     path = Path(path)
     tensors: dict[str, torch.Tensor] = {MODEL_PREFIX + k: v for k, v in model.state_dict().items()}
+    if ema is not None:
+        tensors.update({EMA_PREFIX + k: v for k, v in ema.model.state_dict().items()})
     tree_tensors: dict[str, torch.Tensor] = {}
     tree = {
         "optimizer": _flatten_tree(optimizer.state_dict(), tree_tensors, "optimizer"),
@@ -546,6 +569,8 @@ def save_training_state(
         "step": int(step),
         "tree": tree,
     }
+    if ema is not None:
+        header["ema"] = {"updates": int(ema.updates), "decay": float(ema.decay)}
     _write_atomic(path, _encode(tensors, header))
     logger.debug("saved training state %s (step %d)", path, step)
 
@@ -557,12 +582,16 @@ def load_training_state(
     scheduler: torch.optim.lr_scheduler.LRScheduler | None,
     *,
     max_bytes: int = MAX_CHECKPOINT_BYTES,
+    ema: WeightsEma | None = None,
 ) -> TrainingState:
     """Restore ``model``, ``optimizer`` and ``scheduler`` in place from ``path``.
 
     The optimizer must have been built over ``model``'s parameters in the same order as when saved
     (torch moves its state onto the parameters' device). RNG states are returned, not applied:
-    call ``restore_rng_state(result.rng)`` when resuming.
+    call ``restore_rng_state(result.rng)`` when resuming. ``ema``: restored in place (weights
+    and update count) when the file holds an average (``result.ema_updates`` is then its count),
+    left untouched when it holds none (``result.ema_updates`` None); an average in the file is
+    ignored when ``ema`` is None.
     """
     path = Path(path)
     source = str(path)
@@ -573,6 +602,11 @@ def load_training_state(
         raise ValueError(f"{source}: saved for {config}, but the model is {model.config}")
     weights = {k[len(MODEL_PREFIX) :]: v for k, v in tensors.items() if k.startswith(MODEL_PREFIX)}
     _load_weights(model, weights, source)
+    ema_updates = _ema_updates(header, tensors, source)
+    if ema is not None and ema_updates is not None:
+        averaged = {k[len(EMA_PREFIX) :]: v for k, v in tensors.items() if k.startswith(EMA_PREFIX)}
+        _load_weights(ema.model, averaged, f"{source} (weights average)")
+        ema.updates = ema_updates
     tree = header.get("tree")
     if not isinstance(tree, dict):
         raise ValueError(f"{source}: training state has no 'tree' section")
@@ -607,4 +641,28 @@ def load_training_state(
     counters, rng = state.get("counters", {}), state.get("rng", {})
     if not isinstance(counters, dict) or not isinstance(rng, dict):
         raise ValueError(f"{source}: the counters and RNG states must be JSON objects")
-    return TrainingState(step=_int_field(header, "step", source), counters=counters, rng=rng)
+    return TrainingState(
+        step=_int_field(header, "step", source),
+        counters=counters,
+        rng=rng,
+        ema_updates=ema_updates,
+    )
+
+
+def _ema_updates(
+    header: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], source: str
+) -> int | None:
+    """The saved average's update count, None when the file holds no average; ValueError when
+    the header and the tensors disagree about it."""
+    has_tensors = any(k.startswith(EMA_PREFIX) for k in tensors)
+    entry = header.get("ema")
+    if entry is None:
+        if has_tensors:
+            raise ValueError(f"{source}: holds weights-average tensors but no 'ema' header entry")
+        return None
+    if not isinstance(entry, dict) or not has_tensors:
+        raise ValueError(f"{source}: bad 'ema' header entry {str(entry)[:60]!r}")
+    updates = _int_field(entry, "updates", source, default=-1)
+    if updates < 0:
+        raise ValueError(f"{source}: the 'ema' header entry's updates is {updates}, not >= 0")
+    return updates

@@ -97,6 +97,14 @@ def validate(cfg: DictConfig) -> None:
         lambda v: isinstance(v, int | float) and 0 <= v <= 1,
         "a share in [0, 1] of the search's root value in the value target",
     )
+    _check(
+        cfg,
+        "learner.ema_decay",
+        lambda v: isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < 1,
+        "the weights average's decay per step is in [0, 1) (0: off)",
+    )
+    _check(cfg, "learner.moves_left_weight", non_negative, "a loss weight >= 0")
+    _check(cfg, "model.moves_left_head", lambda v: isinstance(v, bool), "true or false")
     _check(cfg, "replay.window_positions", positive, "the replay window holds > 0 positions")
     _check(cfg, "replay.sample_ratio", positive, "samples per new position must be > 0")
     _check(cfg, "replay.min_positions", non_negative, "positions before training, >= 0")

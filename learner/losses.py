@@ -9,6 +9,8 @@
   weighted mean over the rest.
 - Value loss: cross-entropy of the win/draw/loss logits against a (N, 3) probability target, which
   covers both one-hot game results and soft targets (e.g. a mix of result and search value).
+- Moves-left loss (only for a network with the moves-left head and a batch with its targets):
+  see ``learner.moves_left``; it adds ``moves_left_weight`` times its value to the total.
 - Losses are computed in float32 even under bf16 autocast: log-softmax over 128 actions in bf16
   loses the small probabilities that the policy target cares about.
 - ``train_step`` is a plain function (the learner actor owns the loop, logging and checkpoints).
@@ -29,6 +31,7 @@ import torch
 from torch import nn
 
 from game.encoding import NUM_WDL
+from learner.moves_left import moves_left_loss
 
 logger = logging.getLogger(__name__)
 
@@ -38,15 +41,20 @@ MASKED_LOGIT = torch.finfo(torch.float32).min
 
 @dataclasses.dataclass(frozen=True)
 class Losses:
-    """Mean losses of one batch, as Python floats (``total = policy + value_weight * value``).
+    """Mean losses of one batch, as Python floats (``total = policy + value_weight * value``,
+    ``+ moves_left_weight * moves_left`` with a moves-left head).
 
     ``skipped``: the loss or the gradients were not finite, so no step was taken.
+    ``moves_left``, ``moves_left_mae``: the moves-left loss and its mean absolute error in plies
+    (over exact targets; NaN with none), None without a moves-left head.
     """
 
     policy: float
     value: float
     total: float
     skipped: bool = False
+    moves_left: float | None = None
+    moves_left_mae: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +66,8 @@ class TrainBatch:
     target_wdl: float32 (N, 3) result probabilities (win, draw, loss) from the mover's view;
     policy_weight: float32 (N,) weight of each row in the policy loss (0: a fast search's
     position, which trains the value head only), or None: every row weighs 1.
+    moves_left: int32 (N,) plies left in the game, moves_left_exact: bool (N,) False where that
+    is a lower bound (a game cut short); both or neither (learner.moves_left).
     """
 
     planes: np.ndarray
@@ -65,6 +75,8 @@ class TrainBatch:
     target_pi: np.ndarray
     target_wdl: np.ndarray
     policy_weight: np.ndarray | None = None
+    moves_left: np.ndarray | None = None
+    moves_left_exact: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         expected = {
@@ -96,6 +108,14 @@ class TrainBatch:
         ):
             got = f"{w.dtype} {w.shape}" if isinstance(w, np.ndarray) else type(w)
             raise ValueError(f"TrainBatch.policy_weight must be float32 ({n},) or None, got {got}")
+        if (self.moves_left is None) != (self.moves_left_exact is None):
+            raise ValueError("TrainBatch: moves_left and moves_left_exact come together")
+        for name, dtype in (("moves_left", np.int32), ("moves_left_exact", np.bool_)):
+            value = getattr(self, name)
+            if value is not None and (
+                not isinstance(value, np.ndarray) or value.dtype != dtype or value.shape != (n,)
+            ):
+                raise ValueError(f"TrainBatch.{name} must be a ({n},) {np.dtype(dtype)} array")
 
     def __len__(self) -> int:
         return int(self.planes.shape[0])
@@ -150,6 +170,7 @@ def train_step(
     batch: TrainBatch,
     *,
     value_weight: float = 1.0,
+    moves_left_weight: float = 0.0,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     device: str | torch.device,
 ) -> Losses:
@@ -166,8 +187,12 @@ def train_step(
     optimizer.zero_grad(set_to_none=True)
     buffers = list(model.buffers())  # BatchNorm statistics: the forward pass updates them
     saved = [b.detach().clone() for b in buffers]
+    with_ml = getattr(model, "moves_left_head", None) is not None and batch.moves_left is not None
     with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
-        policy_logits, wdl_logits = model(planes)
+        if with_ml:
+            policy_logits, wdl_logits, ml_plies = model.forward_moves_left(planes)
+        else:
+            policy_logits, wdl_logits = model(planes)
     weight = None
     if batch.policy_weight is not None:
         cuda = device.type == "cuda"
@@ -175,17 +200,25 @@ def train_step(
     p_loss = policy_loss(policy_logits, target_pi, mask, weight)
     v_loss = value_loss(wdl_logits, target_wdl)
     total = p_loss + value_weight * v_loss
+    extra = []
+    if with_ml:
+        ml_target = torch.from_numpy(batch.moves_left).to(device)
+        ml_exact = torch.from_numpy(batch.moves_left_exact).to(device)
+        ml_loss, ml_mae = moves_left_loss(ml_plies, ml_target, ml_exact)
+        total = total + moves_left_weight * ml_loss
+        extra = [ml_loss, ml_mae]
     total.backward()
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     grad_norm = torch.nn.utils.get_total_norm(grads) if grads else torch.zeros((), device=device)
-    values = torch.stack([p_loss, v_loss, total, grad_norm.float()]).detach().cpu().tolist()
-    if not all(math.isfinite(v) for v in values):
+    values = torch.stack([p_loss, v_loss, total, grad_norm.float(), *extra]).detach().cpu().tolist()
+    ml = {"moves_left": values[4], "moves_left_mae": values[5]} if with_ml else {}
+    if not all(math.isfinite(v) for v in values[:5]):  # the MAE is NaN without exact targets
         optimizer.zero_grad(set_to_none=True)
         with torch.no_grad():
             for buffer, before in zip(buffers, saved, strict=True):
                 buffer.copy_(before)
-        return Losses(policy=values[0], value=values[1], total=values[2], skipped=True)
+        return Losses(policy=values[0], value=values[1], total=values[2], skipped=True, **ml)
     optimizer.step()
     if scheduler is not None:
         scheduler.step()
-    return Losses(policy=values[0], value=values[1], total=values[2])
+    return Losses(policy=values[0], value=values[1], total=values[2], **ml)

@@ -25,7 +25,12 @@ logger = logging.getLogger(__name__)
 CSV_NAME = "metrics.csv"
 # Plots drawn into the run directory: file name -> the metric keys it shows.
 PLOTS = {
-    "loss.png": ("learner/loss_policy", "learner/loss_value", "learner/loss_total"),
+    "loss.png": (
+        "learner/loss_policy",
+        "learner/loss_value",
+        "learner/loss_total",
+        "learner/loss_moves_left",  # only with the moves-left head
+    ),
     "elo.png": ("eval/elo",),
     "throughput.png": ("selfplay/positions_per_s", "learner/samples_per_s"),
     "replay.png": ("replay/window_positions", "replay/positions_added"),

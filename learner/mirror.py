@@ -11,6 +11,8 @@ window decoded in flat arrays instead:
                    root_wdl float32 (3,) (NaN for a forced move played unsearched), whether
                    it was a full search (playout cap randomization)
     per full one   its position row (to draw full searches only)
+                   root_wdl float32 (3,) (NaN for a forced move played unsearched), plies
+                   left in the game and whether that is exact (learner.moves_left)
     per visit      action uint8, visit fraction float32 (count / the position's total)
 
 Every array is indexed by an absolute row (game rows are game ids; position and visit rows count
@@ -44,6 +46,7 @@ from game import encoding
 from game.encoding import HISTORY, NUM_WDL, PACKED_WORDS, num_actions
 from game.records import GameRecord, mover_outcome, value_targets
 from learner.losses import TrainBatch
+from learner.moves_left import moves_left_targets
 from learner.replay import ReplayEmpty, ReplayStore
 
 logger = logging.getLogger(__name__)
@@ -160,6 +163,8 @@ class ReplayMirror:
         self._full = _Column(np.bool_)  # a full search (False: fast, playout cap randomization)
         # per full search, in order: its absolute position row
         self._full_rows = _Column(np.int64)
+        self._plies_left = _Column(np.int32)  # the moves-left head's target
+        self._plies_exact = _Column(np.bool_)  # False: a lower bound (a game cut short)
         # per visit entry
         self._actions = _Column(np.uint8)
         self._fractions = _Column(np.float32)
@@ -293,12 +298,15 @@ class ReplayMirror:
             wdl = value_targets(self._result.take(p), self._root_wdl.take(p), q_weight)
             full = self._full.take(p)
             weight = None if full.all() else full.astype(np.float32)
+            plies_left, plies_exact = self._plies_left.take(p), self._plies_exact.take(p)
         return TrainBatch(
             planes=encoding.encode(packed, self.board_size),
             mask=encoding.legal_masks(packed, self.board_size),
             target_pi=pi,
             target_wdl=wdl,
             policy_weight=weight,
+            moves_left=plies_left,
+            moves_left_exact=plies_exact,
         )
 
     @contextlib.contextmanager
@@ -322,6 +330,8 @@ class ReplayMirror:
             self._result,
             self._root_wdl,
             self._full,
+            self._plies_left,
+            self._plies_exact,
         )
 
     def _clear(self, first_id: int) -> None:
@@ -440,6 +450,9 @@ class ReplayMirror:
         full = np.concatenate([g.full_search for g in games])
         self._full.append(full)
         self._full_rows.append(first_row + np.flatnonzero(full))
+        plies_left, plies_exact = moves_left_targets(games)
+        self._plies_left.append(plies_left)
+        self._plies_exact.append(plies_exact)
         self._positions.append(positions)
 
 

@@ -16,6 +16,13 @@ Design choices:
   draw" from "coin flip".
 - The last BatchNorm of each residual block starts with a zero scale, so every block starts as the
   identity; this makes deeper towers train stably from the first step (Goyal et al., 2017).
+- Optional moves-left head (``ModelConfig.moves_left_head``, lc0's "MLH"): the value head's
+  shape (1x1 conv, hidden layer) ending in one output, the plies left in the game from this
+  position. It is an auxiliary target that only training reads (``forward_moves_left``);
+  ``forward`` returns policy and WDL whether or not the head is there, so inference and the
+  search are unchanged. The output is a linear unit scaled by ``MOVES_LEFT_SCALE`` plies, so
+  an output of order one already covers typical game lengths and SGD reaches them in a few
+  hundred steps (lc0 scales its target the same way).
 """
 
 from __future__ import annotations
@@ -33,6 +40,10 @@ from game.notation import num_squares, square_rc
 
 logger = logging.getLogger(__name__)
 
+# Plies per unit of the moves-left head's last layer, and the unit of its loss: lc0's scale
+# (20 plies), about a tenth of a checkers game, so the head's output and loss are of order one.
+MOVES_LEFT_SCALE = 20.0
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
@@ -45,11 +56,18 @@ class ModelConfig:
     policy_channels: int = 32
     value_channels: int = 8
     value_hidden: int = 128
+    moves_left_head: bool = False  # an auxiliary head predicting the plies left (training only)
 
     def __post_init__(self) -> None:
         if self.board_size < 4 or self.board_size % 2:
             raise ValueError(f"ModelConfig.board_size must be even and >= 4, got {self.board_size}")
+        if not isinstance(self.moves_left_head, bool):
+            raise ValueError(
+                f"ModelConfig.moves_left_head must be true or false, got {self.moves_left_head!r}"
+            )
         for field in dataclasses.fields(self):
+            if field.name == "moves_left_head":
+                continue
             value = getattr(self, field.name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ValueError(f"ModelConfig.{field.name} must be an int, got {value!r}")
@@ -61,8 +79,14 @@ class ModelConfig:
     def num_actions(self) -> int:
         return num_actions(self.board_size)
 
-    def to_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
+    def to_dict(self) -> dict[str, int | bool]:
+        """The fields as a checkpoint header stores them. ``moves_left_head`` is written only
+        when it is on, so a network without the head has the same header as before the head
+        existed (and files written by older code, which lack the key, read as no head)."""
+        values = dataclasses.asdict(self)
+        if not self.moves_left_head:
+            del values["moves_left_head"]
+        return values
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ModelConfig:
@@ -130,14 +154,50 @@ class CheckersNet(nn.Module):
             nn.ReLU(inplace=True),
             nn.Linear(config.value_hidden, NUM_WDL),
         )
+        # Only when switched on, so a network without it has exactly the old state dict.
+        self.moves_left_head = (
+            nn.Sequential(
+                nn.Conv2d(c, config.value_channels, 1, bias=False),
+                nn.BatchNorm2d(config.value_channels),
+                nn.ReLU(inplace=True),
+                nn.Flatten(),
+                nn.Linear(config.value_channels * s * s, config.value_hidden),
+                nn.ReLU(inplace=True),
+                nn.Linear(config.value_hidden, 1),
+            )
+            if config.moves_left_head
+            else None
+        )
         # Not persistent: derived from the config, so it stays out of checkpoints.
         self.register_buffer("policy_index", policy_gather_index(s), persistent=False)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(policy_logits (N, A), wdl_logits (N, 3))``, with or without a moves-left head."""
+        policy, wdl, _ = self._heads(x, moves_left=False)
+        return policy, wdl
+
+    def forward_moves_left(
+        self, x: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(policy_logits, wdl_logits, moves_left (N,))``, the last in plies; ValueError
+        when the network has no moves-left head (``ModelConfig.moves_left_head``)."""
+        if self.moves_left_head is None:
+            raise ValueError("this network has no moves-left head (model.moves_left_head=false)")
+        policy, wdl, moves_left = self._heads(x, moves_left=True)
+        assert moves_left is not None
+        return policy, wdl, moves_left
+
+    def _heads(
+        self, x: torch.Tensor, *, moves_left: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         h = self.tower(self.stem(x))
         policy_map = self.policy_head(h)  # (N, 4, S, S)
         policy = torch.flatten(policy_map, 1).index_select(1, self.policy_index)
-        return policy, self.value_head(h)
+        plies = None
+        if moves_left and self.moves_left_head is not None:
+            # float32 before scaling: bf16 (autocast on CUDA) would round 100 plies to +-0.5
+            plies = self.moves_left_head(h).squeeze(1).float() * MOVES_LEFT_SCALE
+        return policy, self.value_head(h), plies
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -131,11 +131,16 @@ class _Loop:
 def _loss_metrics(losses: Losses | None) -> dict[str, float]:
     if losses is None:
         return {}
-    return {
+    row = {
         "learner/loss_policy": losses.policy,
         "learner/loss_value": losses.value,
         "learner/loss_total": losses.total,
     }
+    if losses.moves_left is not None:  # a network with the moves-left head
+        row["learner/loss_moves_left"] = losses.moves_left
+    if losses.moves_left_mae is not None and math.isfinite(losses.moves_left_mae):
+        row["learner/moves_left_mae_plies"] = losses.moves_left_mae  # over exact targets
+    return row
 
 
 def ensure_egdb(cfg: DictConfig) -> None:

@@ -1,13 +1,22 @@
 """The learner's training state and its steps: model, optimizer, schedule, counters, resume.
 
 `Trainer` owns what a checkpoint must hold to resume exactly (model, optimizer, scheduler, step,
-samples drawn, weights version, RNG states). It is plain Python over `learner.losses.train_step`,
-so tests drive it without Ray or Redis; `learner.run` wires it to the replay store.
+samples drawn, weights version, RNG states, the moving average of the weights). It is plain
+Python over `learner.losses.train_step`, so tests drive it without Ray or Redis; `learner.run`
+wires it to the replay store.
+
+With ``learner.ema_decay`` > 0 the trainer keeps an exponential moving average of the weights
+(`learner.ema`), updated after every optimizer step, and everything it hands out as "the
+network" is that average: the published weights (`weights_bytes`), ``latest.safetensors`` and
+the per-checkpoint weights files. Training goes on with the raw weights; the training state
+holds both.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,12 +38,14 @@ from learner.checkpoint import (
     save_checkpoint,
     save_training_state,
 )
+from learner.ema import WeightsEma, check_decay
 from learner.inference import select_device
 from learner.losses import Losses, TrainBatch, train_step
 from learner.network import CheckersNet, ModelConfig
 
 logger = logging.getLogger(__name__)
 
+_HEAD = "moves_left_head."  # state-dict prefix of the moves-left head's tensors
 STATE_PATTERN = re.compile(r"^state_(\d{8})\.safetensors$")
 SKIPPED_LOG_EVERY = 100  # log the first step skipped for a non-finite loss, then one in this many
 
@@ -53,6 +64,16 @@ def model_config(model_cfg: Mapping[str, Any], board_size: int) -> ModelConfig:
     if values.get("in_planes", encoding.NUM_PLANES) != encoding.NUM_PLANES:
         raise ValueError(f"model.in_planes must equal the encoder's {encoding.NUM_PLANES} planes")
     return ModelConfig(**values)
+
+
+def _nonnegative(value: Any, key: str = "learner.moves_left_weight") -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not (math.isfinite(number) and number >= 0):
+        raise ValueError(f"{key} must be a finite number >= 0, got {value!r}")
+    return number
 
 
 @dataclass
@@ -79,6 +100,9 @@ class Trainer:
         self.model = CheckersNet(model_config(model_cfg, board_size)).to(self.device)
         if self.device.type == "cuda":
             self.model = self.model.to(memory_format=torch.channels_last)
+        decay = check_decay(cfg.get("ema_decay", 0.0) or 0.0)
+        self.ema = WeightsEma(self.model, decay) if decay > 0 else None
+        self.moves_left_weight = _nonnegative(cfg.get("moves_left_weight", 0.0) or 0.0)
         self.optimizer = instantiate(cfg.optimizer)(self.model.parameters())
         self.scheduler = (
             instantiate(cfg.scheduler)(self.optimizer) if cfg.get("scheduler") else None
@@ -96,6 +120,7 @@ class Trainer:
             self.optimizer,
             batch,
             value_weight=self.cfg.value_weight,
+            moves_left_weight=self.moves_left_weight,
             scheduler=self.scheduler,
             device=self.device,
         )
@@ -114,26 +139,39 @@ class Trainer:
                 )
             return losses
         self.counters.step += 1
+        if self.ema is not None:
+            self.ema.update(self.model)
         return losses
 
+    @property
+    def published_model(self) -> CheckersNet:
+        """The network the run hands out: the weights average when on, else the raw model."""
+        return self.model if self.ema is None else self.ema.model
+
     def check_finite(self) -> None:
-        """Raises NonFiniteWeightsError naming the first tensor of the model that is not finite."""
-        bad = non_finite_tensors(self.model.state_dict())
-        if bad:
-            raise NonFiniteWeightsError(
-                f"the model's tensor {bad[0]!r} holds NaN or infinite values at step "
-                f"{self.counters.step} ({len(bad)} tensors in all); these weights are neither "
-                "published nor checkpointed"
-            )
+        """Raises NonFiniteWeightsError naming the first tensor of the model (or of its
+        weights average) that is not finite."""
+        models = [("model", self.model)]
+        if self.ema is not None:
+            models.append(("weights average", self.ema.model))
+        for what, model in models:
+            bad = non_finite_tensors(model.state_dict())
+            if bad:
+                raise NonFiniteWeightsError(
+                    f"the {what}'s tensor {bad[0]!r} holds NaN or infinite values at step "
+                    f"{self.counters.step} ({len(bad)} tensors in all); these weights are neither "
+                    "published nor checkpointed"
+                )
 
     @property
     def lr(self) -> float:
         return float(self.optimizer.param_groups[0]["lr"])
 
     def weights_bytes(self, version: int) -> bytes:
-        """The weights to publish; NonFiniteWeightsError if they hold NaN or infinity."""
+        """The weights to publish (the average when on); NonFiniteWeightsError if they, or the
+        raw weights, hold NaN or infinity."""
         self.check_finite()
-        return encode_checkpoint(self.model, step=self.counters.step, version=version)
+        return encode_checkpoint(self.published_model, step=self.counters.step, version=version)
 
     # --- checkpoints ---------------------------------------------------------------------------
     def save(self, ckpt_dir: Path, *, keep: int) -> Path:
@@ -150,10 +188,11 @@ class Trainer:
             step=self.counters.step,
             counters=vars(self.counters).copy(),
             rng=capture_rng_state(),
+            ema=self.ema,
         )
         save_checkpoint(
             ckpt_dir / "latest.safetensors",
-            self.model,
+            self.published_model,
             step=self.counters.step,
             version=self.counters.version,
         )
@@ -163,7 +202,7 @@ class Trainer:
         weights_dir.mkdir(exist_ok=True)
         save_checkpoint(
             weights_dir / f"step_{self.counters.step:08d}.safetensors",
-            self.model,
+            self.published_model,
             step=self.counters.step,
             version=self.counters.version,
         )
@@ -173,13 +212,23 @@ class Trainer:
 
     def load_weights(self, path: str | Path) -> None:
         """Starts from a model checkpoint's weights (a warm start, e.g. a supervised network);
-        the optimizer and counters stay new. ValueError if the file's network has another shape."""
+        the optimizer and counters stay new. ValueError if the file's network has another shape.
+        The moves-left head may differ: a run with the head keeps its fresh head over a file
+        without one, and a run without it ignores the file's."""
         model, meta = load_checkpoint(path)
-        if meta.config != self.model.config:
+        ours = dataclasses.replace(self.model.config, moves_left_head=False)
+        if dataclasses.replace(meta.config, moves_left_head=False) != ours:
             raise ValueError(
                 f"{path}: holds a {meta.config} network, the run's model is {self.model.config}"
             )
-        self.model.load_state_dict(model.state_dict())
+        weights = model.state_dict()
+        own_head = {k: v for k, v in self.model.state_dict().items() if k.startswith(_HEAD)}
+        weights = {k: v for k, v in weights.items() if not k.startswith(_HEAD)} | (
+            {k: weights[k] for k in own_head} if meta.config.moves_left_head else own_head
+        )
+        self.model.load_state_dict(weights)
+        if self.ema is not None:
+            self.ema.reset(self.model)
         logger.info("starting from the weights of %s (its step %d)", path, meta.step)
 
     def restore(self, ckpt_dir: Path) -> bool:
@@ -219,7 +268,12 @@ class Trainer:
         """Loads one training state into the model, optimizer, scheduler, RNGs and counters;
         ValueError naming the file when any part of it does not fit."""
         state = load_training_state(
-            path, self.model, self.optimizer, self.scheduler, max_bytes=self.max_checkpoint_bytes
+            path,
+            self.model,
+            self.optimizer,
+            self.scheduler,
+            max_bytes=self.max_checkpoint_bytes,
+            ema=self.ema,
         )
         counters = Counters()
         try:
@@ -230,6 +284,9 @@ class Trainer:
         except (TypeError, ValueError, KeyError, RuntimeError, IndexError, OverflowError) as e:
             raise ValueError(f"{path}: bad counters or RNG state ({e})") from e
         self.counters = counters
+        if self.ema is not None and state.ema_updates is None:
+            self.ema.reset(self.model)
+            logger.info("%s holds no weights average: it starts from the raw weights", path.name)
 
     @staticmethod
     def _states(ckpt_dir: Path) -> list[Path]:

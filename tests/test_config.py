@@ -62,6 +62,10 @@ def test_unknown_key_is_rejected_by_hydra(config):
         ("replay.window_positions=-5", "replay.window_positions"),
         ("logging.wandb.mode=sometimes", "logging.wandb.mode"),
         ("model.board_size=6", "model.board_size"),
+        ("learner.ema_decay=1.0", "learner.ema_decay"),
+        ("learner.ema_decay=-0.5", "learner.ema_decay"),
+        ("learner.moves_left_weight=-1", "learner.moves_left_weight"),
+        ("model.moves_left_head=maybe", "model.moves_left_head"),
     ],
 )
 def test_bad_values_are_rejected_naming_the_key(config, override, key):

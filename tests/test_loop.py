@@ -7,8 +7,10 @@ would kill every Ray on the machine, so it is never used. Ray is started locally
 
 1. The smoke preset completes: actors, a private Redis, training steps, published weights, a
    checkpoint, metrics, plots, the resolved config and the git revision; Redis stopped after.
-2. Redis unreachable at start: a non-zero exit and one line naming the URL, after bounded retries.
-3. The learner SIGKILLed mid-run and started again on the same run directory (with no other
+2. The same with the weights average and the moves-left head on (slow): the head's loss is
+   logged, and the network the run hands out is the average its training state keeps.
+3. Redis unreachable at start: a non-zero exit and one line naming the URL, after bounded retries.
+4. The learner SIGKILLed mid-run and started again on the same run directory (with no other
    override than a new step limit) resumes from its checkpoint with its saved config (the step
    continues), the replay window survives (its private Redis's append-only file) and weights
    versions keep growing; the run's original config record is untouched.
@@ -31,12 +33,14 @@ from pathlib import Path
 import psutil
 import pytest
 import redis
+import torch
 import yaml
+from safetensors.torch import load as safetensors_load
 
 from evaluation.players import make_player
 from game import Position
 from game.pdn import read_pdn
-from learner.checkpoint import read_checkpoint_meta
+from learner.checkpoint import load_checkpoint, read_checkpoint_meta
 from learner.live import LIVE_FILE, read_live_file
 from learner.metrics import read_metrics
 
@@ -242,6 +246,35 @@ def test_smoke_run_completes_end_to_end(tmp_path):
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert not port_answers(port)
     assert redis_processes(run_dir) == []
+
+
+@pytest.mark.slow  # about 50 s on the 2-core machine, beside the plain smoke run above
+def test_smoke_run_with_the_weights_average_and_the_moves_left_head(tmp_path):
+    run_dir = tmp_path / "run"
+    log = tmp_path / "learner.log"
+    overrides = ("learner.ema_decay=0.99", "model.moves_left_head=true")
+    with learner_process(run_dir, log, *overrides) as (proc, _):
+        rc = proc.wait(timeout=RUN_TIMEOUT_S)
+    output = log.read_text(errors="replace")
+    assert rc == 0, output[-4000:]
+    summary = summary_of(run_dir, output)
+    assert summary["step"] == 20 and summary["version"] >= 2
+
+    # The head was trained: its loss and error in plies are in the metrics at every row.
+    rows = read_metrics(run_dir / "metrics.csv")
+    losses = [v for _, _, v in rows["learner/loss_moves_left"]]
+    assert losses and all(v > 0 and v == v for v in losses)
+    assert all(v >= 0 for _, _, v in rows.get("learner/moves_left_mae_plies", []))
+
+    # The network the run hands out (latest.safetensors, the weights channel's bytes) is the
+    # average kept in the training state, with the head, and not the raw weights.
+    model, meta = load_checkpoint(run_dir / "checkpoints" / "latest.safetensors")
+    assert meta.step == 20 and meta.config.moves_left_head
+    state = safetensors_load((run_dir / "checkpoints" / "state_00000020.safetensors").read_bytes())
+    handed_out = model.state_dict()
+    assert all(torch.equal(t, state[f"ema/{k}"]) for k, t in handed_out.items())
+    assert not all(torch.equal(t, state[f"model/{k}"]) for k, t in handed_out.items())
+    assert any(k.startswith("moves_left_head.") for k in handed_out)
 
 
 def test_unreachable_redis_fails_with_a_clear_error(tmp_path):
