@@ -141,7 +141,11 @@ class PairRecord:
 
         def stats(key: str) -> dict[str, int] | None:
             value = d.get(key)
-            return None if value is None else {str(k): int(v) for k, v in value.items()}
+            if value is None:
+                return None
+            if not isinstance(value, Mapping):
+                raise ValueError(f"game pair {key} must be a mapping of counts, got {value!r}")
+            return {str(k): int(v) for k, v in value.items()}
 
         return cls(
             index=int(d["index"]),
