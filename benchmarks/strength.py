@@ -19,6 +19,17 @@ Search budget::
 The same network at each simulation budget plays the same ladder with the same openings; one
 fit rates them all, so the table shows the Elo each budget reaches and what each step up buys.
 
+Time-equal strength::
+
+    python benchmarks/strength.py --time-equal 100 1000 [--checkpoint PATH] [--games 40]
+
+The network plays at MS milliseconds per move (``PATH:tMS``: its search runs until the time is
+spent, batched, with its tree kept between moves) against the alpha-beta baseline at the same
+time per move (``minimax:tMS``), one core each (one torch thread), ``--games`` games from the
+ACF deck with colours reversed per time. The table shows, per time, W/D/L from the network's
+side, its score and Elo over minimax with the 95% interval, and what each search reached per
+move: the network's mean simulations beside minimax's mean depth and nodes.
+
 Games run on a process pool (``--workers``) or Ray (``--ray``), one task per game pair, each
 worker loading the checkpoint itself (evaluation.arena.run_match). ``--out DIR`` writes every
 game as PDN and the fitted ratings as CSV.
@@ -68,8 +79,9 @@ def random_init_checkpoint(directory: Path, seed: int) -> Path:
     return path
 
 
-def network_spec(path: Path, sims: int, device: str) -> str:
-    spec = f"{path}:sims={sims}"
+def network_spec(path: Path, sims: int, device: str, *, time_ms: int = 0) -> str:
+    """The match spec of the network at ``sims`` simulations, or ``time_ms`` ms per move."""
+    spec = f"{path}:t{time_ms}" if time_ms else f"{path}:sims={sims}"
     return spec if device == "cpu" else f"{spec},device={device}"
 
 
@@ -119,6 +131,38 @@ def play(
     return pair_results(result.pairs, label or result.player_a, result.player_b)
 
 
+def time_equal(
+    checkpoint: Path, times_ms: list[int], args: argparse.Namespace
+) -> list[MatchResult]:
+    """The network at each time per move against minimax at the same time, printed as a table."""
+    print(
+        f"Time-equal: {checkpoint.name} (MCTS, one torch thread) against minimax (alpha-beta), "
+        f"both at the same milliseconds per move; {args.games} games per time from the ACF deck, "
+        f"colours reversed, seed {args.seed}"
+    )
+    log: list[MatchResult] = []
+    rows = []
+    for ms in times_ms:
+        spec = network_spec(checkpoint, 0, args.device, time_ms=ms)
+        result = played(spec, f"minimax:t{ms}", args.games, args, log, label=f"net:t{ms}")
+        rows.append((ms, result))
+    print(
+        f"\n  {'ms/move':>7} {'games':>5}  {'W/D/L':<11} {'score':>6}  {'Elo':>5}  "
+        f"{'95% interval':<14} {'net sims/move':>13}  {'minimax depth':>13} {'nodes/move':>11}"
+    )
+    for ms, result in rows:
+        elo = result.elo()
+        net, peer = result.search("a"), result.search("b")
+        wdl = f"{result.wins}/{result.draws}/{result.losses}"
+        print(
+            f"  {ms:>7} {result.num_games:>5}  {wdl:<11} {100 * result.score:5.1f}%  "
+            f"{elo.elo:>+5.0f}  [{elo.elo_lower:+.0f}, {elo.elo_upper:+.0f}]{'':<2} "
+            f"{net.get('simulations', 0):>13,.0f}  {peer.get('depth', 0):>13.1f} "
+            f"{peer.get('nodes', 0):>11,.0f}"
+        )
+    return log
+
+
 def print_ratings(ratings: Ratings, budgets: dict[str, int]) -> None:
     print(
         f"\nFitted ratings (BayesElo draw model, {ANCHOR} = 0, draw_elo {ratings.draw_elo:.0f}, "
@@ -147,6 +191,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--checkpoint", type=Path, help="network (default: the shipped one)")
     parser.add_argument("--sims", type=int, default=100, help="simulations per decision")
     parser.add_argument("--budget", help="comma-separated simulation budgets, e.g. 16,64,256,1024")
+    parser.add_argument(
+        "--time-equal",
+        type=int,
+        nargs="+",
+        metavar="MS",
+        help="instead of the ladder: the network at MS ms per move against minimax:tMS, per MS",
+    )
     parser.add_argument("--max-depth", type=int, default=4, choices=range(1, 9), metavar="1..8")
     parser.add_argument("--games", type=int, default=20, help="games per ladder player (even)")
     parser.add_argument(
@@ -166,6 +217,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if not budgets_list or min(budgets_list) < 1:
         parser.error("--budget needs positive simulation counts, e.g. 16,64,256")
+    if args.time_equal is not None and min(args.time_equal) < 1:
+        parser.error("--time-equal needs positive milliseconds per move, e.g. 100 1000")
+    if args.time_equal is not None and args.budget:
+        parser.error("--time-equal and --budget are separate tables: give one of them")
     for flag in ("games", "ladder_games"):
         if getattr(args, flag) <= 0 or getattr(args, flag) % 2:
             parser.error(f"--{flag.replace('_', '-')} must be a positive even number")
@@ -203,6 +258,19 @@ def run(args: argparse.Namespace, budgets_list: list[int]) -> int:
         elif not checkpoint.is_file():
             print(f"error: checkpoint {checkpoint} not found", file=sys.stderr)
             return 2
+        if args.time_equal is not None:
+            started = time.perf_counter()
+            log = time_equal(checkpoint, args.time_equal, args)
+            print(
+                f"\n{sum(r.num_games for r in log)} games in {time.perf_counter() - started:.0f} s"
+            )
+            if args.out is not None:
+                args.out.mkdir(parents=True, exist_ok=True)
+                (args.out / "games.pdn").write_text(
+                    write_pdn(g for r in log for g in r.pdn_games())
+                )
+                print(f"wrote {args.out / 'games.pdn'}")
+            return 0
         ladder = [ANCHOR] + [f"minimax:{d}" for d in range(1, args.max_depth + 1)]
         print(
             f"Network {checkpoint.name}, budgets {budgets_list}; ladder {ladder}; "

@@ -11,6 +11,10 @@ by force and are skipped); ``start`` plays every game from the initial position.
 players: one Ray task per game pair when Ray is available, else a local process pool, else a
 plain loop. Results cross process boundaries as plain dicts of strings and numbers, never as
 pickled objects.
+
+Each pair also carries what both players' searches did in it (``evaluation.players.player_stats``:
+moves, simulations, depth, nodes), so a match reports e.g. the mean simulations per move of a
+network that plays to a time budget beside the mean depth of the alpha-beta player it meets.
 """
 
 from __future__ import annotations
@@ -20,12 +24,12 @@ import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import get_context
 from typing import Any
 
 from evaluation.elo import EloEstimate, match_elo
-from evaluation.players import Player, make_player
+from evaluation.players import Player, make_player, player_stats
 from game.egdb import EndgameDatabase, describe, result_of
 from game.egdb.build import cached_database
 from game.openings import Opening
@@ -43,6 +47,9 @@ DEFAULT_MAX_PLIES = 300
 DEFAULT_PAIR_TIMEOUT_S = 1800.0
 EVENT = "checkerzero match"
 PAIR_POINTS = (0.0, 0.5, 1.0, 1.5, 2.0)  # the pentanomial categories: A's points over a pair
+# Search counters that are totals over the moves; a match reports them per move (the others,
+# such as "forced" and "reused", stay counts).
+PER_MOVE_STATS = ("simulations", "evaluations", "depth", "nodes")
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,11 @@ class PairRecord:
     opening: str
     a_black: PlayedGame
     a_white: PlayedGame
+    # What each player's search did over the pair's two games (player_stats: moves,
+    # simulations, depth, nodes, ...); None for records without it. Not part of equality: a
+    # player on a time budget searches a different amount on every run.
+    a_stats: Mapping[str, int] | None = field(default=None, compare=False)
+    b_stats: Mapping[str, int] | None = field(default=None, compare=False)
 
     @property
     def a_points(self) -> float:
@@ -116,15 +128,32 @@ class PairRecord:
             "opening": self.opening,
             "a_black": self.a_black.to_dict(),
             "a_white": self.a_white.to_dict(),
+        } | {
+            key: dict(stats)
+            for key, stats in (("a_stats", self.a_stats), ("b_stats", self.b_stats))
+            if stats is not None
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PairRecord:
+        """The pair of ``to_dict``; records written before the search counters existed (no
+        ``a_stats`` / ``b_stats``) load with None there."""
+
+        def stats(key: str) -> dict[str, int] | None:
+            value = d.get(key)
+            if value is None:
+                return None
+            if not isinstance(value, Mapping):
+                raise ValueError(f"game pair {key} must be a mapping of counts, got {value!r}")
+            return {str(k): int(v) for k, v in value.items()}
+
         return cls(
             index=int(d["index"]),
             opening=str(d["opening"]),
             a_black=PlayedGame.from_dict(d["a_black"]),
             a_white=PlayedGame.from_dict(d["a_white"]),
+            a_stats=stats("a_stats"),
+            b_stats=stats("b_stats"),
         )
 
 
@@ -173,6 +202,23 @@ class MatchResult:
             counts[PAIR_POINTS.index(pair.a_points)] += 1
         return tuple(counts)  # type: ignore[return-value]
 
+    def search(self, side: str) -> dict[str, float]:
+        """What player ``side`` ("a" or "b") searched over the match: ``moves`` (searched),
+        ``forced`` and ``reused`` counts, and the mean ``simulations``, ``evaluations``,
+        ``depth`` and ``nodes`` per searched move, for the counters it has. Empty when no pair
+        carries its counters (a random player, or records from before they existed)."""
+        if side not in ("a", "b"):
+            raise ValueError(f"side must be 'a' or 'b', got {side!r}")
+        totals: dict[str, int] = {}
+        for pair in self.pairs:
+            for key, value in (getattr(pair, f"{side}_stats") or {}).items():
+                totals[key] = totals.get(key, 0) + value
+        moves = totals.get("moves", 0)
+        return {
+            key: (value / moves if moves else 0.0) if key in PER_MOVE_STATS else value
+            for key, value in totals.items()
+        }
+
     def elo(self) -> EloEstimate:
         """A's Elo over B with the trinomial 95% interval (evaluation.elo.match_elo)."""
         return match_elo(self.wins, self.draws, self.losses)
@@ -205,7 +251,7 @@ class MatchResult:
             "elo_upper": finite(elo.elo_upper),
             "confidence": elo.confidence,
             "pentanomial": list(self.pentanomial()),
-        }
+        } | {f"{side}_search": s for side in ("a", "b") if (s := self.search(side))}
 
     def summary(self) -> str:
         elo = self.elo()
@@ -216,6 +262,30 @@ class MatchResult:
             f"[{elo.elo_lower:+.0f}, {elo.elo_upper:+.0f}] ({100 * elo.confidence:.0f}%), "
             f"pairs 0/½/1/1½/2: {list(self.pentanomial())}"
         )
+
+    def search_summary(self) -> list[str]:
+        """One line per player whose search was counted: its name and ``describe_search``."""
+        return [
+            f"{name}: {text}"
+            for name, side in ((self.player_a, "a"), (self.player_b, "b"))
+            if (text := describe_search(self.search(side)))
+        ]
+
+
+def describe_search(search: Mapping[str, float]) -> str:
+    """One line of a player's ``MatchResult.search`` figures, e.g. "1,234 simulations per move
+    (810 moves searched, 12 forced)" or "depth 11.3, 812,000 nodes per move (795 moves)"."""
+    moves = int(search.get("moves", 0))
+    if "simulations" in search:
+        forced = int(search.get("forced", 0))
+        return (
+            f"{search['simulations']:,.0f} simulations per move "
+            f"({moves} moves searched, {forced} forced)"
+        )
+    if "depth" in search:
+        nodes = search.get("nodes", 0)
+        return f"depth {search['depth']:.1f}, {nodes:,.0f} nodes per move ({moves} moves)"
+    return ""
 
 
 def play_game(
@@ -274,9 +344,23 @@ def play_pair(
     size: int = 8,
     egdb: EndgameDatabase | None = None,
 ) -> PairRecord:
+    """``opening`` played twice, A as Black first; the record carries what each player's search
+    did over the two games (the change of its ``player_stats``)."""
+    before = player_stats(a), player_stats(b)
     first = play_game(a, b, opening, max_plies=max_plies, size=size, egdb=egdb)
     second = play_game(b, a, opening, max_plies=max_plies, size=size, egdb=egdb)
-    return PairRecord(index=index, opening=opening.name, a_black=first, a_white=second)
+    a_stats, b_stats = (
+        {k: v - old.get(k, 0) for k, v in player_stats(p).items()} or None
+        for p, old in zip((a, b), before, strict=True)
+    )
+    return PairRecord(
+        index=index,
+        opening=opening.name,
+        a_black=first,
+        a_white=second,
+        a_stats=a_stats,
+        b_stats=b_stats,
+    )
 
 
 def schedule(openings: Sequence[Opening], pairs: int, seed: int) -> list[Opening]:

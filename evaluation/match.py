@@ -3,8 +3,10 @@
     python -m evaluation.match minimax:6 minimax:4 --games 40 --out games.pdn
 
 It prints the progress, W/D/L from A's side, the score, an Elo difference with its 95%
-interval and the pentanomial counts, and writes every game as PDN (tags: players, opening,
-result, termination) and the figures as JSON. The matches themselves are `evaluation.arena`.
+interval, the pentanomial counts and what each player's search did per move (simulations of an
+MCTS player, depth and nodes of alpha-beta; ``a_search`` / ``b_search`` in the JSON), and writes
+every game as PDN (tags: players, opening, result, termination) and the figures as JSON. The
+matches themselves are `evaluation.arena`.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Play a match between two players from an opening deck, colours reversed.",
     )
     parser.add_argument(
-        "a", help="player A: minimax:D, minimax:tMS, random[:SEED], or a checkpoint"
+        "a",
+        help="player A: minimax:D, minimax:tMS, random[:SEED], uniform-mcts[:...], or a "
+        "checkpoint with :sims=N or :tMS",
     )
     parser.add_argument("b", help="player B (same forms)")
     parser.add_argument("--games", type=int, default=20, help="number of games (even; default 20)")
@@ -96,6 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(result.summary())
+    for line in result.search_summary():
+        print(f"  {line}")
     if args.out:
         args.out.write_text(write_pdn(result.pdn_games()))
         print(f"wrote {result.num_games} games to {args.out}")

@@ -10,19 +10,31 @@ A multi-jump is one move made of several actions; the player searches each decis
 single-continuation ones cost nothing with ``collapse_forced`` / ``skip_forced_root``) and
 returns the whole move.
 
+With a time budget (``:t200``, 200 ms per move) the player searches until the budget is spent
+instead of to a number of simulations (``game.mcts.search_until``): batches of
+``leaves_per_game`` leaves, the clock read between batches, so a move overshoots its budget by
+at most one batch. The budget covers the whole move, a multi-jump's later decisions included
+(they mostly read the visits the first one already spread below them), the kept subtree's
+visits add to the new ones, and a move that is the only legal one is played at once, without
+search. The player counts what it did (``stats()``: moves searched, simulations, forced moves,
+reused trees), which a match reports as the mean simulations per move.
+
 Specs (``evaluation.players.make_player`` hands every spec that is not minimax or random to
 :func:`mcts_player`)::
 
     path/to/ckpt.safetensors                 the checkpoint's network, default settings
     path/to/ckpt.safetensors:sims=256        ... with 256 simulations per decision
+    path/to/ckpt.safetensors:t200            ... with 200 milliseconds per move (also ms=200)
     path/to/ckpt.safetensors:sims=0          no search: the policy's most probable move
                                              (evaluation.policy_player; a Q-network's
                                              checkpoint always plays its greedy move)
     uniform-mcts:sims=64                     equal priors, every leaf a draw (no network)
+    uniform-mcts:t200                        ... searching 200 ms per move
 
-Options after the colon, separated by ``,`` or ``:``: ``sims`` (simulations per decision),
-``leaves`` (leaves per forward pass), ``cpuct``, ``device`` (auto, cpu, cuda, ...),
-``threads`` (torch intra-op threads; 1 by default so parallel workers do not oversubscribe).
+Options after the colon, separated by ``,`` or ``:``: ``sims`` (simulations per decision) or
+``tMS`` / ``ms=MS`` (milliseconds per move; not both), ``leaves`` (leaves per forward pass),
+``cpuct``, ``device`` (auto, cpu, cuda, ...), ``threads`` (torch intra-op threads; 1 by default
+so parallel workers do not oversubscribe).
 Defaults come from the composed config: the ``mcts`` group with ``simulations`` and
 ``leaves_per_game`` from the ``evaluation`` group.
 """
@@ -32,13 +44,14 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from evaluation.policy_player import PolicyPlayer, is_q_network
 from game import _core
-from game.mcts import Evaluator, UniformEvaluator, new_search, search
+from game.mcts import Evaluator, UniformEvaluator, new_search, search, search_until
 from game.position import Move, Position
 from learner.config import compose
 
@@ -54,10 +67,13 @@ EVAL_MCTS_KEYS = ("simulations", "leaves_per_game")
 _SPEC = re.compile(
     rf"(?P<source>{re.escape(UNIFORM_SPEC)}|.+?{re.escape(CHECKPOINT_SUFFIX)})(?::(?P<opts>.*))?"
 )
+# A time budget written as an option without a key: t200 is 200 milliseconds per move.
+_TIME_OPTION = re.compile(r"t(?P<ms>\d+)")
 # Spec option -> (mcts key or player argument, type).
 _OPTIONS: dict[str, tuple[str, type]] = {
     "sims": ("simulations", int),
     "simulations": ("simulations", int),
+    "ms": ("time_ms", int),
     "leaves": ("leaves_per_game", int),
     "cpuct": ("c_puct", float),
     "device": ("device", str),
@@ -120,7 +136,9 @@ class MCTSPlayer:
     ``mcts``: search settings (keys of conf/mcts; noise is turned off whatever they say).
     ``seed`` only seeds the search's generator: with temperature 0 and no noise it draws nothing,
     so the same evaluator and settings always give the same moves. ``reuse_tree=False`` starts
-    every decision from an empty tree (for comparisons).
+    every decision from an empty tree (for comparisons). ``time_ms`` > 0 searches each move for
+    that many milliseconds instead of ``simulations`` per decision (module docstring); such a
+    player is not reproducible (its visits depend on the machine's speed).
     """
 
     def __init__(
@@ -132,7 +150,10 @@ class MCTSPlayer:
         seed: int = 0,
         size: int | None = None,
         reuse_tree: bool = True,
+        time_ms: int = 0,
     ) -> None:
+        if isinstance(time_ms, bool) or not isinstance(time_ms, int) or time_ms < 0:
+            raise ValueError(f"{name}: time_ms must be an integer >= 0, got {time_ms!r}")
         self.evaluator = evaluator
         self.settings = play_settings(mcts)
         self.name = name
@@ -140,11 +161,20 @@ class MCTSPlayer:
         self.size = size  # board side; None: taken from the first position
         self.reuse_tree = reuse_tree
         self.simulations = int(self.settings.get("simulations", _core.MctsConfig().simulations))
+        self.time_ms = time_ms  # milliseconds per move; 0: `simulations` per decision
+        # One batch of the timed search: the leaves one tree gathers per forward pass.
+        self._chunk = int(self.settings.get("leaves_per_game", _core.MctsConfig().leaves_per_game))
         self._mcts: _core.BatchedMCTS | None = None
         self._synced = False  # the tree's root is a position of the current game
-        self.decisions = 0  # moves chosen since construction
+        # Counters since construction (reset() keeps them: a match reads them after its games).
+        self.decisions = 0  # moves chosen
         self.reused = 0  # of those, the ones whose search started from a kept subtree
-        self.evaluations = 0  # leaves sent to the evaluator since construction
+        self.evaluations = 0  # leaves sent to the evaluator
+        self.forced = 0  # moves that were the only legal one
+        self.searched = 0  # the other moves
+        self.simulations_done = 0  # new visits below the root over the searched moves
+        self.last_simulations = 0  # new visits of the latest move (0 for a forced one)
+        self.last_visits = 0  # visits below the root when its first action was chosen
 
     def _search_object(self, size: int) -> _core.BatchedMCTS:
         if self.size is not None and size != self.size:
@@ -179,26 +209,62 @@ class MCTSPlayer:
             raise ValueError(f"{self.name}: the game is over in {position.fen()}")
         if game.mid_jump:
             raise ValueError(f"{self.name}: asked for a move in the middle of a multi-jump")
+        deadline = time.perf_counter() + self.time_ms / 1000.0  # the whole move's budget
         self._sync(game)
         self.decisions += 1
         mcts = self._mcts
         assert mcts is not None
         start = mcts.game(0)
+        legal = start.legal_moves()
+        forced = len(legal) == 1
+        self.forced += forced
+        self.searched += not forced
+        if forced and self.time_ms:  # nothing to weigh: play it now, keep the tree in step
+            for action in start.actions_of(legal[0]):
+                mcts.advance(0, action)
+            self.last_simulations = self.last_visits = 0
+            return start.move_of(start.actions_of(legal[0]))
         actions: list[int] = []
+        simulations = 0
         while True:
-            self.evaluations += search(mcts, self.evaluator, self.simulations).leaves
+            before = mcts.root_child_visits(0)
+            if self.time_ms:
+                stats = search_until(mcts, self.evaluator, deadline, chunk=self._chunk)
+            else:
+                stats = search(mcts, self.evaluator, self.simulations)
+            self.evaluations += stats.leaves
+            visits = mcts.root_child_visits(0)
+            simulations += visits - before
+            if not actions:
+                self.last_visits = visits
             action = mcts.choose(0, 0.0)
             mcts.advance(0, action)
             actions.append(action)
             if mcts.done(0) or not mcts.game(0).mid_jump:
                 break
+        self.last_simulations = simulations
+        if not forced:
+            self.simulations_done += simulations
         return start.move_of(actions)
+
+    def stats(self) -> dict[str, int]:
+        """What the player did since construction, as plain counts (a match sums them per pair):
+        moves searched and forced, new simulations over the searched moves, network
+        evaluations, decisions that reused a kept subtree."""
+        return {
+            "moves": self.searched,
+            "forced": self.forced,
+            "simulations": self.simulations_done,
+            "evaluations": self.evaluations,
+            "reused": self.reused,
+        }
 
     def reset(self) -> None:
         self._synced = False  # the next choose() starts a fresh tree
 
     def __repr__(self) -> str:
-        return f"MCTSPlayer({self.name!r}, simulations={self.simulations})"
+        budget = f"time_ms={self.time_ms}" if self.time_ms else f"simulations={self.simulations}"
+        return f"MCTSPlayer({self.name!r}, {budget})"
 
 
 def _learner_side() -> tuple[Any, Any]:
@@ -228,14 +294,17 @@ def network_player(
     device: str = "cpu",
     threads: int | None = None,
     seed: int = 0,
+    time_ms: int = 0,
 ) -> MCTSPlayer:
-    """An MCTSPlayer over an in-memory network (the evaluator's candidates and best)."""
+    """An MCTSPlayer over an in-memory network (the evaluator's candidates and best);
+    ``time_ms`` > 0: milliseconds per move instead of simulations."""
     return MCTSPlayer(
         network_evaluator(model, device=device, threads=threads),
         mcts,
         name=name,
         seed=seed,
         size=model.config.board_size,
+        time_ms=time_ms,
     )
 
 
@@ -247,35 +316,45 @@ def checkpoint_player(
     device: str = "cpu",
     threads: int | None = DEFAULT_TORCH_THREADS,
     seed: int = 0,
+    time_ms: int = 0,
 ) -> MCTSPlayer:
-    """An MCTSPlayer over a model checkpoint file (learner.checkpoint.save_checkpoint)."""
+    """An MCTSPlayer over a model checkpoint file (learner.checkpoint.save_checkpoint);
+    ``time_ms`` > 0: milliseconds per move instead of simulations."""
     load_checkpoint, _ = _learner_side()
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"checkpoint {path} not found")
     model, meta = load_checkpoint(path)
     settings = play_settings(mcts)
-    label = name or f"{path.name}:sims={settings.get('simulations')}"
+    budget = f"t{time_ms}" if time_ms else f"sims={settings.get('simulations')}"
+    label = name or f"{path.name}:{budget}"
     logger.info("checkpoint player %s (step %d, version %d)", label, meta.step, meta.version)
-    return network_player(model, settings, name=label, device=device, threads=threads, seed=seed)
+    return network_player(
+        model, settings, name=label, device=device, threads=threads, seed=seed, time_ms=time_ms
+    )
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, Any]] | None:
     """``(source, options)`` of an MCTS player spec, None if ``spec`` is not one.
 
-    ``source`` is ``uniform-mcts`` or a checkpoint path; ValueError on a bad option.
+    ``source`` is ``uniform-mcts`` or a checkpoint path; a time budget (``t200`` or ``ms=200``)
+    is the option ``time_ms``. ValueError naming the spec on a bad option.
     """
     m = _SPEC.fullmatch(spec.strip())
     if m is None:
         return None
     options: dict[str, Any] = {}
     for item in filter(None, re.split(r"[,:]", m["opts"] or "")):
+        if t := _TIME_OPTION.fullmatch(item):
+            item = f"ms={t['ms']}"
         key, sep, value = item.partition("=")
         if not sep or key not in _OPTIONS:
             raise ValueError(
-                f"player spec {spec!r}: bad option {item!r}; use key=value with keys "
-                f"{sorted(_OPTIONS)}"
+                f"player spec {spec!r}: bad option {item!r}; use tMS (milliseconds per move) "
+                f"or key=value with keys {sorted(_OPTIONS)}"
             )
+        if _OPTIONS[key][0] == "time_ms" and "time_ms" in options:
+            raise ValueError(f"player spec {spec!r}: the time per move is given twice")
         target, kind = _OPTIONS[key]
         try:
             options[target] = kind(value)
@@ -285,6 +364,13 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]] | None:
             ) from None
     if options.get("simulations", 1) < 0 or options.get("leaves_per_game", 1) < 1:
         raise ValueError(f"player spec {spec!r}: sims must be at least 0 and leaves at least 1")
+    if "time_ms" in options:
+        if options["time_ms"] < 1:
+            raise ValueError(f"player spec {spec!r}: the time per move must be at least 1 ms")
+        if "simulations" in options:
+            raise ValueError(
+                f"player spec {spec!r}: give simulations (sims=N) or a time (tMS), not both"
+            )
     if m["source"] == UNIFORM_SPEC and options.get("simulations") == 0:
         raise ValueError(f"player spec {spec!r}: uniform-mcts needs sims of at least 1")
     return m["source"], options
@@ -327,18 +413,27 @@ def mcts_player(
     source, options = parsed
     device = options.pop("device", "cpu")
     threads = options.pop("threads", DEFAULT_TORCH_THREADS)
+    time_ms = options.pop("time_ms", 0)
     settings = play_settings(mcts, **options)
-    sims = settings.get("simulations")
+    budget = f"t{time_ms}" if time_ms else f"sims={settings.get('simulations')}"
     if source == UNIFORM_SPEC:
         return MCTSPlayer(
-            UniformEvaluator(), settings, name=f"{UNIFORM_SPEC}:sims={sims}", seed=seed
+            UniformEvaluator(),
+            settings,
+            name=f"{UNIFORM_SPEC}:{budget}",
+            seed=seed,
+            time_ms=time_ms,
         )
     if not Path(source).is_file():
         raise ValueError(f"unknown player spec {spec!r}: no checkpoint file at {source}")
     searchless = searchless_player(source, options.get("simulations"), device, threads)
     if searchless is not None:
+        if time_ms:
+            raise ValueError(f"player spec {spec!r}: a Q-network plays greedily, without a time")
         return searchless
-    return checkpoint_player(source, settings, device=device, threads=threads, seed=seed)
+    return checkpoint_player(
+        source, settings, device=device, threads=threads, seed=seed, time_ms=time_ms
+    )
 
 
 __all__ = [

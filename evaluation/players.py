@@ -76,6 +76,13 @@ class Player(Protocol):
         ...
 
 
+def player_stats(player: Player) -> dict[str, int]:
+    """A player's search counters since construction (``stats()``, plain counts such as moves,
+    simulations, depth and nodes summed over its moves); empty for players that do not search."""
+    stats = getattr(player, "stats", None)
+    return {str(k): int(v) for k, v in stats().items()} if callable(stats) else {}
+
+
 def eval_weights(values: Mapping[str, Any] | EvalWeights | None = None) -> EvalWeights:
     """EvalWeights from a mapping (e.g. ``cfg.evaluation.baseline.weights``); missing keys keep
     the core's defaults, unknown keys or non-integers raise ValueError naming them."""
@@ -102,7 +109,8 @@ class MinimaxPlayer:
     """The alpha-beta baseline at a fixed depth or a fixed time per move.
 
     At a fixed depth it is deterministic: the same position always gives the same move.
-    ``last`` holds the SearchResult of the latest move (score, depth, nodes, principal variation).
+    ``last`` holds the SearchResult of the latest move (score, depth, nodes, principal variation);
+    ``stats()`` the moves, depths and nodes searched since construction.
     """
 
     def __init__(
@@ -135,6 +143,9 @@ class MinimaxPlayer:
         kind = "minimax+db" if egdb_dir is not None else "minimax"
         self.name = f"{kind}:{depth}" if depth else f"{kind}:t{time_ms}"
         self.last: SearchResult | None = None
+        self.moves = 0  # moves chosen since construction (reset() keeps the counters)
+        self.depth_total = 0  # depths reached, summed over those moves
+        self.nodes_total = 0  # nodes searched, summed over those moves
 
     def choose(self, position: Position) -> Move:
         egdb = None
@@ -151,7 +162,15 @@ class MinimaxPlayer:
         if result.move is None:
             raise ValueError(f"{self.name}: the game is over in {position.fen()}")
         self.last = result
+        self.moves += 1
+        self.depth_total += result.depth
+        self.nodes_total += result.nodes
         return result.move
+
+    def stats(self) -> dict[str, int]:
+        """Moves chosen since construction with the depths and nodes their searches reached
+        (summed; a match divides by the moves)."""
+        return {"moves": self.moves, "depth": self.depth_total, "nodes": self.nodes_total}
 
     def reset(self) -> None:
         self.last = None
@@ -273,5 +292,6 @@ __all__ = [
     "eval_weights",
     "make_player",
     "minimax_options",
+    "player_stats",
     "weights_dict",
 ]

@@ -39,6 +39,7 @@ __all__ = [
     "make_config",
     "new_search",
     "search",
+    "search_until",
     "step",
 ]
 
@@ -250,4 +251,40 @@ def search(
             break
         batches += 1
         leaves += n
+    return SearchStats(batches=batches, leaves=leaves)
+
+
+def search_until(
+    mcts: _core.BatchedMCTS, evaluator: Evaluator, deadline: float, *, chunk: int
+) -> SearchStats:
+    """Searches every unfinished game until ``deadline`` (a ``time.perf_counter()`` reading).
+
+    One round trip (``step``) at a time, the clock read between them, so the search ends at most
+    one batch after the deadline. Each round raises the target to ``chunk`` visits past the
+    most-searched root, so a batch holds at most ``chunk`` new visits per game (and never loops on
+    terminal positions without bound). A root that was never evaluated is evaluated even after
+    the deadline (a move needs its priors). Stops early when a round adds no visit (every root
+    forced, finished or saturated); the object's ``simulations`` setting is restored on return.
+    """
+    if chunk < 1:
+        raise ValueError(f"search_until: chunk must be >= 1, got {chunk}")
+    games = range(mcts.num_games)
+    saved = mcts.simulations
+    batches = leaves = 0
+    try:
+        while True:
+            live = [i for i in games if not mcts.done(i)]
+            unexpanded = any(mcts.tree_size(i) == 1 for i in live)
+            if not live or (time.perf_counter() >= deadline and not unexpanded):
+                break
+            visits = [mcts.root_child_visits(i) for i in live]
+            mcts.simulations = max(visits) + chunk
+            n = step(mcts, evaluator)
+            if n:
+                batches += 1
+                leaves += n
+            elif [mcts.root_child_visits(i) for i in live] == visits:
+                break
+    finally:
+        mcts.simulations = saved
     return SearchStats(batches=batches, leaves=leaves)

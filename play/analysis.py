@@ -2,8 +2,9 @@
 
 One call searches many positions at once: every position is one game of a single
 ``BatchedMCTS``, so each forward pass carries leaves from all of them (as self-play does). The
-budget is a number of simulations, or a time in milliseconds (the search is extended a chunk of
-visits at a time until the time is spent).
+budget is a number of simulations, or a time in milliseconds (``game.mcts.search_until``: the
+search is extended a chunk of visits at a time, the clock read between batches, until the time is
+spent).
 
 What is read back per position (KataGo's analysis engine reports the same things):
 
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from game import _core
-from game.mcts import Evaluator, new_search, search
+from game.mcts import Evaluator, new_search, search, search_until
 from game.position import Position
 
 
@@ -101,12 +102,8 @@ def _run(mcts: _core.BatchedMCTS, evaluator: Evaluator, budget: Budget) -> None:
     if budget.simulations:
         search(mcts, evaluator, budget.simulations)
         return
-    deadline = time.perf_counter() + budget.ms / 1000.0
-    sims = 0
-    while time.perf_counter() < deadline:
-        sims += budget.chunk
-        if search(mcts, evaluator, sims).leaves == 0:
-            break  # every visit ends in a finished game: more visits change nothing
+    # The time-budget driver the match players use too: the clock is read between batches.
+    search_until(mcts, evaluator, time.perf_counter() + budget.ms / 1000.0, chunk=budget.chunk)
 
 
 def _as_move(game: _core.Game, actions: list[int]) -> str:

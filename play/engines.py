@@ -3,10 +3,11 @@
 A request names a player by the match tool's specs (``evaluation.players``) plus a time budget
 for networks:
 
-``path.safetensors[:sims=N|:ms=N][:cpuct=X]``
+``path.safetensors[:sims=N|:ms=N|:tN][:cpuct=X]``
     a network checkpoint, by a path relative to the models or runs folder, searched with the
-    batched MCTS for N simulations or N milliseconds per move;
-``uniform-mcts[:sims=N|:ms=N]``
+    batched MCTS for N simulations or N milliseconds per move (``tN`` as in the match tool's
+    specs; the time-budget search is ``game.mcts.search_until``, the match players' too);
+``uniform-mcts[:sims=N|:ms=N|:tN]``
     the same search with equal priors and no network;
 ``minimax:D`` / ``minimax:tMS``
     the alpha-beta baseline at depth D or MS milliseconds;
@@ -47,6 +48,7 @@ UNIFORM = "uniform-mcts"
 _NETWORK_SPEC = re.compile(rf"(?P<source>{UNIFORM}|.+?\.safetensors)(?::(?P<opts>.*))?")
 _MINIMAX_SPEC = re.compile(r"minimax:(?:(?P<depth>\d+)|t(?P<ms>\d+))")
 _RANDOM_SPEC = re.compile(r"random(?::(?P<seed>\d+))?")
+_TIME_OPTION = re.compile(r"t(?P<ms>\d+)")  # t200: 200 ms, the match tool's form of ms=200
 MAX_SPEC_CHARS = 500  # a longer player spec is not one
 
 
@@ -122,10 +124,12 @@ class Engines:
             )
         options: dict[str, str] = {}
         for item in filter(None, re.split(r"[,:]", m["opts"] or "")):
+            if t := _TIME_OPTION.fullmatch(item):
+                item = f"ms={t['ms']}"
             key, sep, value = item.partition("=")
             if not sep or key not in ("sims", "ms", "cpuct"):
                 raise ValueError(
-                    f"player {text!r}: bad option {item!r}; use sims=N, ms=N or cpuct=X"
+                    f"player {text!r}: bad option {item!r}; use sims=N, ms=N (or tN) or cpuct=X"
                 )
             options[key] = value
         try:
