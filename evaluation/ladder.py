@@ -179,19 +179,27 @@ def fit_all(
     results: Sequence[PairResult],
     elo_cfg: Mapping[str, Any],
     fixed: Mapping[str, float] | None = None,
+    table: LadderTable | None = None,
 ) -> Ratings:
     """fit_ratings over ``results`` with the anchor of ``elo_cfg`` (``random`` at 0 by default)
-    plus the ``fixed`` ratings (the rungs, rated once per run)."""
+    plus the ``fixed`` ratings (the rungs, rated once per run). With a rated ladder ``table``
+    its rungs are fixed at the table's ratings and draw_elo and the first-move term are the
+    table's (candidates rated on the scale the ladder was rated on)."""
     anchors = {
         str(elo_cfg.get("anchor_player", "random")): float(elo_cfg.get("anchor_rating", 0.0))
     }
     anchors.update({k: float(v) for k, v in (fixed or {}).items() if k not in anchors})
+    if table is not None:
+        anchors.update({k: v for k, v in table.ratings.items() if k not in anchors})
     return fit_ratings(
         results,
         anchors,
         prior_draws=float(elo_cfg.get("prior_draws", 2.0)),
-        first_move_advantage=bool(elo_cfg.get("first_move_advantage", False)),
+        # With a table its first-move term (or none) holds; nothing of it is fitted.
+        first_move_advantage=table is None and bool(elo_cfg.get("first_move_advantage", False)),
         confidence=float(elo_cfg.get("confidence", 0.95)),
+        draw_elo=table.draw_elo if table is not None else None,
+        first_move_elo=table.first_move_elo if table is not None else None,
     )
 
 
@@ -433,6 +441,19 @@ def read_table(path: str | Path) -> LadderTable:
     except OSError as e:
         raise ValueError(f"cannot read the ladder table {path}: {e}") from None
     meta: dict[str, str] = {}
+    for line in text.splitlines():  # the header lines first: a newer layout is not parsed
+        key, sep, value = line[1:].partition(":") if line.startswith("#") else ("", "", "")
+        if sep:
+            meta[key.strip()] = value.strip()
+    try:
+        version = int(meta.get("schema_version", ""))
+    except ValueError:
+        raise ValueError(f"{path}: no '# schema_version: N' line; not a ladder table") from None
+    if version > TABLE_SCHEMA_VERSION:
+        raise ValueError(
+            f"{path}: ladder table schema {version} is newer than this code reads "
+            f"({TABLE_SCHEMA_VERSION})"
+        )
     rows: list[TableRow] = []
     header_seen = False
     for number, line in enumerate(text.splitlines(), start=1):
@@ -440,9 +461,6 @@ def read_table(path: str | Path) -> LadderTable:
         if not line.strip():
             continue
         if line.startswith("#"):
-            key, sep, value = line[1:].partition(":")
-            if sep:
-                meta[key.strip()] = value.strip()
             continue
         cells = [c.strip() for c in line.split(",")]
         if not header_seen:
@@ -468,15 +486,6 @@ def read_table(path: str | Path) -> LadderTable:
         if not name or not all(map(math.isfinite, (row.elo, row.lower, row.upper))):
             raise ValueError(f"{where}: a rung needs a name and finite ratings: {line!r}")
         rows.append(row)
-    try:
-        version = int(meta.get("schema_version", ""))
-    except ValueError:
-        raise ValueError(f"{path}: no '# schema_version: N' line; not a ladder table") from None
-    if version > TABLE_SCHEMA_VERSION:
-        raise ValueError(
-            f"{path}: ladder table schema {version} is newer than this code reads "
-            f"({TABLE_SCHEMA_VERSION})"
-        )
     if not rows:
         raise ValueError(f"{path}: the ladder table has no rungs")
     try:
@@ -613,3 +622,109 @@ def play_rating_pair(
         "seconds": round(time.perf_counter() - t, 3),
         "pair": pair.to_dict(),
     }
+
+
+# ----------------------------------------------------------------------------- the curve
+
+CURVE_COLUMNS = ("version", "step", "wall_s", "positions", "elo", "lower", "upper", "games")
+CURVE_MARGIN_ELO = 150.0  # rungs drawn this far beyond the candidates' intervals, no further
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """One rated candidate on the run's Elo curve (None where the run did not record it)."""
+
+    version: int
+    step: int | None  # the training step its weights were published at
+    wall_s: float | None  # seconds since the first version's publication
+    positions: int | None  # self-play positions in the store when it was published
+    elo: float
+    lower: float
+    upper: float
+    games: int  # its games in the fit (ladder and gate)
+
+
+def write_curve_csv(points: Sequence[CurvePoint], path: Path) -> None:
+    """One row per candidate by version; empty cells where a value is unknown."""
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return ""
+        return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+    lines = [",".join(CURVE_COLUMNS)]
+    lines += [",".join(cell(getattr(p, c)) for c in CURVE_COLUMNS) for p in points]
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(path)
+
+
+def plot_curve(points: Sequence[CurvePoint], rungs: Mapping[str, float], path: Path) -> None:
+    """:func:`draw_curve` saved as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = draw_curve(points, rungs)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def draw_curve(points: Sequence[CurvePoint], rungs: Mapping[str, float]) -> Any:
+    """Three panels side by side sharing the Elo axis: the candidates' ratings with their
+    intervals against training step, wall time (hours) and self-play positions, and the rungs
+    near them as labelled lines. One figure, so the three clocks of a run line up at a glance
+    (steps show learning per update, hours what a run costs, positions what self-play fed)."""
+    import matplotlib.pyplot as plt
+
+    axes_spec = (
+        ("step", "training step", 1.0),
+        ("wall_s", "wall time (hours)", 1 / 3600),
+        ("positions", "self-play positions", 1.0),
+    )
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.5), sharey=True)
+    lows = [p.lower for p in points if math.isfinite(p.lower)]
+    highs = [p.upper for p in points if math.isfinite(p.upper)]
+    span = (min(lows, default=0.0) - CURVE_MARGIN_ELO, max(highs, default=0.0) + CURVE_MARGIN_ELO)
+    shown = {n: e for n, e in rungs.items() if span[0] <= e <= span[1]}
+    # and the nearest rung beyond each end, so the next step up is always in view
+    above = [n for n in rungs if rungs[n] > span[1]]
+    below = [n for n in rungs if rungs[n] < span[0]]
+    shown |= {
+        n: rungs[n]
+        for n in (min(above, key=rungs.get, default=None), max(below, key=rungs.get, default=None))
+        if n is not None
+    }
+    for ax, (attr, label, scale) in zip(axes, axes_spec, strict=True):
+        xs = sorted(
+            ((getattr(p, attr), p) for p in points if getattr(p, attr) is not None),
+            key=lambda xp: xp[0],
+        )
+        if xs:
+            ax.errorbar(
+                [x * scale for x, _ in xs],
+                [p.elo for _, p in xs],
+                yerr=[[p.elo - p.lower for _, p in xs], [p.upper - p.elo for _, p in xs]],
+                fmt="o-",
+                capsize=3,
+                markersize=4,
+            )
+        for name, elo in shown.items():
+            ax.axhline(elo, linestyle="--", linewidth=0.8, color="grey")
+            ax.annotate(
+                name,
+                (0.01, elo),
+                xycoords=("axes fraction", "data"),
+                xytext=(0, 2),
+                textcoords="offset points",
+                fontsize=7,
+                color="dimgrey",
+                va="bottom",
+            )
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("Elo (random = 0), 95% intervals")
+    fig.suptitle("checkerzero: candidate ratings against the ladder")
+    fig.tight_layout()
+    return fig

@@ -217,7 +217,11 @@ def play_jobs(
         for (a, b), i in jobs
     ]
     games_file.parent.mkdir(parents=True, exist_ok=True)
-    with games_file.open("a") as out:
+    with games_file.open("a+") as out:
+        if out.tell() > 0:  # a line cut short by a kill stays on its own, skipped when read
+            out.seek(out.tell() - 1)
+            if out.read(1) != "\n":
+                out.write("\n")
 
         def keep(d: Mapping[str, Any]) -> None:
             out.write(json.dumps(d, sort_keys=True) + "\n")

@@ -229,7 +229,7 @@ class Run:
             trainer.load_weights(cfg.learner.init_weights)  # a warm start, new runs only
         # Versions only ever grow, also across a resume that lost a few unsaved publications.
         trainer.counters.version = max(trainer.counters.version, channel.version("latest"))
-        self._publish(trainer, channel)
+        self._publish(trainer, channel, store.stats().positions_added)
         metrics = MetricsLogger(
             self.run_dir,
             wandb_cfg=cfg.logging.wandb,
@@ -322,7 +322,7 @@ class Run:
             return
         loop.losses = losses
         if trainer.counters.step % cfg.learner.publish_every_steps == 0:
-            self._publish(trainer, channel)
+            self._publish(trainer, channel, store.stats().positions_added)
             self._keep_promoted(client, channel)
             if trainer.counters.version % cfg.logging.pdn_every_versions == 0:
                 self._write_games(store)
@@ -462,9 +462,15 @@ class Run:
             return True
         return False
 
-    def _publish(self, trainer: Trainer, channel: WeightsChannel) -> None:
+    def _publish(
+        self, trainer: Trainer, channel: WeightsChannel, positions: int | None = None
+    ) -> None:
         trainer.counters.version += 1
-        channel.publish(trainer.weights_bytes(trainer.counters.version), trainer.counters.version)
+        # Where the run stands, for the evaluator's Elo curve (step, positions, wall time).
+        meta = {"step": trainer.counters.step, "positions": positions, "t": round(time.time(), 3)}
+        channel.publish(
+            trainer.weights_bytes(trainer.counters.version), trainer.counters.version, meta
+        )
 
     def _copy_live(self, client: Any) -> None:
         """The game an actor is playing now, to games/live.json for the play server; a failure
