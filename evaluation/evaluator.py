@@ -552,6 +552,9 @@ class EvaluatorWorker:
         for key in ("step", "positions"):
             if info.get(key) is not None:
                 metrics[key] = float(info[key])
+        t0 = self._first_time()
+        if info.get("t") is not None and t0 is not None:
+            metrics["wall_s"] = float(info["t"]) - t0
         best = self.channel.version("best")
         if best >= 0:
             metrics["best_version"] = float(best)
@@ -619,13 +622,21 @@ class EvaluatorWorker:
         self.client.hset(versions_key(self.ns), str(version), json.dumps(info))
         return info
 
-    def curve(self, ratings: Ratings) -> list[CurvePoint]:
-        """Every rated candidate with its step, wall seconds since the first one, positions."""
-        raw = self.client.hgetall(versions_key(self.ns))
+    def _versions(self) -> dict[int, dict[str, Any]]:
         infos: dict[int, dict[str, Any]] = {}
-        for k, v in raw.items():
+        for k, v in self.client.hgetall(versions_key(self.ns)).items():
             with contextlib.suppress(ValueError, TypeError):
                 infos[int(k)] = dict(json.loads(v))
+        return infos
+
+    def _first_time(self) -> float | None:
+        """When the first rated version was published (the wall-time axis's zero)."""
+        times = [float(i["t"]) for i in self._versions().values() if i.get("t") is not None]
+        return min(times) if times else None
+
+    def curve(self, ratings: Ratings) -> list[CurvePoint]:
+        """Every rated candidate with its step, wall seconds since the first one, positions."""
+        infos = self._versions()
         if not infos:
             return []
         t0 = min(float(i.get("t") or math.inf) for i in infos.values())
