@@ -10,7 +10,14 @@ published version is a candidate, the newest first (older ones not yet evaluated
 the evaluator only ever falls behind, never catches up on stale weights); the first version the
 evaluator sees becomes the best. Games are written as PDN under ``<run_dir>/eval/``, with
 ``decisions.jsonl``, ``ratings.csv`` and ``ratings.png`` (every candidate's rating by version,
-the ladder's rungs as lines).
+the ladder's rungs as lines), ``curve.csv`` and ``elo.png`` (every candidate's rating against
+training step, wall time and self-play positions, which the weights channel publishes beside
+each version; weights published without them fall back on the step in their header).
+
+Two ways to rate: without a table (``evaluation.ladder_table: null``) the rungs play each other
+once per run and every candidate plays ``ladder_pairs`` pairs against every rung; with a rated
+ladder's table the rungs hold its ratings, no rung game is played, and each candidate's
+``candidate_games`` go to the rungs next to its estimate (:meth:`EvaluatorWorker.play_rated`).
 """
 
 from __future__ import annotations

@@ -64,6 +64,7 @@ class MetricsLogger:
         self._t0 = time.time()
         self._run_name = run_name
         self._wandb = _init_wandb(wandb_cfg, self.run_dir, run_name, config)
+        self._log_models = bool((wandb_cfg or {}).get("log_models", True))
         self._eval_logged: tuple[float, float] | None = None  # (version, elo) last sent to W&B
         self._files_logged: dict[str, tuple[int, int]] = {}  # path -> (mtime_ns, size) sent
 
@@ -113,7 +114,7 @@ class MetricsLogger:
         ``weights-v<version>`` (W&B numbers each artifact's own versions v0, v1, ...: a plain
         ``v<N>`` alias would collide with those). Sent again only when the file changed;
         True when sent. Never raises: W&B must not stop a run."""
-        if self._wandb is None or not self._changed(Path(path)):
+        if self._wandb is None or not self._log_models or not self._changed(Path(path)):
             return False
         try:
             import wandb
