@@ -330,3 +330,32 @@ def test_table_settings_are_checked(tmp_path, config) -> None:
         EvalSettings.from_config(
             rated_config(config, table_file, ladder="[random,minimax:1]", candidate_games=7)
         )
+
+
+def test_rated_ladder_stopped_mid_candidate_resumes_to_the_same_games(
+    server, tmp_path, config
+) -> None:
+    table_file = tmp_path / "ladder.csv"
+    write_table(
+        table_of({"random": 0.0, "minimax:1": 800.0, "minimax:2": 1050.0}, 90.0), table_file
+    )
+    cfg = rated_config(config, table_file, candidate_games=10)
+    client = connect(server.url, server.password, retries=2, backoff_s=0.05)
+    channel = WeightsChannel(client, namespace="t")
+    publish(channel, 1, None)
+    first = EvaluatorWorker(EvalSettings.from_config(cfg), client, tmp_path / "a")
+    first.ensure_best()
+    checks = iter(range(100))
+    first.stopping = lambda: next(checks) >= 2  # type: ignore[method-assign]  # probe + 2 pairs
+    assert not first.step()
+    assert sum(r.wins + r.draws + r.losses for r in first.results()) == 6
+    resumed = EvaluatorWorker(EvalSettings.from_config(cfg), client, tmp_path / "a")
+    assert resumed.step()
+    assert sum(r.wins + r.draws + r.losses for r in resumed.results()) == 10
+
+    cfg["replay"]["namespace"] = "u"  # the same candidate uninterrupted
+    channel_u = WeightsChannel(client, namespace="u")
+    publish(channel_u, 1, None)
+    whole = EvaluatorWorker(EvalSettings.from_config(cfg), client, tmp_path / "b")
+    assert whole.step()
+    assert whole.results() == resumed.results()
