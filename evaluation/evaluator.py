@@ -493,11 +493,16 @@ class EvaluatorWorker:
         while (games := 2 * sum(pairs.values())) < self.s.candidate_games:
             if self.stopping():
                 raise _Stopped
-            if games < self.s.probe_games or not rows:
+            estimate = None
+            if games >= self.s.probe_games and rows:
+                try:
+                    estimate = fit_all(rows, self.s.elo, table=self.s.table)[name].elo
+                except ValueError as e:  # not identified yet: one more pair at the probe's rung
+                    logger.warning("v%d: no estimate yet (%s)", version, e)
+            if estimate is None:
                 start = prior if prior is not None else min(rungs.values())
                 opponents = [nearest_rung(start, rungs)]
             else:
-                estimate = fit_all(rows, self.s.elo, table=self.s.table)[name].elo
                 opponents = neighbour_rungs(estimate, rungs, self.s.neighbour_rungs)
             for rung in opponents:
                 if 2 * sum(pairs.values()) >= self.s.candidate_games:
