@@ -454,6 +454,7 @@ class _Model:
         prior_draws: float,
         fit_theta: bool,
         fit_eta: bool,
+        fixed_eta: float = 0.0,
     ) -> None:
         self.names = names
         self.groups = groups
@@ -465,7 +466,8 @@ class _Model:
         self.eta_col = n_free + int(fit_theta) if fit_eta else None
         self.size = n_free + int(fit_theta) + int(fit_eta)
         self.design = self._design(groups.i, groups.j, groups.sign)
-        self.offset = self.fixed[groups.i] - self.fixed[groups.j]
+        # A first-move term held fixed (a rated ladder's) shifts every coloured game.
+        self.offset = self.fixed[groups.i] - self.fixed[groups.j] + fixed_eta * groups.sign
         pi, pj = prior_pairs
         self.prior_design = self._design(pi, pj, np.zeros(len(pi)))[:, : max(n_free, 0)]
         self.prior_offset = self.fixed[pi] - self.fixed[pj]
@@ -567,6 +569,8 @@ def fit_ratings(
     prior_draws: float = DEFAULT_PRIOR_DRAWS,
     first_move_advantage: bool = False,
     confidence: float = DEFAULT_CONFIDENCE,
+    draw_elo: float | None = None,
+    first_move_elo: float | None = None,
 ) -> Ratings:
     """Ratings of every player in ``results`` under the BayesElo draw model (module docstring).
 
@@ -574,6 +578,11 @@ def fit_ratings(
     are ignored). ``prior_draws`` virtual games per pair that met (0 = exact maximum
     likelihood). ``first_move_advantage`` also fits the Elo worth of moving first, from
     GameResults and from PairResults with a ``first_mover``.
+
+    ``draw_elo`` and ``first_move_elo``, when given, are held at those values instead of fitted
+    (a rated ladder's: candidates are then rated on the scale the ladder was rated on, and a
+    handful of games need not identify the draw rate); ``first_move_elo`` overrides
+    ``first_move_advantage``.
     """
     if not anchors:
         raise ValueError("fit_ratings needs at least one anchor, e.g. {'random': 0.0}")
@@ -583,6 +592,10 @@ def fit_ratings(
             raise ValueError(f"anchor {name!r} must have a finite rating, got {value!r}")
     if not math.isfinite(prior_draws) or prior_draws < 0.0:
         raise ValueError(f"prior_draws must be a finite number >= 0, got {prior_draws!r}")
+    if draw_elo is not None and not (math.isfinite(draw_elo) and draw_elo >= 0.0):
+        raise ValueError(f"a fixed draw_elo must be a finite number >= 0, got {draw_elo!r}")
+    if first_move_elo is not None and not math.isfinite(first_move_elo):
+        raise ValueError(f"a fixed first_move_elo must be finite, got {first_move_elo!r}")
     _z_value(confidence)
 
     table = _aggregate(results)
@@ -606,11 +619,17 @@ def fit_ratings(
         losses=counts[:, 2],
     )
     total_w, total_d, total_l = counts.sum(axis=0)
-    if total_w + total_l == 0:
+    if total_w + total_l == 0 and draw_elo is None:
         raise ValueError("every game is a draw: draw_elo and the ratings are not identified")
+    if draw_elo == 0.0 and total_d > 0:
+        raise ValueError("a fixed draw_elo of 0 gives drawn games zero probability")
+    if first_move_elo is not None:
+        first_move_advantage = False
     if first_move_advantage and not np.any(groups.sign != 0):
         raise ValueError("first_move_advantage needs games with known colours")
-    fit_theta = total_d > 0  # no draws at all: the optimum is draw_elo = 0 (P(draw) = 0)
+    # No draws at all: the optimum is draw_elo = 0 (P(draw) = 0). A given draw_elo is held.
+    fit_theta = total_d > 0 and draw_elo is None
+    fixed_theta = float(draw_elo) if draw_elo is not None else 0.0
 
     pairs = sorted({(index[a], index[b]) for a, b, _ in keys})
     prior_pairs = (
@@ -618,7 +637,14 @@ def fit_ratings(
         np.array([p[1] for p in pairs], dtype=np.int64),
     )
     model = _Model(
-        names, anchors, groups, prior_pairs, prior_draws, fit_theta, first_move_advantage
+        names,
+        anchors,
+        groups,
+        prior_pairs,
+        prior_draws,
+        fit_theta,
+        first_move_advantage,
+        fixed_eta=float(first_move_elo or 0.0),
     )
 
     present_anchors = [float(anchors[n]) for n in names if n in anchor_set]
@@ -628,10 +654,10 @@ def fit_ratings(
         # Start draw_elo where equal players would draw at the observed rate: 2F(t) - 1 = rate.
         rate = min(total_d / counts.sum(), 0.99)
         x0[model.theta_col] = score_to_elo((1.0 + rate) / 2.0)
-    x, information, iterations = _newton(model, x0, fixed_theta=0.0)
+    x, information, iterations = _newton(model, x0, fixed_theta=fixed_theta)
 
     try:
-        covariance_x = np.linalg.inv(information)
+        covariance_x = np.linalg.inv(information) if information.size else information
     except np.linalg.LinAlgError as exc:
         raise ValueError("rating fit: the information matrix is singular") from exc
     z = _z_value(confidence)
@@ -671,13 +697,17 @@ def fit_ratings(
 
     ratings = Ratings(
         players=tuple(players),
-        draw_elo=model.theta(x, 0.0),
+        draw_elo=model.theta(x, fixed_theta),
         draw_elo_stderr=param_stderr(model.theta_col),
-        first_move_elo=float(x[model.eta_col]) if model.eta_col is not None else None,
-        first_move_stderr=param_stderr(model.eta_col) if model.eta_col is not None else None,
+        first_move_elo=float(x[model.eta_col])
+        if model.eta_col is not None
+        else (float(first_move_elo) if first_move_elo is not None else None),
+        first_move_stderr=param_stderr(model.eta_col)
+        if model.eta_col is not None
+        else (0.0 if first_move_elo is not None else None),
         confidence=confidence,
         prior_draws=float(prior_draws),
-        log_likelihood=model.data_loglik(x, 0.0),
+        log_likelihood=model.data_loglik(x, fixed_theta),
         iterations=iterations,
         covariance=covariance,
     )
@@ -690,3 +720,20 @@ def fit_ratings(
         ratings.draw_elo,
     )
     return ratings
+
+
+def game_information(difference: float, draw_elo: float) -> float:
+    """Expected Fisher information about a rating difference from one game (Elo^-2) under the
+    draw model, two players ``difference`` apart: ``1 / sqrt(n * information)`` is the standard
+    error of that difference after ``n`` games. Draws carry information (a drawish pairing is
+    pinned down by fewer games than a decisive one at the same score)."""
+    c = 1.0 / ELO_PER_NATURAL_UNIT
+    d, theta = float(difference), float(draw_elo)
+    p_win, p_loss = logistic_score(d - theta), logistic_score(-d - theta)
+    p_draw = 1.0 - p_win - p_loss
+    k_win, k_loss = p_win * (1.0 - p_win), p_loss * (1.0 - p_loss)  # c * dP/dd of each
+    # Sum over outcomes of (dP/dd)^2 / P; dP(draw)/dd = c (k_loss - k_win).
+    info = k_win**2 / p_win + k_loss**2 / p_loss
+    if p_draw > 0.0:
+        info += (k_loss - k_win) ** 2 / p_draw
+    return float(c**2 * info)

@@ -10,13 +10,22 @@ published version is a candidate, the newest first (older ones not yet evaluated
 the evaluator only ever falls behind, never catches up on stale weights); the first version the
 evaluator sees becomes the best. Games are written as PDN under ``<run_dir>/eval/``, with
 ``decisions.jsonl``, ``ratings.csv`` and ``ratings.png`` (every candidate's rating by version,
-the ladder's rungs as lines).
+the ladder's rungs as lines), ``curve.csv`` and ``elo.png`` (every candidate's rating against
+training step, wall time and self-play positions, which the weights channel publishes beside
+each version; weights published without them fall back on the step in their header).
+
+Two ways to rate: without a table (``evaluation.ladder_table: null``) the rungs play each other
+once per run and every candidate plays ``ladder_pairs`` pairs against every rung; with a rated
+ladder's table the rungs hold its ratings, no rung game is played, and each candidate's
+``candidate_games`` go to the rungs next to its estimate (:meth:`EvaluatorWorker.play_rated`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,7 +33,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from evaluation.arena import MatchResult, PairRecord
+from evaluation.arena import MatchResult, PairRecord, play_pair, schedule
 from evaluation.elo import PairResult, Ratings
 from evaluation.gate import gate
 from evaluation.gating import ACCEPT, CONTINUE, REJECT, SPRT
@@ -35,16 +44,23 @@ from evaluation.keys import (
     ladder_key,
     latest_key,
     results_key,
+    versions_key,
 )
 from evaluation.ladder import (
+    CurvePoint,
     fit_all,
     in_process,
+    ladder_player,
     ladder_results,
+    nearest_rung,
+    neighbour_rungs,
     pair_results,
+    plot_curve,
     plot_ratings,
     result_from_json,
     result_to_json,
     rung_results,
+    write_curve_csv,
     write_ratings_csv,
 )
 from evaluation.network_player import network_player
@@ -60,6 +76,8 @@ from learner.weights import WeightsChannel
 logger = logging.getLogger(__name__)
 
 EVAL_DIR = "eval"  # under the run directory: PDN games, decisions.jsonl, ratings.csv/png
+CURVE_CSV = "curve.csv"  # under EVAL_DIR: each candidate's rating by step, wall time, positions
+CURVE_PNG = "elo.png"  # ... and its plot
 
 
 class _Stopped(Exception):
@@ -90,6 +108,8 @@ class EvaluatorWorker:
             else None
         )
         self._stop = threading.Event()
+        self._steps: dict[int, int] = {}  # version -> training step, from the weights' header
+        self._rungs: dict[str, Player] = {}  # rated rungs' players, built once
         self.units_played = 0  # units of work finished by this object (gates, ladder matches)
 
     @classmethod
@@ -127,7 +147,8 @@ class EvaluatorWorker:
         try:
             best = self.ensure_best()
             played = self.play_rungs()
-            if best >= 0 and self.s.ladder_pairs and not self._ladder_done(best):
+            ladder_on = self.s.table is not None or self.s.ladder_pairs > 0
+            if best >= 0 and ladder_on and not self._ladder_done(best):
                 player = self.best_player(best)
                 if player is not None and self.play_ladder(best, player):
                     self.publish_metrics(best)
@@ -198,7 +219,8 @@ class EvaluatorWorker:
     # -- players --------------------------------------------------------------------------
 
     def network_player(self, version: int, data: bytes) -> Player:
-        model, _ = decode_checkpoint(data, source=f"weights v{version}")
+        model, meta = decode_checkpoint(data, source=f"weights v{version}")
+        self._steps[version] = meta.step
         return network_player(
             model,
             self.s.mcts,
@@ -226,6 +248,8 @@ class EvaluatorWorker:
         True if it played now."""
         # "calibration": the unit's name in runs started before it was called "rungs".
         done = self._done("rungs") or self._done("calibration")
+        if self.s.table is not None:  # rated once and for all: the table's ratings hold
+            return False
         if self.s.rung_pairs == 0 or len(self.s.ladder) < 2 or done:
             return False
         games: list[MatchResult] = []
@@ -386,12 +410,16 @@ class EvaluatorWorker:
         return result.decision
 
     def _ladder_done(self, version: int) -> bool:
+        if self.s.table is not None:
+            return bool(self._done(f"ladder:{version}"))
         units = [f"ladder:{version}:{spec}" for spec in self.s.ladder]
         return all(self.client.hmget(done_key(self.ns), units)) if units else True
 
     def play_ladder(self, version: int, candidate: Player) -> int:
         """``version`` against every ladder rung not yet played (each recorded on its own);
-        returns the number of opponents played now."""
+        returns the number of opponents played now. With a rated ladder: :meth:`play_rated`."""
+        if self.s.table is not None:
+            return self.play_rated(version, candidate)
         if self.s.ladder_pairs == 0:
             return 0
         name = f"v{version}"
@@ -420,6 +448,92 @@ class EvaluatorWorker:
             raise _Stopped
         return len({r.b for r in rows})
 
+    def _candidate_rows(self, version: int) -> list[PairResult]:
+        """The ladder games of ``version`` recorded so far (a restart goes on from them)."""
+        rows = []
+        for raw in self.client.lrange(results_key(self.ns), 0, -1):
+            d = json.loads(raw)
+            if d.get("kind") == "ladder" and d.get("version") == version:
+                rows.append(result_from_json(raw))
+        return rows
+
+    def _rung_player(self, spec: str) -> Player:
+        if spec not in self._rungs:
+            self._rungs[spec] = ladder_player(spec, **self.s.player_options)
+        return self._rungs[spec]
+
+    def _previous_estimate(self) -> float | None:
+        """The newest rated candidate's Elo (where a new candidate probably is), if any."""
+        raw = self.client.hget(latest_key(self.ns), "elo")
+        try:
+            value = float(raw) if raw is not None else None
+        except ValueError:
+            return None
+        return value if value is not None and math.isfinite(value) else None
+
+    def play_rated(self, version: int, candidate: Player) -> int:
+        """``version`` against the rated rungs, ``candidate_games`` games in colour-reversed
+        pairs, each pair recorded on its own: first ``probe_games`` against the rung nearest
+        the previous candidate's rating (the weakest rung for the first), then, pair by pair,
+        against the ``neighbour_rungs`` rungs below and above its estimate so far (the fit of
+        its own games with the rungs fixed), where a game says most about it. Returns the
+        pairs played now."""
+        assert self.s.table is not None
+        unit = f"ladder:{version}"
+        if self._done(unit):
+            return 0
+        name = f"v{version}"
+        specs = {self._rung_player(spec).name: spec for spec in self.s.ladder}
+        rungs = {n: e for n, e in self.s.table.ratings.items() if n in specs}
+        rows = self._candidate_rows(version)
+        pairs = {n: sum(r.wins + r.draws + r.losses for r in rows if r.b == n) // 2 for n in rungs}
+        order = schedule(self.gate_openings, len(self.gate_openings), self.s.seed + version)
+        prior = self._previous_estimate()
+        played_now = 0
+        while (games := 2 * sum(pairs.values())) < self.s.candidate_games:
+            if self.stopping():
+                raise _Stopped
+            estimate = None
+            if games >= self.s.probe_games and rows:
+                try:
+                    estimate = fit_all(rows, self.s.elo, table=self.s.table)[name].elo
+                except ValueError as e:  # not identified yet: one more pair at the probe's rung
+                    logger.warning("v%d: no estimate yet (%s)", version, e)
+            if estimate is None:
+                start = prior if prior is not None else min(rungs.values())
+                opponents = [nearest_rung(start, rungs)]
+            else:
+                opponents = neighbour_rungs(estimate, rungs, self.s.neighbour_rungs)
+            for rung in opponents:
+                if 2 * sum(pairs.values()) >= self.s.candidate_games:
+                    break
+                index = pairs[rung]
+                pair = play_pair(
+                    candidate,
+                    self._rung_player(specs[rung]),
+                    order[index % len(order)],
+                    index,
+                    max_plies=self.s.max_plies,
+                    size=self.s.size,
+                    egdb=self.egdb,
+                )
+                new = pair_results([pair], name, rung)
+                self._write_pdn(f"v{version:05d}_ladder.pdn", MatchResult(name, rung, (pair,)))
+                self._record(
+                    f"ladder:{version}:{rung}:{index}", "1", new, kind="ladder", version=version
+                )
+                rows += new
+                pairs[rung] += 1
+                played_now += 1
+        self.client.hset(done_key(self.ns), unit, "1")
+        logger.info(
+            "ladder v%d: %d games against %s",
+            version,
+            2 * sum(pairs.values()),
+            {n: 2 * k for n, k in pairs.items() if k},
+        )
+        return played_now
+
     # -- ratings --------------------------------------------------------------------------
 
     def ratings(self) -> Ratings | None:
@@ -428,6 +542,8 @@ class EvaluatorWorker:
         if not rows:
             return None
         try:
+            if self.s.table is not None:
+                return fit_all(rows, self.s.elo, table=self.s.table)
             return fit_all(rows, self.s.elo, self.fixed_ratings())
         except ValueError as e:
             logger.warning("no rating fit yet: %s", e)
@@ -443,6 +559,14 @@ class EvaluatorWorker:
         if f"v{version}" in names:
             p = ratings[f"v{version}"]
             metrics |= {"elo": p.elo, "elo_lower": p.lower, "elo_upper": p.upper}
+            metrics["games"] = float(p.games)
+        info = self.version_info(version)
+        for key in ("step", "positions"):
+            if info.get(key) is not None:
+                metrics[key] = float(info[key])
+        t0 = self._first_time()
+        if info.get("t") is not None and t0 is not None:
+            metrics["wall_s"] = float(info["t"]) - t0
         best = self.channel.version("best")
         if best >= 0:
             metrics["best_version"] = float(best)
@@ -469,6 +593,7 @@ class EvaluatorWorker:
         pipe.hset(latest_key(self.ns), mapping={k: repr(float(v)) for k, v in metrics.items()})
         pipe.execute()
         self._write_ratings(ratings)
+        self._write_curve(ratings)
         if "elo" in metrics:
             logger.info(
                 "eval v%d: Elo %.0f [%.0f, %.0f] (best v%d)",
@@ -489,3 +614,78 @@ class EvaluatorWorker:
             plot_ratings(ratings, self.eval_dir / "ratings.png")
         except Exception as e:  # a plot must never stop the evaluation
             logger.warning("could not draw ratings.png: %s", e)
+
+    # -- the curve ------------------------------------------------------------------------
+
+    def version_info(self, version: int) -> dict[str, Any]:
+        """``version``'s training step, self-play positions and publication time (unix s),
+        kept in Redis once read: from the weights channel's metadata, else (weights published
+        by an older learner) the step in the weights' header and the time of evaluation."""
+        raw = self.client.hget(versions_key(self.ns), str(version))
+        if raw is not None:
+            with contextlib.suppress(ValueError, TypeError):
+                return dict(json.loads(raw))
+        meta = self.channel.meta(version)
+        info = {
+            "step": meta.get("step", self._steps.get(version)),
+            "positions": meta.get("positions"),
+            "t": meta.get("t", round(time.time(), 3)),
+        }
+        self.client.hset(versions_key(self.ns), str(version), json.dumps(info))
+        return info
+
+    def _versions(self) -> dict[int, dict[str, Any]]:
+        infos: dict[int, dict[str, Any]] = {}
+        for k, v in self.client.hgetall(versions_key(self.ns)).items():
+            with contextlib.suppress(ValueError, TypeError):
+                infos[int(k)] = dict(json.loads(v))
+        return infos
+
+    def _first_time(self) -> float | None:
+        """When the first rated version was published (the wall-time axis's zero)."""
+        times = [float(i["t"]) for i in self._versions().values() if i.get("t") is not None]
+        return min(times) if times else None
+
+    def curve(self, ratings: Ratings) -> list[CurvePoint]:
+        """Every rated candidate with its step, wall seconds since the first one, positions."""
+        infos = self._versions()
+        if not infos:
+            return []
+        t0 = min(float(i.get("t") or math.inf) for i in infos.values())
+        names = set(ratings.names)
+        points = []
+        for version in sorted(infos):
+            if f"v{version}" not in names:
+                continue
+            info, p = infos[version], ratings[f"v{version}"]
+            t = info.get("t")
+            points.append(
+                CurvePoint(
+                    version=version,
+                    step=None if info.get("step") is None else int(info["step"]),
+                    wall_s=None if t is None or not math.isfinite(t0) else float(t) - t0,
+                    positions=None if info.get("positions") is None else int(info["positions"]),
+                    elo=p.elo,
+                    lower=p.lower,
+                    upper=p.upper,
+                    games=p.games,
+                )
+            )
+        return points
+
+    def _write_curve(self, ratings: Ratings) -> None:
+        if not self.s.write_pdn:
+            return
+        points = self.curve(ratings)
+        if not points:
+            return
+        self.eval_dir.mkdir(parents=True, exist_ok=True)
+        write_curve_csv(points, self.eval_dir / CURVE_CSV)
+        rungs = {p.name: p.elo for p in ratings.players if p.name in self._ladder_names()}
+        try:
+            plot_curve(points, rungs, self.eval_dir / CURVE_PNG)
+        except Exception as e:  # a plot must never stop the evaluation
+            logger.warning("could not draw %s: %s", CURVE_PNG, e)
+
+    def _ladder_names(self) -> set[str]:
+        return {self._rung_player(spec).name for spec in self.s.ladder}

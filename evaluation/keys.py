@@ -14,6 +14,8 @@ With ``<ns>`` the run's namespace (``replay.namespace``):
 ``<ns>:eval:gate:V:B``          list, the pairs of the unfinished gate of V against best B
                                 (a restart resumes the test where it stopped)
 ``<ns>:eval:ladder``            hash, the rungs' ratings, fixed once they were played
+``<ns>:eval:versions``          hash, version -> JSON {step, positions, t}: where each rated
+                                candidate stands in the run (the Elo curve's x axes)
 ==============================  ===========================================================
 
 A unit's results and its ``done`` mark are written in one transaction, so a unit is either
@@ -51,6 +53,10 @@ def gate_pairs_key(namespace: str, version: int, best: int) -> str:
 
 def ladder_key(namespace: str) -> str:
     return f"{namespace}:eval:ladder"
+
+
+def versions_key(namespace: str) -> str:
+    return f"{namespace}:eval:versions"
 
 
 def read_eval_metrics(client: Any, namespace: str) -> dict[str, float]:

@@ -7,6 +7,21 @@
 - :func:`fit_all` fits every rating so far (evaluation.elo.fit_ratings), ``random`` at 0.
 - :func:`plot_ratings` draws the candidates' ratings by version with the rungs as lines;
   :func:`write_ratings_csv` lists them, the ladder first, then the candidates by version.
+
+The rated ladder (``python -m evaluation.rate_ladder`` makes it once; the evaluator reads it
+with ``evaluation.ladder_table``):
+
+- :class:`LadderTable` with :func:`write_table` / :func:`read_table`: every rung's rating with
+  its interval, the draw and first-move terms of the fit, when, at which revision and with which
+  minimax weights it was rated.
+- :func:`ladder_player` adds ``noisy:P:SPEC`` rungs (SPEC's move, or a random one with
+  probability P) to the player specs: the steps between ``random`` and ``minimax:1``, which
+  otherwise wins every game and leaves that gap unmeasured.
+- :func:`rating_openings`: the deck plus seeded random continuations, one distinct start per
+  game pair (deterministic players replay the same game from the same opening).
+- :func:`rating_matches` and :func:`plan_pairs`: which rungs play each other and how many pairs
+  a target interval needs, from the draw model's Fisher information.
+- :func:`neighbour_rungs` / :func:`nearest_rung`: where a candidate's next games inform most.
 """
 
 from __future__ import annotations
@@ -14,16 +29,23 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
+import random
+import re
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluation.arena import MatchResult, PairRecord, play_match
-from evaluation.elo import PairResult, Ratings, fit_ratings
-from evaluation.players import Player, make_player
+import numpy as np
+
+from evaluation.arena import MatchResult, PairRecord, play_match, play_pair
+from evaluation.elo import PairResult, Ratings, _z_value, fit_ratings, game_information
+from evaluation.players import WEIGHT_NAMES, Player, eval_weights, make_player, weights_dict
 from game.egdb import EndgameDatabase
-from game.openings import Opening
+from game.openings import Opening, extend_openings, load_openings
+from game.position import Move, Position
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +108,7 @@ def ladder_results(
             continue
         if should_stop is not None and should_stop():
             break
-        opponent = make_player(spec, **dict(player_options or {}))
+        opponent = ladder_player(spec, **dict(player_options or {}))
         match = play_match(
             candidate,
             opponent,
@@ -145,7 +167,7 @@ def in_process(
     options = dict(player_options or {})
 
     def play(upper: str, lower: str) -> MatchResult:
-        a, b = make_player(upper, **options), make_player(lower, **options)
+        a, b = ladder_player(upper, **options), ladder_player(lower, **options)
         return play_match(
             a, b, openings, games=2 * pairs, seed=seed, max_plies=max_plies, size=size, egdb=egdb
         )
@@ -157,19 +179,27 @@ def fit_all(
     results: Sequence[PairResult],
     elo_cfg: Mapping[str, Any],
     fixed: Mapping[str, float] | None = None,
+    table: LadderTable | None = None,
 ) -> Ratings:
     """fit_ratings over ``results`` with the anchor of ``elo_cfg`` (``random`` at 0 by default)
-    plus the ``fixed`` ratings (the rungs, rated once per run)."""
+    plus the ``fixed`` ratings (the rungs, rated once per run). With a rated ladder ``table``
+    its rungs are fixed at the table's ratings and draw_elo and the first-move term are the
+    table's (candidates rated on the scale the ladder was rated on)."""
     anchors = {
         str(elo_cfg.get("anchor_player", "random")): float(elo_cfg.get("anchor_rating", 0.0))
     }
     anchors.update({k: float(v) for k, v in (fixed or {}).items() if k not in anchors})
+    if table is not None:
+        anchors.update({k: v for k, v in table.ratings.items() if k not in anchors})
     return fit_ratings(
         results,
         anchors,
         prior_draws=float(elo_cfg.get("prior_draws", 2.0)),
-        first_move_advantage=bool(elo_cfg.get("first_move_advantage", False)),
+        # With a table its first-move term (or none) holds; nothing of it is fitted.
+        first_move_advantage=table is None and bool(elo_cfg.get("first_move_advantage", False)),
         confidence=float(elo_cfg.get("confidence", 0.95)),
+        draw_elo=table.draw_elo if table is not None else None,
+        first_move_elo=table.first_move_elo if table is not None else None,
     )
 
 
@@ -236,5 +266,465 @@ def draw_ratings(ratings: Ratings) -> Any:
     ax.set_xlabel("weights version")
     ax.set_ylabel("Elo (random = 0)")
     ax.set_title("checkerzero: candidate ratings against the ladder")
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------- noisy rungs
+
+_NOISY_SPEC = re.compile(r"noisy:(?P<p>[0-9.]+):(?P<inner>.+)")
+
+
+class NoisyPlayer:
+    """``inner``'s move, except a uniformly random legal move with probability ``p``. Seeded:
+    ``reset`` restarts its generator, so a game from a given opening is reproducible."""
+
+    def __init__(self, p: float, inner: Player, seed: int = 0) -> None:
+        self.p = p
+        self.inner = inner
+        self.seed = seed
+        self.name = f"noisy:{p:g}:{inner.name}"
+        self._rng = random.Random(seed)
+
+    def choose(self, position: Position) -> Move:
+        if self._rng.random() < self.p:
+            moves = position.legal_moves()
+            if not moves or position.is_over():
+                raise ValueError(f"{self.name}: the game is over in {position.fen()}")
+            return self._rng.choice(moves)
+        return self.inner.choose(position)
+
+    def reset(self) -> None:
+        self._rng = random.Random(self.seed)
+        self.inner.reset()
+
+
+def ladder_player(spec: str, **options: Any) -> Player:
+    """A rung's player: ``noisy:P:SPEC`` (0 < P < 1) here, any other spec by
+    evaluation.players.make_player (ValueError naming a bad spec either way)."""
+    text = spec.strip() if isinstance(spec, str) else spec
+    if isinstance(text, str) and (m := _NOISY_SPEC.fullmatch(text)):
+        try:
+            p = float(m["p"])
+        except ValueError:
+            p = math.nan
+        if not 0.0 < p < 1.0:
+            raise ValueError(
+                f"player spec {spec!r}: the random-move probability must lie in (0, 1)"
+            )
+        return NoisyPlayer(p, make_player(m["inner"], **options), seed=int(options.get("seed", 0)))
+    return make_player(spec, **options)
+
+
+# ----------------------------------------------------------------------------- openings
+
+
+def rating_openings(count: int, *, plies: int = 4, seed: int = 0, size: int = 8) -> list[Opening]:
+    """At least ``count`` distinct openings when the board allows: the deck, then copies of it
+    continued by ``plies`` seeded random moves (game.openings.extend_openings, one seed after
+    another) with every starting position distinct. The same arguments give the same list, so
+    opening ``i`` names the same start in every run (what a resumed rating relies on)."""
+    deck = load_openings("deck", size)
+    out = list(deck)
+    seen = {o.fen for o in deck}
+    tries = 0
+    while len(out) < count and tries < count:  # each round adds up to len(deck) openings
+        added = 0
+        for o in extend_openings(deck, plies, seed=seed + tries):
+            if o.fen in seen:
+                continue
+            seen.add(o.fen)
+            out.append(Opening(f"{o.name}#{seed + tries}", o.moves, o.id, o.size))
+            added += 1
+        tries += 1
+        if added == 0 and tries > 8:  # the board has no more starts this deep
+            break
+    return out[:count]
+
+
+# ----------------------------------------------------------------------------- the table
+
+TABLE_SCHEMA_VERSION = 1  # the CSV's layout; read_table refuses a newer one
+PACKAGE_TABLE = Path(__file__).resolve().parent / "data" / "ladder_ratings.csv"
+TABLE_COLUMNS = ("player", "elo", "lower", "upper", "stderr", "games", "points")
+
+
+@dataclass(frozen=True)
+class TableRow:
+    player: str
+    elo: float
+    lower: float
+    upper: float
+    stderr: float
+    games: int
+    points: float
+
+
+@dataclass(frozen=True)
+class LadderTable:
+    """A rated ladder: rungs (weakest first) and the fit's global terms and provenance."""
+
+    rows: tuple[TableRow, ...]
+    draw_elo: float
+    first_move_elo: float | None
+    confidence: float
+    meta: dict[str, str] = field(default_factory=dict)  # status, date, git_revision, weights...
+
+    @property
+    def ratings(self) -> dict[str, float]:
+        return {r.player: r.elo for r in self.rows}
+
+    def __contains__(self, name: object) -> bool:
+        return any(r.player == name for r in self.rows)
+
+
+def weights_text(weights: Mapping[str, Any] | None) -> str:
+    """The minimax evaluation weights as ``man=100;king=130;...`` (core defaults filled in)."""
+    w = weights_dict(eval_weights(dict(weights) if weights is not None else None))
+    return ";".join(f"{k}={w[k]}" for k in WEIGHT_NAMES)
+
+
+def table_from_ratings(
+    ratings: Ratings, rungs: Sequence[str], meta: Mapping[str, Any]
+) -> LadderTable:
+    """The rows of ``rungs`` (in that order) from a fit, with ``meta`` (str values)."""
+    rows = tuple(
+        TableRow(
+            player=p.name,
+            elo=p.elo,
+            lower=p.lower,
+            upper=p.upper,
+            stderr=p.stderr,
+            games=p.games,
+            points=p.points,
+        )
+        for p in (ratings[name] for name in rungs)
+    )
+    return LadderTable(
+        rows=rows,
+        draw_elo=ratings.draw_elo,
+        first_move_elo=ratings.first_move_elo,
+        confidence=ratings.confidence,
+        meta={k: str(v) for k, v in meta.items()},
+    )
+
+
+def write_table(table: LadderTable, path: str | Path) -> None:
+    """The table as CSV: ``# key: value`` lines (schema, status, date, revision, fit terms),
+    then one row per rung. Written to a temporary file and renamed: whole or absent."""
+    head = {
+        "schema_version": TABLE_SCHEMA_VERSION,
+        **table.meta,
+        "confidence": table.confidence,
+        "draw_elo": f"{table.draw_elo:.2f}",
+        "first_move_elo": "" if table.first_move_elo is None else f"{table.first_move_elo:.2f}",
+    }
+    lines = ["# checkerzero ladder ratings (python -m evaluation.rate_ladder); random = 0"]
+    lines += [f"# {k}: {v}" for k, v in head.items()]
+    lines.append(",".join(TABLE_COLUMNS))
+    lines += [
+        f"{r.player},{r.elo:.2f},{r.lower:.2f},{r.upper:.2f},{r.stderr:.2f},{r.games},{r.points:g}"
+        for r in table.rows
+    ]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(path)
+
+
+def read_table(path: str | Path) -> LadderTable:
+    """A table written by :func:`write_table`; ValueError naming the file and line if not."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ValueError(f"cannot read the ladder table {path}: {e}") from None
+    meta: dict[str, str] = {}
+    for line in text.splitlines():  # the header lines first: a newer layout is not parsed
+        key, sep, value = line[1:].partition(":") if line.startswith("#") else ("", "", "")
+        if sep:
+            meta[key.strip()] = value.strip()
+    try:
+        version = int(meta.get("schema_version", ""))
+    except ValueError:
+        raise ValueError(f"{path}: no '# schema_version: N' line; not a ladder table") from None
+    if version > TABLE_SCHEMA_VERSION:
+        raise ValueError(
+            f"{path}: ladder table schema {version} is newer than this code reads "
+            f"({TABLE_SCHEMA_VERSION})"
+        )
+    rows: list[TableRow] = []
+    header_seen = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        where = f"{path}, line {number}"
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        if not header_seen:
+            if tuple(cells) != TABLE_COLUMNS:
+                raise ValueError(f"{where}: expected the columns {','.join(TABLE_COLUMNS)}")
+            header_seen = True
+            continue
+        try:
+            name, elo, lower, upper, stderr, games, points = cells
+            row = TableRow(
+                name,
+                float(elo),
+                float(lower),
+                float(upper),
+                float(stderr),
+                int(games),
+                float(points),
+            )
+        except ValueError:
+            raise ValueError(
+                f"{where}: a row needs {len(TABLE_COLUMNS)} values: {line!r}"
+            ) from None
+        if not name or not all(map(math.isfinite, (row.elo, row.lower, row.upper))):
+            raise ValueError(f"{where}: a rung needs a name and finite ratings: {line!r}")
+        rows.append(row)
+    if not rows:
+        raise ValueError(f"{path}: the ladder table has no rungs")
+    try:
+        draw_elo = float(meta.pop("draw_elo"))
+        first = meta.pop("first_move_elo", "")
+        confidence = float(meta.pop("confidence", "0.95"))
+    except (KeyError, ValueError):
+        raise ValueError(f"{path}: needs '# draw_elo: X' and a numeric confidence") from None
+    meta.pop("schema_version")
+    return LadderTable(
+        rows=tuple(rows),
+        draw_elo=draw_elo,
+        first_move_elo=float(first) if first else None,
+        confidence=confidence,
+        meta=meta,
+    )
+
+
+def table_path(setting: str | None) -> Path | None:
+    """``evaluation.ladder_table``: null (None) = no table, ``package`` = the table shipped in
+    evaluation/data/, anything else a path to one."""
+    if setting is None or str(setting).strip().lower() in ("", "null", "none"):
+        return None
+    if str(setting).strip() == "package":
+        return PACKAGE_TABLE
+    return Path(str(setting)).expanduser()
+
+
+# ----------------------------------------------------------------------------- planning
+
+
+def rating_matches(rungs: Sequence[str], next_neighbours: bool = False) -> list[tuple[str, str]]:
+    """(stronger, weaker) rung pairs that play each other: every rung against the one below it,
+    and with ``next_neighbours`` the one below that too (a second path through the chain)."""
+    out = [(upper, lower) for lower, upper in itertools.pairwise(rungs)]
+    if next_neighbours:
+        out += [(rungs[k + 2], rungs[k]) for k in range(len(rungs) - 2)]
+    return out
+
+
+def predicted_half_widths(
+    rungs: Sequence[str],
+    elo: Mapping[str, float],
+    draw_elo: float,
+    pairs: Mapping[tuple[str, str], int],
+    confidence: float = 0.95,
+) -> dict[str, float]:
+    """Each rung's expected interval half-width (the first rung anchored) after ``pairs``
+    colour-reversed pairs per match, from the draw model's Fisher information at the
+    ratings ``elo``: z * sqrt of the diagonal of the inverse information matrix."""
+    free = list(rungs[1:])
+    col = {name: k for k, name in enumerate(free)}
+    info = np.zeros((len(free), len(free)))
+    for (a, b), n in pairs.items():
+        weight = 2 * n * game_information(elo[a] - elo[b], draw_elo)
+        v = np.zeros(len(free))
+        if a in col:
+            v[col[a]] += 1.0
+        if b in col:
+            v[col[b]] -= 1.0
+        info += weight * np.outer(v, v)
+    z = _z_value(confidence)
+    try:
+        cov = np.linalg.inv(info)
+    except np.linalg.LinAlgError:
+        return {rungs[0]: 0.0} | {name: math.inf for name in free}
+    return {rungs[0]: 0.0} | {
+        name: z * math.sqrt(max(cov[k, k], 0.0)) for k, name in enumerate(free)
+    }
+
+
+def plan_pairs(
+    rungs: Sequence[str],
+    elo: Mapping[str, float],
+    draw_elo: float,
+    matches: Sequence[tuple[str, str]],
+    target: float,
+    confidence: float = 0.95,
+) -> int:
+    """Colour-reversed pairs per match (the same for every match) for every rung's interval to
+    be at most ``target`` Elo either side (the half-widths scale as 1/sqrt(pairs))."""
+    if target <= 0:
+        raise ValueError(f"the target half-width must be > 0 Elo, got {target}")
+    widths = predicted_half_widths(rungs, elo, draw_elo, dict.fromkeys(matches, 1), confidence)
+    worst = max(widths.values())
+    return max(1, math.ceil((worst / target) ** 2))
+
+
+# ----------------------------------------------------------------------------- candidates
+
+
+def nearest_rung(estimate: float, ratings: Mapping[str, float]) -> str:
+    """The rung whose rating is closest to ``estimate`` (the lower one on a tie)."""
+    return min(ratings, key=lambda name: (abs(ratings[name] - estimate), ratings[name]))
+
+
+def neighbour_rungs(estimate: float, ratings: Mapping[str, float], count: int = 1) -> list[str]:
+    """The ``count`` rungs just below ``estimate`` and the ``count`` just above it, weakest
+    first; at either end of the ladder the missing ones come from the other side."""
+    order = sorted(ratings, key=lambda name: ratings[name])
+    below = [n for n in order if ratings[n] <= estimate]
+    above = [n for n in order if ratings[n] > estimate]
+    low, high = below[-count:] if count else [], above[:count]
+    if len(high) < count:
+        low = below[-(2 * count - len(high)) :]
+    if len(low) < count:
+        high = above[: 2 * count - len(low)]
+    return sorted(set(low) | set(high), key=lambda name: ratings[name])
+
+
+# ----------------------------------------------------------------------------- workers
+
+
+def play_rating_pair(
+    spec_a: str,
+    spec_b: str,
+    index: int,
+    opening_name: str,
+    opening_moves: list[str],
+    max_plies: int,
+    size: int,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """One colour-reversed pair between two rungs, in a worker: plain values in and out (the
+    pair as PairRecord.to_dict, plus the names, the index and the seconds it took)."""
+    t = time.perf_counter()
+    a, b = ladder_player(spec_a, **options), ladder_player(spec_b, **options)
+    opening = Opening(opening_name, tuple(opening_moves), size=size)
+    pair = play_pair(a, b, opening, index, max_plies=max_plies, size=size)
+    return {
+        "a": spec_a,
+        "b": spec_b,
+        "index": index,
+        "seconds": round(time.perf_counter() - t, 3),
+        "pair": pair.to_dict(),
+    }
+
+
+# ----------------------------------------------------------------------------- the curve
+
+CURVE_COLUMNS = ("version", "step", "wall_s", "positions", "elo", "lower", "upper", "games")
+CURVE_MARGIN_ELO = 150.0  # rungs drawn this far beyond the candidates' intervals, no further
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """One rated candidate on the run's Elo curve (None where the run did not record it)."""
+
+    version: int
+    step: int | None  # the training step its weights were published at
+    wall_s: float | None  # seconds since the first version's publication
+    positions: int | None  # self-play positions in the store when it was published
+    elo: float
+    lower: float
+    upper: float
+    games: int  # its games in the fit (ladder and gate)
+
+
+def write_curve_csv(points: Sequence[CurvePoint], path: Path) -> None:
+    """One row per candidate by version; empty cells where a value is unknown."""
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return ""
+        return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+    lines = [",".join(CURVE_COLUMNS)]
+    lines += [",".join(cell(getattr(p, c)) for c in CURVE_COLUMNS) for p in points]
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(path)
+
+
+def plot_curve(points: Sequence[CurvePoint], rungs: Mapping[str, float], path: Path) -> None:
+    """:func:`draw_curve` saved as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = draw_curve(points, rungs)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def draw_curve(points: Sequence[CurvePoint], rungs: Mapping[str, float]) -> Any:
+    """Three panels side by side sharing the Elo axis: the candidates' ratings with their
+    intervals against training step, wall time (hours) and self-play positions, and the rungs
+    near them as labelled lines. One figure, so the three clocks of a run line up at a glance
+    (steps show learning per update, hours what a run costs, positions what self-play fed)."""
+    import matplotlib.pyplot as plt
+
+    axes_spec = (
+        ("step", "training step", 1.0),
+        ("wall_s", "wall time (hours)", 1 / 3600),
+        ("positions", "self-play positions", 1.0),
+    )
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.5), sharey=True)
+    lows = [p.lower for p in points if math.isfinite(p.lower)]
+    highs = [p.upper for p in points if math.isfinite(p.upper)]
+    span = (min(lows, default=0.0) - CURVE_MARGIN_ELO, max(highs, default=0.0) + CURVE_MARGIN_ELO)
+    shown = {n: e for n, e in rungs.items() if span[0] <= e <= span[1]}
+    # and the nearest rung beyond each end, so the next step up is always in view
+    above = [n for n in rungs if rungs[n] > span[1]]
+    below = [n for n in rungs if rungs[n] < span[0]]
+    shown |= {
+        n: rungs[n]
+        for n in (min(above, key=rungs.get, default=None), max(below, key=rungs.get, default=None))
+        if n is not None
+    }
+    for ax, (attr, label, scale) in zip(axes, axes_spec, strict=True):
+        xs = sorted(
+            ((getattr(p, attr), p) for p in points if getattr(p, attr) is not None),
+            key=lambda xp: xp[0],
+        )
+        if xs:
+            ax.errorbar(
+                [x * scale for x, _ in xs],
+                [p.elo for _, p in xs],
+                yerr=[[p.elo - p.lower for _, p in xs], [p.upper - p.elo for _, p in xs]],
+                fmt="o-",
+                capsize=3,
+                markersize=4,
+            )
+        for name, elo in shown.items():
+            ax.axhline(elo, linestyle="--", linewidth=0.8, color="grey")
+            ax.annotate(
+                name,
+                (0.01, elo),
+                xycoords=("axes fraction", "data"),
+                xytext=(0, 2),
+                textcoords="offset points",
+                fontsize=7,
+                color="dimgrey",
+                va="bottom",
+            )
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("Elo (random = 0), 95% intervals")
+    fig.suptitle("checkerzero: candidate ratings against the ladder")
     fig.tight_layout()
     return fig

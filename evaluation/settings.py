@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluation.gate import GATE_SPRT_KEYS, sprt_from_config
+from evaluation.ladder import LadderTable, ladder_player, read_table, table_path, weights_text
 from evaluation.network_player import play_settings
-from evaluation.players import make_player, minimax_options
+from evaluation.players import minimax_options
 from game.openings import KINDS as OPENING_KINDS
 
 
@@ -41,6 +42,13 @@ class EvalSettings:
     egdb: dict[str, Any] = field(default_factory=dict)  # the egdb group (conf/egdb)
     connect_retries: int = 6
     connect_backoff_s: float = 0.5
+    # A rated ladder (evaluation.ladder_table): rungs fixed at its ratings, no rung games, and
+    # each candidate's games placed next to its estimate (EvaluatorWorker.play_rated).
+    ladder_table: str | None = None
+    table: LadderTable | None = None
+    candidate_games: int = 32  # games per candidate against the rated rungs
+    probe_games: int = 4  # of which first against the rung nearest the previous candidate
+    neighbour_rungs: int = 1  # then against this many rungs below and above its estimate
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> EvalSettings:
@@ -65,6 +73,15 @@ class EvalSettings:
         )
         options = minimax_options(ev.get("baseline"))
         egdb = dict(cfg.get("egdb") or {})
+        setting = ev.get("ladder_table")
+        path = table_path(setting)
+        table = read_table(path) if path is not None and path.is_file() else None
+        if path is not None and table is None:
+            raise ValueError(
+                f"evaluation.ladder_table={setting!r}: no ladder table at {path}; make one with "
+                f"`python -m evaluation.rate_ladder --out {path}`, or set "
+                "evaluation.ladder_table=null"
+            )
         if egdb:  # the database of minimax+db rungs and of adjudication
             options.update(egdb_dir=str(egdb["dir"]), egdb_pieces=int(egdb["pieces"]))
         s = cls(
@@ -91,6 +108,11 @@ class EvalSettings:
             egdb=egdb,
             connect_retries=int(replay.get("connect_retries", 6)),
             connect_backoff_s=float(replay.get("connect_backoff_s", 0.5)),
+            ladder_table=None if setting is None else str(setting),
+            table=table,
+            candidate_games=int(ev.get("candidate_games", 32)),
+            probe_games=int(ev.get("probe_games", 4)),
+            neighbour_rungs=int(ev.get("neighbour_rungs", 1)),
         )
         checks = (
             ("every_versions", s.every_versions >= 1, "must be >= 1"),
@@ -101,15 +123,48 @@ class EvalSettings:
             ("extend_openings", s.extend_openings >= 0, "must be >= 0"),
             ("torch_threads", s.torch_threads >= 1, "must be >= 1"),
             ("openings", s.openings in OPENING_KINDS, f"must be one of {OPENING_KINDS}"),
+            (
+                "candidate_games",
+                s.candidate_games >= 2 and s.candidate_games % 2 == 0,
+                "must be an even number >= 2 (colour-reversed pairs)",
+            ),
+            (
+                "probe_games",
+                0 <= s.probe_games <= s.candidate_games and s.probe_games % 2 == 0,
+                "must be even, >= 0 and at most candidate_games",
+            ),
+            ("neighbour_rungs", s.neighbour_rungs >= 1, "must be >= 1"),
         )
         for key, ok, why in checks:
             if not ok:
-                raise ValueError(f"bad config value evaluation.{key}={get(key)!r}: {why}")
+                raise ValueError(f"bad config value evaluation.{key}={ev.get(key)!r}: {why}")
         sprt_from_config(s.gate)  # validates the gate's settings now
+        if table is not None:
+            s.check_table(table, setting)
         anchor = str(s.elo.get("anchor_player", "random"))
-        if s.ladder and anchor not in {make_player(x, **s.player_options).name for x in s.ladder}:
+        if s.ladder and anchor not in {ladder_player(x, **s.player_options).name for x in s.ladder}:
             raise ValueError(
                 f"evaluation.ladder {list(s.ladder)} must include the Elo anchor "
                 f"evaluation.elo.anchor_player={anchor!r}, or no rating is tied to it"
             )
         return s
+
+    def check_table(self, table: LadderTable, setting: Any) -> None:
+        """A table fits this config: every ladder rung rated in it, the same minimax weights,
+        the 8x8 board; ValueError naming the mismatch."""
+        where = f"evaluation.ladder_table={setting!r}"
+        if self.size != 8:
+            raise ValueError(f"{where}: the rated ladder is for 8x8; game.size is {self.size}")
+        names = [ladder_player(x, **self.player_options).name for x in self.ladder]
+        missing = [n for n in names if n not in table]
+        if missing:
+            raise ValueError(
+                f"{where}: evaluation.ladder rungs {missing} are not in the table (it rates "
+                f"{[r.player for r in table.rows]})"
+            )
+        ours = weights_text(self.player_options.get("weights"))
+        if table.meta.get("weights", ours) != ours:
+            raise ValueError(
+                f"{where}: the table was rated with minimax weights {table.meta['weights']}, "
+                f"but evaluation.baseline.weights are {ours}; rate the ladder again"
+            )

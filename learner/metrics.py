@@ -4,6 +4,14 @@ Keys are namespaced (``selfplay/positions_per_s``, ``learner/loss_policy``, ``ev
 CSV is in long form (``time_s, step, key, value``) so new keys never rewrite old rows and a
 resumed run appends to the same file. Plots are redrawn from the CSV, so they always show the
 whole run, resumes included.
+
+W&B (offline unless configured): every row carries ``learner/step``, the step metric that
+``define_metric`` sets for every key, so charts share one x axis across resumes;
+``learner/wall_s`` (seconds since this logger started) and ``replay/positions_added`` are the
+alternatives a chart can pick. A new evaluation is logged once, on its own row, at the step of
+the candidate's weights (``eval/step``), with ``eval/wall_s`` and ``eval/positions`` beside it.
+:meth:`MetricsLogger.log_model` stores networks as model artifacts (aliases ``latest``, ``best``,
+``weights-v<N>``) and :meth:`MetricsLogger.log_table` a CSV as a ``wandb.Table``.
 """
 
 from __future__ import annotations
@@ -23,6 +31,10 @@ from learner.replay import redact_url
 logger = logging.getLogger(__name__)
 
 CSV_NAME = "metrics.csv"
+STEP_METRIC = "learner/step"  # W&B's x axis for every chart (define_metric)
+WALL_METRIC = "learner/wall_s"  # an alternative x axis: seconds since the logger started
+EVAL_PREFIX = "eval/"
+EVAL_STEP = "eval/step"  # the training step of the evaluated candidate's weights
 # Plots drawn into the run directory: file name -> the metric keys it shows.
 PLOTS = {
     "loss.png": (
@@ -55,7 +67,11 @@ class MetricsLogger:
         if new:
             self._csv.writerow(["time_s", "step", "key", "value"])
         self._t0 = time.time()
+        self._run_name = run_name
         self._wandb = _init_wandb(wandb_cfg, self.run_dir, run_name, config)
+        self._log_models = bool((wandb_cfg or {}).get("log_models", True))
+        self._eval_logged: tuple[float, float] | None = None  # (version, elo) last sent to W&B
+        self._files_logged: dict[str, tuple[int, int]] = {}  # path -> (mtime_ns, size) sent
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
         now = round(time.time(), 3)
@@ -65,7 +81,79 @@ class MetricsLogger:
             self._csv.writerow([now, step, key, float(value)])
         self._csv_file.flush()
         if self._wandb is not None:
-            self._wandb.log(dict(metrics), step=step)
+            self._log_wandb(metrics, step, now)
+
+    def _log_wandb(self, metrics: Mapping[str, float], step: int, now: float) -> None:
+        """The row at ``step``; the evaluator's metrics on a row of their own at the candidate's
+        step, once per evaluation (they repeat on every row of metrics.csv)."""
+        row = {k: v for k, v in metrics.items() if not k.startswith(EVAL_PREFIX)}
+        self._wandb.log(row | {STEP_METRIC: step, WALL_METRIC: round(now - self._t0, 3)})
+        evaluation = {k: v for k, v in metrics.items() if k.startswith(EVAL_PREFIX)}
+        key = (evaluation.get("eval/version", math.nan), evaluation.get("eval/elo", math.nan))
+        if "eval/version" not in evaluation or key == self._eval_logged:
+            return
+        self._eval_logged = key
+        self._wandb.log(evaluation | {STEP_METRIC: int(evaluation.get(EVAL_STEP, step))})
+
+    def _changed(self, path: Path) -> bool:
+        """True (and remembered) when ``path`` exists and differs from what was last sent."""
+        try:
+            st = path.stat()
+        except OSError:
+            return False
+        stamp = (st.st_mtime_ns, st.st_size)
+        if self._files_logged.get(str(path)) == stamp:
+            return False
+        self._files_logged[str(path)] = stamp
+        return True
+
+    def log_model(
+        self,
+        path: Path,
+        *,
+        version: int,
+        aliases: list[str],
+        metadata: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """A network file as a W&B model artifact (``network-<run>``) with ``aliases`` plus
+        ``weights-v<version>`` (W&B numbers each artifact's own versions v0, v1, ...: a plain
+        ``v<N>`` alias would collide with those). Sent again only when the file changed;
+        True when sent. Never raises: W&B must not stop a run."""
+        if self._wandb is None or not self._log_models or not self._changed(Path(path)):
+            return False
+        try:
+            import wandb
+
+            artifact = wandb.Artifact(
+                _artifact_name(f"network-{self._run_name}"),
+                type="model",
+                metadata={"version": version, **(metadata or {})},
+            )
+            artifact.add_file(str(path), name="model.safetensors")
+            self._wandb.log_artifact(artifact, aliases=[*aliases, f"weights-v{version}"])
+            return True
+        except Exception as exc:
+            logger.warning("W&B: could not log the network %s (%s)", path, exc)
+            return False
+
+    def log_table(self, key: str, csv_path: Path) -> bool:
+        """A CSV file (a header row, then values) as a ``wandb.Table`` under ``key``, when it
+        changed since last sent; True when sent. Numbers become numbers, empty cells None."""
+        if self._wandb is None or not self._changed(Path(csv_path)):
+            return False
+        try:
+            import wandb
+
+            with open(csv_path, newline="") as f:
+                rows = list(csv.reader(f))
+            if not rows:
+                return False
+            table = wandb.Table(columns=rows[0], data=[[_cell(c) for c in r] for r in rows[1:]])
+            self._wandb.log({key: table})
+            return True
+        except Exception as exc:
+            logger.warning("W&B: could not log the table %s (%s)", csv_path, exc)
+            return False
 
     def plot(self) -> list[Path]:
         """Redraws the PNG plots from the CSV; returns the files written."""
@@ -94,7 +182,7 @@ def _init_wandb(
         return None
     os.environ.setdefault("WANDB_SILENT", "true")
     try:
-        return wandb.init(
+        run = wandb.init(
             project=cfg.get("project"),
             entity=cfg.get("entity"),
             mode=mode,
@@ -104,9 +192,29 @@ def _init_wandb(
             resume="allow",
             config=redact_urls(dict(config or {})),
         )
+        run.define_metric(STEP_METRIC)
+        for group in ("learner", "selfplay", "replay", "eval"):
+            run.define_metric(f"{group}/*", step_metric=STEP_METRIC)
+        run.define_metric("eval/elo", step_metric=STEP_METRIC, summary="max,last")
+        return run
     except Exception as exc:  # W&B must never stop a training run
         logger.warning("W&B init failed (%s); metrics go to CSV and PNG only", exc)
         return None
+
+
+def _artifact_name(text: str) -> str:
+    """W&B artifact names allow letters, digits, '-', '_' and '.'."""
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
+
+
+def _cell(text: str) -> Any:
+    if text == "":
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return int(number) if number.is_integer() and "." not in text else number
 
 
 def redact_urls(value: Any) -> Any:

@@ -34,12 +34,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from actors.pool import ActorPool
 from actors.self_play import record_to_pdn
+from evaluation.evaluator import CURVE_CSV, EVAL_DIR
 from evaluation.evaluator_actor import start_evaluator
 from evaluation.keys import promoted_versions, read_eval_metrics
 from game.egdb.build import ensure_database
 from game.openings import load_openings
 from game.pdn import write_pdn
 from game.records import GameRecord
+from learner.checkpoint import read_checkpoint_meta
 from learner.cluster import start_ray
 from learner.live import copy_live
 from learner.losses import Losses
@@ -234,7 +236,7 @@ class Run:
             trainer.load_weights(cfg.learner.init_weights)  # a warm start, new runs only
         # Versions only ever grow, also across a resume that lost a few unsaved publications.
         trainer.counters.version = max(trainer.counters.version, channel.version("latest"))
-        self._publish(trainer, channel)
+        self._publish(trainer, channel, store.stats().positions_added)
         metrics = MetricsLogger(
             self.run_dir,
             wandb_cfg=cfg.logging.wandb,
@@ -281,6 +283,7 @@ class Run:
                     loop.last_live = now
                 if now - loop.last_plot >= 60 * cfg.logging.plot_every_min:
                     metrics.plot()
+                    self._log_artifacts(metrics, channel)
                     loop.last_plot = now
         except KeyboardInterrupt:
             logger.info("interrupted")
@@ -300,6 +303,8 @@ class Run:
             # The last state, rates since the last row included, so that a run shorter than
             # logging.csv_every_s still has its losses and throughput in metrics.csv and plots.
             metrics.log(self._metrics_row(loop, stats, time.monotonic()), trainer.counters.step)
+            with _redis_trouble_logged("the networks and tables for W&B"):
+                self._log_artifacts(metrics, channel)
             metrics.close()
         return self._summary(resumed, loop, stats, path, client, pool)
 
@@ -329,7 +334,7 @@ class Run:
             return
         loop.losses = losses
         if trainer.counters.step % cfg.learner.publish_every_steps == 0:
-            self._publish(trainer, channel)
+            self._publish(trainer, channel, store.stats().positions_added)
             self._keep_promoted(client, channel)
             if trainer.counters.version % cfg.logging.pdn_every_versions == 0:
                 self._write_games(store)
@@ -355,6 +360,28 @@ class Run:
             self._keep_promoted(client, channel)
         prune_weights(self.ckpt_dir / WEIGHTS_DIR, int(self.cfg.learner.keep_weights))
         return path
+
+    def _log_artifacts(self, metrics: MetricsLogger, channel: WeightsChannel) -> None:
+        """To W&B (when on; each file once per change): the newest network (alias ``latest``),
+        every promoted one kept on disk (the gate's best: ``best``), the evaluator's curve and
+        ratings as tables."""
+        latest = self.ckpt_dir / MODEL_FILE
+        if latest.is_file():
+            with suppress(ValueError, OSError):
+                meta = read_checkpoint_meta(latest)
+                metrics.log_model(
+                    latest, version=meta.version, aliases=["latest"], metadata={"step": meta.step}
+                )
+        best = channel.version("best")
+        for path in sorted((self.ckpt_dir / WEIGHTS_DIR).glob("best_v*.safetensors")):
+            with suppress(ValueError):
+                version = int(path.stem.removeprefix("best_v"))
+                metrics.log_model(
+                    path, version=version, aliases=["best"] if version == best else []
+                )
+        eval_dir = self.run_dir / EVAL_DIR
+        metrics.log_table("eval/curve", eval_dir / CURVE_CSV)
+        metrics.log_table("eval/ratings", eval_dir / "ratings.csv")
 
     def _keep_promoted(self, client: Any, channel: WeightsChannel) -> None:
         """Every version the gate promoted, on disk as weights/best_v<version>.safetensors."""
@@ -469,9 +496,15 @@ class Run:
             return True
         return False
 
-    def _publish(self, trainer: Trainer, channel: WeightsChannel) -> None:
+    def _publish(
+        self, trainer: Trainer, channel: WeightsChannel, positions: int | None = None
+    ) -> None:
         trainer.counters.version += 1
-        channel.publish(trainer.weights_bytes(trainer.counters.version), trainer.counters.version)
+        # Where the run stands, for the evaluator's Elo curve (step, positions, wall time).
+        meta = {"step": trainer.counters.step, "positions": positions, "t": round(time.time(), 3)}
+        channel.publish(
+            trainer.weights_bytes(trainer.counters.version), trainer.counters.version, meta
+        )
 
     def _copy_live(self, client: Any) -> None:
         """The game an actor is playing now, to games/live.json for the play server; a failure

@@ -7,6 +7,9 @@ and survives the restart of any process. Weights are the checkpoint bytes of
 - ``<ns>:weights:<version>``  the bytes of each published version (the newest few are kept)
 - ``<ns>:weights:latest``     the newest version number the learner published
 - ``<ns>:weights:best``       the version the gate promoted (what actors play with when gating)
+- ``<ns>:weights:meta:<version>``  JSON of where the run stood when it was published
+  (``step``, ``positions`` of self-play so far, ``t`` unix seconds); absent for weights
+  published before the field existed, so readers treat every key as optional
 
 Actors poll one small integer per move; the bytes travel only when the version they follow
 changes (STYLE.md: weights travel by version, not to every actor every game).
@@ -14,8 +17,11 @@ changes (STYLE.md: weights travel by version, not to every actor every game).
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
@@ -48,15 +54,19 @@ class WeightsChannel:
     def _key(self, name: str | int) -> str:
         return f"{self._ns}:weights:{name}"
 
-    def publish(self, data: bytes, version: int) -> None:
-        """Stores ``data`` as ``version`` and makes it the latest (versions must increase)."""
+    def publish(self, data: bytes, version: int, meta: Mapping[str, Any] | None = None) -> None:
+        """Stores ``data`` as ``version`` and makes it the latest (versions must increase);
+        ``meta`` (JSON values: step, positions, t) goes beside it for the evaluator."""
         latest = self.version("latest")
         if version <= latest:
             raise ValueError(f"weights version {version} is not above the latest {latest}")
         pipe = self._r.pipeline(transaction=True)
         pipe.set(self._key(version), data)
+        if meta is not None:
+            pipe.set(self._key(f"meta:{version}"), json.dumps(dict(meta), sort_keys=True))
         pipe.set(self._key("latest"), version)
         pipe.delete(self._key(version - KEEP_VERSIONS))
+        pipe.delete(self._key(f"meta:{version - KEEP_VERSIONS}"))
         pipe.execute()
         logger.debug("published weights version %d (%d bytes)", version, len(data))
 
@@ -71,6 +81,15 @@ class WeightsChannel:
     def version(self, which: str = "latest") -> int:
         value = self._r.get(self._key(which))
         return int(value) if value is not None else -1
+
+    def meta(self, version: int) -> dict[str, Any]:
+        """What ``publish`` stored beside ``version`` ({} when nothing, or nothing readable)."""
+        raw = self._r.get(self._key(f"meta:{version}"))
+        try:
+            value = json.loads(raw) if raw is not None else {}
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
 
     def get(self, version: int) -> bytes | None:
         return self._r.get(self._key(version))

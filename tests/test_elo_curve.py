@@ -1,0 +1,361 @@
+"""The rated ladder and the in-run Elo curve: the rating command (a table that matches a direct
+fit of its games, resumed without replaying any), candidates fitted with the rungs fixed,
+opponent selection, the planner's information, and the evaluator's curve from a real Redis."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+from scipy.optimize import minimize_scalar
+
+from evaluation import rate_ladder
+from evaluation.elo import ELO_PER_NATURAL_UNIT, PairResult, game_information, logistic_score
+from evaluation.evaluator import CURVE_CSV, CURVE_PNG, EVAL_DIR, EvaluatorWorker
+from evaluation.keys import read_eval_metrics
+from evaluation.ladder import (
+    LadderTable,
+    TableRow,
+    fit_all,
+    ladder_player,
+    nearest_rung,
+    neighbour_rungs,
+    plan_pairs,
+    rating_matches,
+    rating_openings,
+    read_table,
+    weights_text,
+    write_table,
+)
+from evaluation.settings import EvalSettings
+from learner.checkpoint import encode_checkpoint
+from learner.network import CheckersNet, ModelConfig
+from learner.replay import connect
+from learner.weights import WeightsChannel
+
+TINY = ModelConfig(blocks=1, channels=8, policy_channels=4, value_channels=2, value_hidden=16)
+SMALL_RUNGS = "random,noisy:0.5:minimax:1,minimax:1,minimax:2"
+ELO_CFG = {"anchor_player": "random", "prior_draws": 2.0, "first_move_advantage": True}
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def test_rate_ladder_table_matches_a_direct_fit_and_resumes_without_replaying(
+    tmp_path, capsys
+) -> None:
+    out = tmp_path / "ladder.csv"
+    games_file = tmp_path / "ladder.csv.games.jsonl"
+    args = ["--rungs", SMALL_RUNGS, "--workers", "1", "--out", str(out)]
+    assert rate_ladder.main([*args, "--pairs", "6"]) == 0
+    first = games_file.read_text().splitlines()
+    matches = rating_matches(SMALL_RUNGS.split(","), next_neighbours=True)
+    assert len(matches) == 5 and len(first) == 5 * 6
+    # One distinct opening per pair of a match.
+    for a, b in matches:
+        openings = [
+            json.loads(x)["pair"]["opening"] for x in first if x.startswith(f'{{"a": "{a}"')
+        ]
+        openings = [
+            json.loads(x)["pair"]["opening"]
+            for x in first
+            if json.loads(x)["a"] == a and json.loads(x)["b"] == b
+        ]
+        assert len(openings) == len(set(openings)) == 6
+
+    table = read_table(out)
+    direct = fit_all(rate_ladder.results_of(rate_ladder.read_games(games_file)), ELO_CFG)
+    assert [r.player for r in table.rows] == SMALL_RUNGS.split(",")
+    for row in table.rows:
+        p = direct[row.player]
+        assert row.elo == pytest.approx(p.elo, abs=0.006)
+        assert row.lower == pytest.approx(p.lower, abs=0.006)
+        assert row.upper == pytest.approx(p.upper, abs=0.006)
+        assert row.games == p.games and row.points == p.points
+    assert table.draw_elo == pytest.approx(direct.draw_elo, abs=0.006)
+    assert table.first_move_elo == pytest.approx(direct.first_move_elo, abs=0.006)
+    assert table.meta["status"].startswith("provisional")  # 6 pairs are far from +-15
+    assert table.meta["weights"] == weights_text(None) and table.meta["git_revision"]
+    assert table.ratings["random"] == 0.0
+
+    # A kill mid-write leaves half a line: that pair is played again, nothing else.
+    games_file.write_text("\n".join(first) + "\n" + first[-1][:40])
+    assert rate_ladder.main([*args, "--pairs", "8"]) == 0
+    lines = games_file.read_text().splitlines()
+    assert lines[: len(first)] == first
+    kept = [x for x in lines if x.startswith("{") and x.endswith("}")]
+    assert len(kept) == 5 * 8  # 6 kept + 2 new per match; the cut line replayed
+    keys = [(json.loads(x)["a"], json.loads(x)["b"], json.loads(x)["index"]) for x in kept]
+    assert len(set(keys)) == len(keys)
+    # Deterministic players: the replayed pair is the same game as before.
+    last = json.loads(first[-1])
+    again = [json.loads(x) for x in kept if json.loads(x)["index"] == last["index"]]
+    again = [d for d in again if (d["a"], d["b"]) == (last["a"], last["b"])]
+    assert again[-1]["pair"] == last["pair"]
+    assert rate_ladder.main([*args, "--dry-run", "--pairs", "8"]) == 0
+    assert "0 still to play" in capsys.readouterr().out
+
+
+def test_rate_ladder_refuses_bad_rungs(tmp_path, capsys) -> None:
+    out = ["--out", str(tmp_path / "t.csv"), "--pairs", "1"]
+    assert rate_ladder.main(["--rungs", "random,minimax:x", *out]) == 2
+    assert "minimax:x" in capsys.readouterr().err
+    assert rate_ladder.main(["--rungs", "minimax:1,random", *out]) == 2
+    assert "anchor" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"noisy:1\.5:minimax:1"):
+        ladder_player("noisy:1.5:minimax:1")
+
+
+def test_rating_openings_are_distinct_and_reproducible() -> None:
+    openings = rating_openings(400, plies=4, seed=3)
+    assert len(openings) == 400 and len({o.fen for o in openings}) == 400
+    assert [o.moves for o in openings] == [o.moves for o in rating_openings(400, plies=4, seed=3)]
+    assert all(len(o.moves) == 3 for o in openings[:156])  # the deck first
+    assert all(len(o.moves) == 7 for o in openings[156:])
+
+
+def test_noisy_rung_is_reproducible_and_between_its_parts() -> None:
+    from evaluation.arena import play_match
+    from game.openings import load_openings
+
+    deck = load_openings()
+    noisy = ladder_player("noisy:0.5:minimax:1")
+    assert noisy.name == "noisy:0.5:minimax:1"
+    a = play_match(noisy, ladder_player("random"), deck, games=20, seed=0)
+    b = play_match(ladder_player("noisy:0.5:minimax:1"), ladder_player("random"), deck, games=20)
+    assert a.pairs == b.pairs
+    assert a.score > 0.6  # beats random ...
+    c = play_match(ladder_player("minimax:1"), noisy, deck, games=20, seed=0)
+    assert c.score > 0.6  # ... and loses to minimax:1
+
+
+# ----------------------------------------------------------------------------- the fit
+
+
+def table_of(ratings: dict[str, float], draw_elo: float, first: float | None = None):
+    rows = tuple(TableRow(n, e, e, e, 0.0, 100, 50.0) for n, e in ratings.items())
+    meta = {"status": "test", "weights": weights_text(None)}
+    return LadderTable(rows, draw_elo=draw_elo, first_move_elo=first, confidence=0.95, meta=meta)
+
+
+def test_candidate_fitted_with_the_rungs_fixed_has_the_known_rating() -> None:
+    """Hand-built games against two fixed rungs: the rating maximises the draw model's
+    likelihood written out here, and its interval is that likelihood's curvature."""
+    rungs, theta = {"random": 0.0, "a": 400.0, "b": 800.0}, 100.0
+    table = table_of(rungs, theta)
+    games = {"a": (6, 2, 2), "b": (1, 3, 6)}  # the candidate's W/D/L
+    rows = [PairResult("cand", n, w, d, l_) for n, (w, d, l_) in games.items()]
+
+    def loglik(r: float) -> float:
+        total = 0.0
+        for name, (w, d, l_) in games.items():
+            x = r - rungs[name]
+            p_win, p_loss = logistic_score(x - theta), logistic_score(-x - theta)
+            total += w * math.log(p_win) + l_ * math.log(p_loss) + d * math.log(1 - p_win - p_loss)
+        return total
+
+    best = minimize_scalar(
+        lambda r: -loglik(r), bounds=(0, 1200), method="bounded", options={"xatol": 1e-9}
+    )
+    h = 1e-3
+    curvature = -(loglik(best.x + h) - 2 * loglik(best.x) + loglik(best.x - h)) / h**2
+    fit = fit_all(rows, {"prior_draws": 0.0, "first_move_advantage": True}, table=table)
+    assert fit["cand"].elo == pytest.approx(best.x, abs=1e-3)
+    assert fit["cand"].stderr == pytest.approx(1 / math.sqrt(curvature), rel=1e-4)
+    assert fit["a"].elo == 400.0 and fit["b"].elo == 800.0 and fit["a"].anchored
+    assert fit.draw_elo == theta and fit.first_move_elo is None  # the table's, not fitted
+    # A table's first-move term shifts coloured games: the same score as the first mover
+    # means a weaker player than as the second.
+    coloured = [PairResult("cand", "a", 6, 2, 2, first_mover="cand")]
+    plus = fit_all(coloured, {"prior_draws": 0.0}, table=table_of(rungs, theta, first=50.0))
+    zero = fit_all(coloured, {"prior_draws": 0.0}, table=table_of(rungs, theta, first=0.0))
+    assert plus["cand"].elo == pytest.approx(zero["cand"].elo - 50.0, abs=1e-6)
+
+
+def test_all_draws_are_rated_when_draw_elo_is_held() -> None:
+    table = table_of({"random": 0.0, "a": 400.0}, 120.0)
+    fit = fit_all([PairResult("c", "a", 0, 8, 0)], {"prior_draws": 0.0}, table=table)
+    assert fit["c"].elo == pytest.approx(400.0, abs=1e-6)
+
+
+def test_game_information_matches_its_definition() -> None:
+    """Fisher information = sum over outcomes of P * (d log P / dd)^2, by finite differences;
+    with no draws it is the logistic's c^2 p (1 - p)."""
+    c = 1 / ELO_PER_NATURAL_UNIT
+    for d, theta in ((0.0, 100.0), (200.0, 100.0), (-350.0, 250.0), (150.0, 0.0)):
+
+        def probs(x: float, theta: float = theta) -> tuple[float, float, float]:
+            win, loss = logistic_score(x - theta), logistic_score(-x - theta)
+            return win, 1 - win - loss, loss
+
+        h = 1e-4
+        expected = sum(
+            p * ((math.log(q) - math.log(r)) / (2 * h)) ** 2
+            for p, q, r in zip(probs(d), probs(d + h), probs(d - h), strict=True)
+            if p > 0
+        )
+        assert game_information(d, theta) == pytest.approx(expected, rel=1e-5)
+    p = logistic_score(150.0)
+    assert game_information(150.0, 0.0) == pytest.approx(c**2 * p * (1 - p), rel=1e-9)
+
+
+def test_plan_pairs_for_one_match_is_the_information_bound() -> None:
+    """Two rungs: half-width = 1.96 / sqrt(2 n I) <= target, so n = ceil((1.96/target)^2 / 2I)."""
+    elo, theta = {"random": 0.0, "x": 200.0}, 100.0
+    n = plan_pairs(["random", "x"], elo, theta, [("x", "random")], target=15.0)
+    info = game_information(200.0, theta)
+    assert n == math.ceil((1.959964 / 15.0) ** 2 / (2 * info))
+    assert 1.959964 / math.sqrt(2 * n * info) <= 15.0 < 1.959964 / math.sqrt(2 * (n - 1) * info)
+
+
+def test_neighbour_rungs_of_an_estimate() -> None:
+    rungs = {"random": 0.0, "a": 200.0, "b": 400.0, "c": 600.0}
+    assert neighbour_rungs(300.0, rungs) == ["a", "b"]
+    assert neighbour_rungs(400.0, rungs) == ["b", "c"]
+    assert neighbour_rungs(-50.0, rungs) == ["random", "a"]  # below the ladder: the two lowest
+    assert neighbour_rungs(900.0, rungs) == ["b", "c"]  # above it: the two highest
+    assert neighbour_rungs(300.0, rungs, count=2) == ["random", "a", "b", "c"]
+    assert nearest_rung(290.0, rungs) == "a" and nearest_rung(310.0, rungs) == "b"
+    assert nearest_rung(300.0, rungs) == "a"  # a tie goes to the lower rung
+
+
+def test_read_table_errors_name_the_file(tmp_path) -> None:
+    path = tmp_path / "t.csv"
+    write_table(table_of({"random": 0.0, "minimax:1": 800.0}, 90.0), path)
+    assert read_table(path).ratings == {"random": 0.0, "minimax:1": 800.0}
+    path.write_text(path.read_text().replace("minimax:1,800.00", "minimax:1,lots"))
+    with pytest.raises(ValueError, match=r"t\.csv, line \d+"):
+        read_table(path)
+    path.write_text(path.read_text().replace("# schema_version: 1", "# schema_version: 9"))
+    with pytest.raises(ValueError, match="newer"):
+        read_table(path)
+
+
+# ----------------------------------------------------------------------------- the evaluator
+
+
+def rated_config(config, table: Path, **evaluation) -> dict:
+    settings = {
+        "every_versions": 1,
+        "simulations": 8,
+        "ladder": "[random,minimax:1,minimax:2]",
+        "ladder_table": str(table),
+        "candidate_games": 8,
+        "probe_games": 2,
+        "gating": "false",
+    } | evaluation
+    overrides = ["replay.namespace=t", "game.max_plies=150"]
+    overrides += [f"evaluation.{k}={v}" for k, v in settings.items()]
+    return OmegaConf.to_container(config(*overrides), resolve=True)
+
+
+def publish(channel: WeightsChannel, version: int, meta: dict | None) -> None:
+    torch.manual_seed(version)
+    data = encode_checkpoint(CheckersNet(TINY), step=10 * version, version=version)
+    channel.publish(data, version, meta)
+
+
+def test_evaluator_with_a_table_plays_no_rung_games_and_writes_the_curve(
+    server, tmp_path, config
+) -> None:
+    table_file = tmp_path / "ladder.csv"
+    write_table(
+        table_of({"random": 0.0, "minimax:1": 800.0, "minimax:2": 1050.0}, 90.0), table_file
+    )
+    cfg = rated_config(config, table_file)
+    settings = EvalSettings.from_config(cfg)
+    assert settings.table is not None and settings.table.ratings["minimax:2"] == 1050.0
+    client = connect(server.url, server.password, retries=2, backoff_s=0.05)
+    channel = WeightsChannel(client, namespace="t")
+    publish(channel, 1, {"step": 0, "positions": 0, "t": 1000.0})
+    publish(channel, 2, {"step": 50, "positions": 4321, "t": 1090.5})
+    worker = EvaluatorWorker(settings, client, tmp_path)
+    assert worker.step()  # v1 made best and rated, v2 rated
+    rows = worker.results()
+    rung_names = {"random", "minimax:1", "minimax:2"}
+    assert not [r for r in rows if r.a in rung_names and r.b in rung_names]  # no rung games
+    for v in (1, 2):
+        games = sum(r.wins + r.draws + r.losses for r in rows if r.a == f"v{v}")
+        assert games == 8
+    # The first candidate's probe is against the weakest rung.
+    first_rows = [r for r in rows if r.a == "v1"]
+    assert first_rows[0].b == "random"
+
+    ratings = worker.ratings()
+    assert ratings["minimax:1"].elo == 800.0 and ratings.draw_elo == 90.0
+    with (tmp_path / EVAL_DIR / CURVE_CSV).open() as f:
+        curve = list(csv.DictReader(f))
+    assert [row["version"] for row in curve] == ["1", "2"]
+    assert [row["step"] for row in curve] == ["0", "50"]
+    assert [row["positions"] for row in curve] == ["0", "4321"]
+    assert [row["wall_s"] for row in curve] == ["0.0", "90.5"]
+    for row in curve:
+        p = ratings[f"v{row['version']}"]
+        assert float(row["elo"]) == pytest.approx(p.elo, abs=0.051)
+        assert float(row["lower"]) == pytest.approx(p.lower, abs=0.051)
+        assert float(row["upper"]) == pytest.approx(p.upper, abs=0.051)
+        assert int(row["games"]) == 8
+    assert (tmp_path / EVAL_DIR / CURVE_PNG).stat().st_size > 10_000
+    metrics = read_eval_metrics(client, "t")
+    assert metrics["eval/step"] == 50.0 and metrics["eval/positions"] == 4321.0
+    assert metrics["eval/games"] == 8.0
+
+    # Weights published without metadata (an older learner): the step from their header.
+    publish(channel, 3, None)
+    assert worker.step()
+    with (tmp_path / EVAL_DIR / CURVE_CSV).open() as f:
+        last = list(csv.DictReader(f))[-1]
+    assert last["version"] == "3" and last["step"] == "30" and last["positions"] == ""
+
+
+def test_table_settings_are_checked(tmp_path, config) -> None:
+    table_file = tmp_path / "ladder.csv"
+    write_table(table_of({"random": 0.0, "minimax:1": 800.0}, 90.0), table_file)
+    with pytest.raises(ValueError, match=r"\['minimax:2'\] are not in the table"):
+        EvalSettings.from_config(rated_config(config, table_file))
+    with pytest.raises(ValueError, match="no ladder table at"):
+        EvalSettings.from_config(rated_config(config, tmp_path / "missing.csv"))
+    with pytest.raises(ValueError, match="minimax weights"):
+        EvalSettings.from_config(
+            rated_config(
+                config, table_file, ladder="[random,minimax:1]", **{"baseline.weights.king": 150}
+            )
+        )
+    with pytest.raises(ValueError, match=r"evaluation\.candidate_games"):
+        EvalSettings.from_config(
+            rated_config(config, table_file, ladder="[random,minimax:1]", candidate_games=7)
+        )
+
+
+def test_rated_ladder_stopped_mid_candidate_resumes_to_the_same_games(
+    server, tmp_path, config
+) -> None:
+    table_file = tmp_path / "ladder.csv"
+    write_table(
+        table_of({"random": 0.0, "minimax:1": 800.0, "minimax:2": 1050.0}, 90.0), table_file
+    )
+    cfg = rated_config(config, table_file, candidate_games=10)
+    client = connect(server.url, server.password, retries=2, backoff_s=0.05)
+    channel = WeightsChannel(client, namespace="t")
+    publish(channel, 1, None)
+    first = EvaluatorWorker(EvalSettings.from_config(cfg), client, tmp_path / "a")
+    first.ensure_best()
+    checks = iter(range(100))
+    first.stopping = lambda: next(checks) >= 2  # type: ignore[method-assign]  # probe + 2 pairs
+    assert not first.step()
+    assert sum(r.wins + r.draws + r.losses for r in first.results()) == 6
+    resumed = EvaluatorWorker(EvalSettings.from_config(cfg), client, tmp_path / "a")
+    assert resumed.step()
+    assert sum(r.wins + r.draws + r.losses for r in resumed.results()) == 10
+
+    cfg["replay"]["namespace"] = "u"  # the same candidate uninterrupted
+    channel_u = WeightsChannel(client, namespace="u")
+    publish(channel_u, 1, None)
+    whole = EvaluatorWorker(EvalSettings.from_config(cfg), client, tmp_path / "b")
+    assert whole.step()
+    assert whole.results() == resumed.results()
