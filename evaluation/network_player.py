@@ -15,8 +15,9 @@ instead of to a number of simulations (``game.mcts.search_until``): batches of
 ``leaves_per_game`` leaves, the clock read between batches, so a move overshoots its budget by
 at most one batch. The budget covers the whole move, a multi-jump's later decisions included
 (they mostly read the visits the first one already spread below them), the kept subtree's
-visits add to the new ones, and a move that is the only legal one is played at once, without
-search. The player counts what it did (``stats()``: moves searched, simulations, forced moves,
+visits add to the new ones, a searched move gets at least one batch of visits even when the
+budget ran out first (a stalled machine), and a move that is the only legal one is played at
+once, without search. The player counts what it did (``stats()``: moves searched, simulations, forced moves,
 reused trees), which a match reports as the mean simulations per move.
 
 Specs (``evaluation.players.make_player`` hands every spec that is not minimax or random to
@@ -230,6 +231,13 @@ class MCTSPlayer:
             before = mcts.root_child_visits(0)
             if self.time_ms:
                 stats = search_until(mcts, self.evaluator, deadline, chunk=self._chunk)
+                self.evaluations += stats.leaves
+                if not actions and mcts.root_child_visits(0) == before and not mcts.done(0):
+                    # the budget went before a visit (a stalled machine, a tiny budget): one
+                    # batch all the same, so a searched move never rests on the priors alone
+                    saved = mcts.simulations
+                    stats = search(mcts, self.evaluator, before + self._chunk)
+                    mcts.simulations = saved
             else:
                 stats = search(mcts, self.evaluator, self.simulations)
             self.evaluations += stats.leaves

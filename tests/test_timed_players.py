@@ -337,3 +337,21 @@ def test_play_server_takes_the_match_tools_time_form_and_searches_to_it() -> Non
     answer = engines.move(Position(), engines.parse("uniform-mcts:t80"))
     assert answer["move"] in [str(m) for m in Position().legal_moves()]
     assert 0 < answer["visits"] < HUGE
+
+
+class _StallingEvaluator(UniformEvaluator):
+    """Uniform, but each forward pass takes longer than the whole move's budget."""
+
+    def evaluate(self, planes, mask):  # type: ignore[no-untyped-def]
+        time.sleep(0.05)
+        return super().evaluate(planes, mask)
+
+
+def test_a_timed_move_gets_one_batch_even_when_the_budget_is_gone() -> None:
+    # 5 ms per move, 50 ms per forward pass: the root's evaluation alone spends the budget, and
+    # the move is still searched (one batch of leaves_per_game), not played from the priors.
+    player = MCTSPlayer(_StallingEvaluator(), {"leaves_per_game": 4}, name="stalled", time_ms=5)
+    position = Position()
+    move = player.choose(position)
+    assert move in position.legal_moves()
+    assert player.last_simulations == 4
