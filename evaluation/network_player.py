@@ -17,8 +17,8 @@ at most one batch. The budget covers the whole move, a multi-jump's later decisi
 (they mostly read the visits the first one already spread below them), the kept subtree's
 visits add to the new ones, a searched move gets at least one batch of visits even when the
 budget ran out first (a stalled machine), and a move that is the only legal one is played at
-once, without search. The player counts what it did (``stats()``: moves searched, simulations, forced moves,
-reused trees), which a match reports as the mean simulations per move.
+once, without search. The player counts what it did (``stats()``: moves searched, simulations,
+forced moves, reused trees), which a match reports as the mean simulations per move.
 
 Specs (``evaluation.players.make_player`` hands every spec that is not minimax or random to
 :func:`mcts_player`)::
