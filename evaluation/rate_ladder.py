@@ -25,7 +25,6 @@ import argparse
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -53,6 +52,7 @@ from evaluation.ladder import (
 )
 from evaluation.players import minimax_options
 from learner.config import compose
+from learner.revision import git_revision
 
 # Adjacent rungs about 150-250 Elo apart: close enough that a candidate anywhere on the ladder
 # has a rung within ~100-125 Elo (where its games tell most about it), and that each match is
@@ -161,20 +161,6 @@ def describe_plan(
         f"{pairs:,} pairs per match x {len(matches)} matches = {2 * pairs * len(matches):,} games;"
         f" {todo_games:,} still to play, about {seconds / 3600:.1f} h on {workers} worker(s)"
     )
-
-
-def git_revision() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(__file__).resolve().parent,
-        )
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 class _Progress:

@@ -19,7 +19,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -51,6 +50,7 @@ from learner.preflight import PreflightError, check_cluster
 from learner.redis_server import EmbeddedRedis, RedisServerError
 from learner.replay import ReplayStats, ReplayStore, ReplayUnavailable, SampleRatio, connect
 from learner.retention import WEIGHTS_DIR, prune_weights, save_promoted
+from learner.revision import git_revision
 from learner.trainer import Trainer
 from learner.weights import WeightsChannel
 
@@ -63,28 +63,6 @@ GAMES_FILE = "games/selfplay.pdn"  # under the run dir: self-play games, each on
 GAME_ID_TAG = re.compile(r'^\[Round "(\d+)"\]', re.MULTILINE)  # a game's record id in GAMES_FILE
 ACTOR_STOP_TIMEOUT_S = 30.0  # grace for actors to finish their current move and flush games
 PREFETCH_TIMEOUT_S = 60.0  # longest wait for a batch once training started: a stuck thread errors
-
-
-def git_revision() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(__file__).resolve().parent,
-        )
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(__file__).resolve().parent,
-        )
-        rev = out.stdout.strip() or "unknown"
-        return rev + ("-dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 @contextmanager
