@@ -224,6 +224,21 @@ def write_ratings_csv(ratings: Ratings, path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def _rung_line(ax: Any, name: str, elo: float) -> None:
+    """A rung as a dashed line, labelled inside the plot, clear of the y axis, just above it."""
+    ax.axhline(elo, linestyle="--", linewidth=0.8, color="grey")
+    ax.annotate(
+        name,
+        (0.01, elo),
+        xycoords=("axes fraction", "data"),
+        xytext=(0, 2),
+        textcoords="offset points",
+        fontsize=7,
+        color="dimgrey",
+        va="bottom",
+    )
+
+
 def plot_ratings(ratings: Ratings, path: Path) -> None:
     """Each candidate's rating (``vN``) by version with its interval; ladder players as lines."""
     import matplotlib
@@ -251,18 +266,7 @@ def draw_ratings(ratings: Ratings) -> Any:
         ax.errorbar(xs, ys, yerr=err, fmt="o-", capsize=3, label="candidates")
     for p in ratings.players:
         if _candidate_version(p.name) is None:
-            ax.axhline(p.elo, linestyle="--", linewidth=0.8, color="grey")
-            # Inside the plot, clear of the y axis and just above its line.
-            ax.annotate(
-                p.name,
-                (0.01, p.elo),
-                xycoords=("axes fraction", "data"),
-                xytext=(0, 2),
-                textcoords="offset points",
-                fontsize=7,
-                color="dimgrey",
-                va="bottom",
-            )
+            _rung_line(ax, p.name, p.elo)
     ax.set_xlabel("weights version")
     ax.set_ylabel("Elo (random = 0)")
     ax.set_title("checkerzero: candidate ratings against the ladder")
@@ -711,17 +715,7 @@ def draw_curve(points: Sequence[CurvePoint], rungs: Mapping[str, float]) -> Any:
                 markersize=4,
             )
         for name, elo in shown.items():
-            ax.axhline(elo, linestyle="--", linewidth=0.8, color="grey")
-            ax.annotate(
-                name,
-                (0.01, elo),
-                xycoords=("axes fraction", "data"),
-                xytext=(0, 2),
-                textcoords="offset points",
-                fontsize=7,
-                color="dimgrey",
-                va="bottom",
-            )
+            _rung_line(ax, name, elo)
         ax.set_xlabel(label)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("Elo (random = 0), 95% intervals")

@@ -126,6 +126,21 @@ class ResidualBlock(nn.Module):
         return torch.relu(x + y)
 
 
+def _scalar_head(config: ModelConfig, outputs: int) -> nn.Sequential:
+    """The value head's shape (1x1 conv, BatchNorm, a hidden layer) with ``outputs`` outputs:
+    the WDL head (3) and the moves-left head (1). The layer order fixes the state-dict keys."""
+    s = config.board_size
+    return nn.Sequential(
+        nn.Conv2d(config.channels, config.value_channels, 1, bias=False),
+        nn.BatchNorm2d(config.value_channels),
+        nn.ReLU(inplace=True),
+        nn.Flatten(),
+        nn.Linear(config.value_channels * s * s, config.value_hidden),
+        nn.ReLU(inplace=True),
+        nn.Linear(config.value_hidden, outputs),
+    )
+
+
 class CheckersNet(nn.Module):
     """Residual policy/value net: ``forward(x) -> (policy_logits (N, A), wdl_logits (N, 3))``."""
 
@@ -145,29 +160,9 @@ class CheckersNet(nn.Module):
             nn.ReLU(inplace=True),
             nn.Conv2d(config.policy_channels, NUM_DIRECTIONS, 1),
         )
-        self.value_head = nn.Sequential(
-            nn.Conv2d(c, config.value_channels, 1, bias=False),
-            nn.BatchNorm2d(config.value_channels),
-            nn.ReLU(inplace=True),
-            nn.Flatten(),
-            nn.Linear(config.value_channels * s * s, config.value_hidden),
-            nn.ReLU(inplace=True),
-            nn.Linear(config.value_hidden, NUM_WDL),
-        )
+        self.value_head = _scalar_head(config, NUM_WDL)
         # Only when switched on, so a network without it has exactly the old state dict.
-        self.moves_left_head = (
-            nn.Sequential(
-                nn.Conv2d(c, config.value_channels, 1, bias=False),
-                nn.BatchNorm2d(config.value_channels),
-                nn.ReLU(inplace=True),
-                nn.Flatten(),
-                nn.Linear(config.value_channels * s * s, config.value_hidden),
-                nn.ReLU(inplace=True),
-                nn.Linear(config.value_hidden, 1),
-            )
-            if config.moves_left_head
-            else None
-        )
+        self.moves_left_head = _scalar_head(config, 1) if config.moves_left_head else None
         # Not persistent: derived from the config, so it stays out of checkpoints.
         self.register_buffer("policy_index", policy_gather_index(s), persistent=False)
 
