@@ -7,7 +7,9 @@ The split is by game with a fixed seed: every decision of a game lands in the sa
 
 A game is replayed action by action, as self-play records it: a multi-jump is several decisions
 of the same player (the project's action space), each with its real history of earlier
-actions. Each decision keeps its packed history, the expert's action, the game's result from
+actions, until the rules end the game: experts sometimes play on past a draw by repetition or by
+the no-progress rule, and those positions are outside the game (their no-progress count can
+exceed the rules' 80 plies, which the encoder refuses). Each decision keeps its packed history, the expert's action, the game's result from
 the mover's view (0 won, 1 drawn, 2 lost, as ``learner.mirror`` codes it), whether it starts a
 move (the decision a player sees) and the index of its game.
 """
@@ -144,6 +146,8 @@ def replay_decisions(games: Sequence[PdnGame]) -> Decisions:
         pos = g.start()
         core = pos.game
         for text in g.moves:
+            if pos.is_over():  # experts play on past a draw the rules would declare
+                break
             move = pos.parse_move(text)
             for k, a in enumerate(core.actions_of(move)):
                 packed.append(core.pack_history())

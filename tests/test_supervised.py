@@ -218,3 +218,19 @@ def test_agreement_stops_where_the_rules_end_the_game():
     assert len(game.moves) == 10
     got = agreement(snapshot_evaluator(CheckersNet(TINY)), [game])
     assert got.positions == 8
+    assert len(replay_decisions([game])) == 8  # the training decisions stop there too
+
+
+def test_decisions_stop_at_the_no_progress_draw_and_all_encode():
+    # US National 1939, Hellman - Ryan: the players went on past the 80-ply no-progress draw, and
+    # a state beyond it (a count of 81) is one the encoder refuses as corrupt.
+    game = next(itertools.islice(iter_pdn(read_archive()), 9445, None))
+    assert "Hellman" in game.describe()
+    pos, played = game.start(), 0
+    while not pos.is_over():
+        pos.play(pos.parse_move(game.moves[played]))
+        played += 1
+    assert played < len(game.moves)
+    d = replay_decisions([game])
+    assert d.move_start.sum() == played
+    assert encoding.encode(d.packed, 8).shape[0] == len(d)
