@@ -10,28 +10,23 @@ from pathlib import Path
 GIT_TIMEOUT_S = 5  # a git that hangs (a locked index on a network drive) must not stall a run
 
 
+def _git(*args: str) -> str:
+    """Stdout of a git command run in this package's folder."""
+    here = Path(__file__).resolve().parent
+    done = subprocess.run(
+        ["git", *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S, cwd=here
+    )
+    return done.stdout.strip()
+
+
 def git_revision() -> str:
     """The revision of the checkout this package lives in."""
-    here = Path(__file__).resolve().parent
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_S,
-            cwd=here,
-        )
-        status = subprocess.run(
-            ["git", "status", "--porcelain"],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_S,
-            cwd=here,
-        )
+        rev = _git("rev-parse", "HEAD") or "unknown"
+        dirty = rev != "unknown" and bool(_git("status", "--porcelain"))
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-    rev = head.stdout.strip() or "unknown"
-    return rev + ("-dirty" if rev != "unknown" and status.stdout.strip() else "")
+    return rev + ("-dirty" if dirty else "")
 
 
 __all__ = ["git_revision"]
