@@ -508,6 +508,55 @@ def read_table(path: str | Path) -> LadderTable:
     )
 
 
+RESULTS_COLUMNS = ("a", "b", "first_mover", "wins", "draws", "losses")
+
+
+def results_path(table: str | Path) -> Path:
+    """Where a table's game counts live: beside it, ``<name>.results.csv``."""
+    table = Path(table)
+    return table.with_name(table.stem + ".results.csv")
+
+
+def write_results(rows: Iterable[PairResult], path: str | Path) -> None:
+    """The games a table was fitted from, as counts: one row per match and first mover, from
+    the match's ``a`` side (everything the fit reads; the games themselves stay in the games
+    file). Written whole or not at all, as the table."""
+    lines = [",".join(RESULTS_COLUMNS)]
+    lines += [f"{r.a},{r.b},{r.first_mover or ''},{r.wins},{r.draws},{r.losses}" for r in rows]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(path)
+
+
+def read_results(path: str | Path) -> list[PairResult]:
+    """Rows written by :func:`write_results`; ValueError naming the file and line if not."""
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise ValueError(f"cannot read the ladder results {path}: {e}") from None
+    if not lines or tuple(c.strip() for c in lines[0].split(",")) != RESULTS_COLUMNS:
+        raise ValueError(f"{path}, line 1: expected the columns {','.join(RESULTS_COLUMNS)}")
+    rows: list[PairResult] = []
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            a, b, mover, wins, draws, losses = (c.strip() for c in line.split(","))
+            counts = int(wins), int(draws), int(losses)
+        except ValueError:
+            raise ValueError(f"{path}, line {number}: a row needs 6 values: {line!r}") from None
+        if not a or not b or min(counts) < 0 or mover not in ("", a, b):
+            raise ValueError(
+                f"{path}, line {number}: needs two players, counts >= 0 and a first mover "
+                f"that is one of them (or empty): {line!r}"
+            )
+        rows.append(PairResult(a, b, *counts, first_mover=mover or None))
+    return rows
+
+
 def table_path(setting: str | None) -> Path | None:
     """``evaluation.ladder_table``: null (None) = no table, ``package`` = the table shipped in
     evaluation/data/, anything else a path to one."""

@@ -11,12 +11,15 @@ minimax rungs are deterministic, so a repeated opening would repeat a game). How
 enough for every rung's 95% interval, random anchored at 0, to be at most ``--target`` Elo
 either side, planned from the draw model's Fisher information (evaluation.ladder.plan_pairs) at
 rough ratings first, then at the ratings fitted so far: a first round of ``--probe-pairs`` per
-match, then rounds that at most double the pairs until the fit meets the target.
+match, then rounds that at most double the pairs until the fit meets the target (where the
+fit's own intervals are still wider than planned, the pairs grow by their ratio squared).
 
 Every finished pair is appended to ``--games-file`` (JSON lines) at once: a run that is killed
 and started again with the same arguments keeps its games and plays only what is missing. The
 table (evaluation.ladder.write_table) is rewritten after every round, marked ``provisional``
-until the target is met. The library functions are in evaluation.ladder.
+until the target is met. Beside the final table go its game counts (``<table>.results.csv``:
+per match and first mover, everything the fit reads), so that anyone can refit it and check.
+The library functions are in evaluation.ladder.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -46,8 +50,10 @@ from evaluation.ladder import (
     predicted_half_widths,
     rating_matches,
     rating_openings,
+    results_path,
     table_from_ratings,
     weights_text,
+    write_results,
     write_table,
 )
 from evaluation.players import minimax_options
@@ -124,11 +130,18 @@ def results_of(games: Mapping[Match, Mapping[int, Mapping[str, Any]]]) -> list[P
     return rows
 
 
+def rung_results(
+    games: Mapping[Match, Mapping[int, Mapping[str, Any]]], rungs: Sequence[str]
+) -> list[PairResult]:
+    """The games between ``rungs`` as PairResult rows (what the fit reads)."""
+    return [r for r in results_of(games) if r.a in rungs and r.b in rungs]
+
+
 def fit_games(
     games: Mapping[Match, Mapping[int, Mapping[str, Any]]], rungs: Sequence[str], elo_cfg: Any
 ) -> Ratings | None:
     """The fit of the games so far, None while they do not reach every rung."""
-    rows = [r for r in results_of(games) if r.a in rungs and r.b in rungs]
+    rows = rung_results(games, rungs)
     if not rows:
         return None
     try:
@@ -137,6 +150,16 @@ def fit_games(
         logging.info("no fit yet: %s", e)
         return None
     return ratings if all(r in ratings.names for r in rungs) else None
+
+
+def pairs_for_target(have: int, widest: float, target: float) -> int:
+    """Pairs per match for the widest fitted interval (``widest`` Elo either side, after
+    ``have`` pairs per match) to shrink to ``target``: intervals narrow as one over the square
+    root of the games, plus 2% so that the next fit does not land just outside; ``have`` when
+    it is already narrow enough."""
+    if widest <= target or have < 1:
+        return have
+    return math.ceil(have * (widest / target) ** 2 * 1.02)
 
 
 def seconds_per_game(games: Mapping[Match, Mapping[int, Mapping[str, Any]]], match: Match) -> float:
@@ -305,6 +328,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             need = args.pairs
         else:
             need = plan_pairs(rungs, elo, draw_elo, matches, args.target)
+            if ratings is not None:  # the plan is expected information; the fit's is observed
+                have = min(len(games.get(m) or {}) for m in matches)
+                widest = max(ratings[r].upper - ratings[r].elo for r in rungs)
+                need = max(need, pairs_for_target(have, widest, args.target))
         need = min(need, args.max_pairs)
         print(f"plan from {where}: {describe_plan(need, matches, games, args.workers)}")
         if args.dry_run:
@@ -342,11 +369,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     widest = max(ratings[r].upper - ratings[r].elo for r in rungs)
     meta["status"] = "final" if widest <= args.target else f"provisional (+-{widest:.0f} Elo)"
     write_table(table_from_ratings(ratings, rungs, meta | {"date": _now()}), args.out)
+    write_results(rung_results(read_games(games_file), rungs), results_path(args.out))
     for r in rungs:
         p = ratings[r]
         print(f"  {r:>22}  {p.elo:7.1f}  [{p.lower:7.1f}, {p.upper:7.1f}]  {p.games:,} games")
     print(f"draw_elo {ratings.draw_elo:.1f}, first move {ratings.first_move_elo or 0:.1f} Elo")
-    print(f"wrote {args.out} ({meta['status']}); games in {games_file}")
+    print(
+        f"wrote {args.out} ({meta['status']}) and its game counts {results_path(args.out)};"
+        f" games in {games_file}"
+    )
     return 0
 
 

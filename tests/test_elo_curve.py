@@ -19,6 +19,7 @@ from evaluation.elo import ELO_PER_NATURAL_UNIT, PairResult, game_information, l
 from evaluation.evaluator import CURVE_CSV, CURVE_PNG, EVAL_DIR, EvaluatorWorker
 from evaluation.keys import read_eval_metrics
 from evaluation.ladder import (
+    PACKAGE_TABLE,
     LadderTable,
     TableRow,
     fit_all,
@@ -28,8 +29,11 @@ from evaluation.ladder import (
     plan_pairs,
     rating_matches,
     rating_openings,
+    read_results,
     read_table,
+    results_path,
     weights_text,
+    write_results,
     write_table,
 )
 from evaluation.settings import EvalSettings
@@ -82,6 +86,10 @@ def test_rate_ladder_table_matches_a_direct_fit_and_resumes_without_replaying(
     assert table.meta["status"].startswith("provisional")  # 6 pairs are far from +-15
     assert table.meta["weights"] == weights_text(None) and table.meta["git_revision"]
     assert table.ratings["random"] == 0.0
+    # Beside the table, its game counts: the same fit again from them alone.
+    counts = read_results(results_path(out))
+    assert counts == rate_ladder.results_of(rate_ladder.read_games(games_file))
+    assert fit_all(counts, ELO_CFG)["minimax:2"].elo == pytest.approx(direct["minimax:2"].elo)
 
     # A kill mid-write leaves half a line: that pair is played again, nothing else.
     games_file.write_text("\n".join(first) + "\n" + first[-1][:40])
@@ -234,6 +242,54 @@ def test_read_table_errors_name_the_file(tmp_path) -> None:
     path.write_text(path.read_text().replace("# schema_version: 1", "# schema_version: 9"))
     with pytest.raises(ValueError, match="newer"):
         read_table(path)
+
+
+def test_pairs_grow_by_the_squared_ratio_of_the_fitted_interval_to_the_target() -> None:
+    assert rate_ladder.pairs_for_target(4416, 14.9, 15.0) == 4416  # narrow enough: no more
+    # +-16.3 after 4,416 pairs (the plan's expectation fell short): (16.3/15)^2 more, +2%.
+    grown = rate_ladder.pairs_for_target(4416, 16.3, 15.0)
+    assert grown == math.ceil(4416 * (16.3 / 15) ** 2 * 1.02) == 5319
+    assert rate_ladder.pairs_for_target(100, 30.0, 15.0) == 408
+
+
+def test_results_round_trip_and_errors_name_the_line(tmp_path) -> None:
+    path = tmp_path / "t.results.csv"
+    rows = [
+        PairResult("minimax:1", "random", 40, 0, 0, first_mover="minimax:1"),
+        PairResult("minimax:1", "random", 39, 1, 0, first_mover="random"),
+        PairResult("minimax:2", "minimax:1", 3, 30, 7),
+    ]
+    write_results(rows, path)
+    assert read_results(path) == rows
+    assert results_path(tmp_path / "t.csv") == path
+    path.write_text(path.read_text().replace("39,1,0", "39,-1,0"))
+    with pytest.raises(ValueError, match=r"t\.results\.csv, line 3: needs two players"):
+        read_results(path)
+    path.write_text("a,b,wins\n")
+    with pytest.raises(ValueError, match="line 1: expected the columns"):
+        read_results(path)
+
+
+def test_the_shipped_table_is_final_within_15_elo_and_refits_from_its_games(config) -> None:
+    """The table `evaluation=rated` uses: every rung within +-15 Elo (95%), rungs in rising
+    order, and exactly what its shipped game counts give when fitted again."""
+    table = read_table(PACKAGE_TABLE)
+    assert table.meta["status"] == "final"
+    elos = [row.elo for row in table.rows]
+    assert elos == sorted(elos) and table.rows[0].player == "random" and elos[0] == 0.0
+    for row in table.rows[1:]:
+        assert row.upper - row.elo <= 15.0 and row.elo - row.lower <= 15.0, row
+    cfg = OmegaConf.to_container(config("evaluation=rated"), resolve=True)
+    settings = EvalSettings.from_config(cfg)
+    assert settings.table is not None
+    assert [ladder_player(s).name for s in settings.ladder] == [r.player for r in table.rows]
+    rows = read_results(results_path(PACKAGE_TABLE))
+    assert sum(r.wins + r.draws + r.losses for r in rows) == sum(r.games for r in table.rows) // 2
+    refit = fit_all(rows, cfg["evaluation"]["elo"])
+    assert refit.draw_elo == pytest.approx(table.draw_elo, abs=0.01)
+    for row in table.rows:
+        assert refit[row.player].elo == pytest.approx(row.elo, abs=0.01)
+        assert refit[row.player].upper == pytest.approx(row.upper, abs=0.01)
 
 
 # ----------------------------------------------------------------------------- the evaluator
