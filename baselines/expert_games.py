@@ -9,9 +9,10 @@ A game is replayed action by action, as self-play records it: a multi-jump is se
 of the same player (the project's action space), each with its real history of earlier
 actions, until the rules end the game: experts sometimes play on past a draw by repetition or by
 the no-progress rule, and those positions are outside the game (their no-progress count can
-exceed the rules' 80 plies, which the encoder refuses). Each decision keeps its packed history, the expert's action, the game's result from
-the mover's view (0 won, 1 drawn, 2 lost, as ``learner.mirror`` codes it), whether it starts a
-move (the decision a player sees) and the index of its game.
+exceed the rules' 80 plies, which the encoder refuses). Each decision keeps its packed history,
+the expert's action, the game's result from the mover's view (0 won, 1 drawn, 2 lost, as
+``learner.mirror`` codes it), whether it starts a move (the decision a player sees) and the
+index of its game.
 """
 
 from __future__ import annotations
