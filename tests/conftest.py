@@ -80,3 +80,14 @@ def client(server):
     c = connect(server.url, server.password, retries=2, backoff_s=REDIS_TEST_BACKOFF_S)
     yield c
     c.close()
+
+
+def load_script(name: str):
+    """scripts/<name>.py as a module (the scripts are not a package)."""
+    import importlib.util
+
+    path = REPO_ROOT / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

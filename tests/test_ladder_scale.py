@@ -3,27 +3,19 @@ whichever side the rung played, and says when neither (or both) of the players i
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 from evaluation.elo import PairResult
 from evaluation.ladder import LadderTable, TableRow, fit_all, read_table, write_table
 from learner.config import compose
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 @pytest.fixture(scope="module")
 def ladder_scale():
-    spec = importlib.util.spec_from_file_location(
-        "ladder_scale", ROOT / "scripts" / "ladder_scale.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("ladder_scale")
 
 
 def test_a_match_is_rated_on_the_table_from_either_side(tmp_path, ladder_scale, capsys) -> None:

@@ -3,24 +3,17 @@ runs made before those existed (the arms recorded under docs/results/)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 import yaml
-
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import load_script
 
 
 @pytest.fixture(scope="module")
 def sweep_summary():
-    spec = importlib.util.spec_from_file_location(
-        "sweep_summary", ROOT / "scripts" / "sweep_summary.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("sweep_summary")
 
 
 def _arm(path: Path, overrides: list[str]) -> Path:
