@@ -48,6 +48,24 @@ def test_small_board_group_switches_the_board(config):
     assert net(torch.zeros(1, cfg.model.in_planes, 6, 6))[0].shape == (1, 72)
 
 
+def test_the_8x8_board_rates_on_the_shipped_ladder_and_6x6_rates_its_rungs_in_run(config):
+    from evaluation.settings import EvalSettings
+
+    big = EvalSettings.from_config(config())
+    assert big.ladder_table == "package" and big.table is not None
+    assert big.ladder[-1] == "minimax:8" and "noisy:0.65:minimax:1" in big.ladder
+    small = EvalSettings.from_config(config("game=small"))
+    assert small.size == 6 and small.ladder_table is None and small.table is None
+    assert small.rung_pairs > 0 and small.ladder == (
+        "random",
+        *(f"minimax:{d}" for d in (1, 2, 3, 4)),
+    )
+    # asked for on 6x6, the table is refused with the reason, not silently dropped
+    with pytest.raises(ValueError, match=r"evaluation.ladder_table='package'.*8x8.*game.size is 6"):
+        EvalSettings.from_config(config("game=small", "evaluation=rated"))
+    assert EvalSettings.from_config(config("evaluation=default")).table is None
+
+
 def test_unknown_key_is_rejected_by_hydra(config):
     with pytest.raises(ConfigError, match=r"mcts\.simulationz") as info:
         config("mcts.simulationz=3")

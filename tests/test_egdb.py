@@ -499,6 +499,7 @@ def test_evaluator_gate_adjudicates_and_settings_carry_the_database(db8, egdb_di
     assert decision.games == 4
     settings = EvalSettings.from_config(
         config(
+            "evaluation=default",  # minimax+db rungs are not in the rated table
             f"egdb.dir={egdb_dirs[8]}",
             "egdb.pieces=4",
             "evaluation.ladder=[random,minimax:1,minimax+db:2]",

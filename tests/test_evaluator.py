@@ -261,7 +261,8 @@ def shrunk(config, **evaluation) -> dict:
         "gate.max_games": 8,
         "gating": "true",  # the laptop preset (the default) rates without gating
     } | evaluation
-    overrides = ["replay.namespace=t", "game.max_plies=150"]
+    # evaluation=default: the rungs rated in-run, as on 6x6 (8x8 defaults to the rated table)
+    overrides = ["evaluation=default", "replay.namespace=t", "game.max_plies=150"]
     overrides += [f"evaluation.{k}={v}" for k, v in settings.items()]
     return OmegaConf.to_container(config(*overrides), resolve=True)
 
