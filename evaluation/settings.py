@@ -160,7 +160,8 @@ class EvalSettings:
         if missing:
             raise ValueError(
                 f"{where}: evaluation.ladder rungs {missing} are not in the table (it rates "
-                f"{[r.player for r in table.rows]})"
+                f"{[r.player for r in table.rows]}); to rate other rungs in-run, use "
+                "evaluation=default"
             )
         ours = weights_text(self.player_options.get("weights"))
         if table.meta.get("weights", ours) != ours:

@@ -372,7 +372,9 @@ def test_evaluator_with_a_table_plays_no_rung_games_and_writes_the_curve(
 def test_table_settings_are_checked(tmp_path, config) -> None:
     table_file = tmp_path / "ladder.csv"
     write_table(table_of({"random": 0.0, "minimax:1": 800.0}, 90.0), table_file)
-    with pytest.raises(ValueError, match=r"\['minimax:2'\] are not in the table"):
+    with pytest.raises(
+        ValueError, match=r"\['minimax:2'\] are not in the table.*evaluation=default"
+    ):
         EvalSettings.from_config(rated_config(config, table_file))
     with pytest.raises(ValueError, match="no ladder table at"):
         EvalSettings.from_config(rated_config(config, tmp_path / "missing.csv"))
