@@ -9,7 +9,9 @@ depth 4 (final_match.json, written by the sweep). Runs made before those files e
 from the learner's last log line and the match's printed summary instead. A run that has not
 finished its match is listed with what it has. `--plot` draws the arms side by side: each final
 match's Elo with its 95% interval, and the in-run curves (the evaluator's ladder Elo and the
-training loss) against minutes.
+training loss) against minutes. A run rated on the shipped table (`evaluation=rated`) draws its
+Elo with a solid line; one rated on its own in-run rungs, dashed: the two scales differ (the
+in-run rungs put minimax:4 some 250 Elo lower than the table does).
 """
 
 from __future__ import annotations
@@ -102,6 +104,15 @@ def _match_figures(run_dir: Path) -> tuple | None:
     return None
 
 
+def rated_on_table(run_dir: Path) -> bool:
+    """Whether the run's evaluator rated candidates on the shipped ladder table."""
+    config = _first(run_dir / ".hydra" / "config.yaml", run_dir / "config.yaml")
+    if config is None:
+        return False
+    evaluation = (yaml.safe_load(config.read_text()) or {}).get("evaluation") or {}
+    return evaluation.get("ladder_table") is not None
+
+
 def plot(run_dirs: list[Path], rows: list[dict], out: Path) -> None:
     import matplotlib
 
@@ -124,10 +135,12 @@ def plot(run_dirs: list[Path], rows: list[dict], out: Path) -> None:
         elo = series.get("eval/elo", [])
         # the logger repeats the last rating every line: keep the first line of each new rating
         rated = [p for i, p in enumerate(elo) if i == 0 or p[2] != elo[i - 1][2]]
+        on_table = rated_on_table(run_dir)
         ax_elo.plot(
             [(t - t0) / 60 for _, t, _ in rated],
             [v for _, _, v in rated],
-            label=row["run"],
+            label=f"{row['run']} ({'table' if on_table else 'own rungs'})",
+            linestyle="-" if on_table else "--",
             marker="o",
             ms=3,
         )
@@ -138,7 +151,7 @@ def plot(run_dirs: list[Path], rows: list[dict], out: Path) -> None:
             )
             minutes = [(t - t0) / 60 for _, t, _ in loss[LOSS_SMOOTHING - 1 :]]
             ax_loss.plot(minutes, smooth, label=row["run"])
-    ax_elo.set_title("in-run ladder Elo (random = 0; coarse)")
+    ax_elo.set_title("in-run Elo (random = 0): solid on the table, dashed own rungs", fontsize=10)
     ax_loss.set_title(f"training loss (policy + value; mean of {LOSS_SMOOTHING} log lines)")
     for ax in (ax_elo, ax_loss):
         ax.set_xlabel("minutes")

@@ -63,3 +63,19 @@ def test_an_older_arm_is_read_from_its_logs(tmp_path, sweep_summary, capsys):
         "45.0% (+69 =143 -100; Elo -35 [-63, -6]; 312 games) |"
     )
     assert table[3] == "| late | replay.window_positions=40000 |  |  |  | (no match yet) |"
+
+
+def test_the_plot_tells_a_rated_run_from_an_unrated_one(tmp_path, sweep_summary):
+    rated = _arm(tmp_path / "sweep-rated", ["evaluation=rated"])
+    (rated / ".hydra" / "config.yaml").write_text(
+        yaml.safe_dump({"evaluation": {"ladder_table": "package"}})
+    )
+    unrated = _arm(tmp_path / "sweep-unrated", [])
+    (unrated / ".hydra" / "config.yaml").write_text(
+        yaml.safe_dump({"evaluation": {"ladder_table": None}})
+    )
+    bare = tmp_path / "sweep-bare"  # an old copy under docs/results/ without its config
+    bare.mkdir()
+    assert sweep_summary.rated_on_table(rated)
+    assert not sweep_summary.rated_on_table(unrated)
+    assert not sweep_summary.rated_on_table(bare)
