@@ -360,7 +360,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             options=options,
             label=f"round {round_number} (to {goal} pairs per match)",
         )
-        ratings = fit_games(read_games(games_file), rungs, elo_cfg)
+        games = read_games(games_file)
+        ratings = fit_games(games, rungs, elo_cfg)
         if ratings is not None:
             write_table(table_from_ratings(ratings, rungs, meta | {"date": _now()}), args.out)
     if ratings is None:
@@ -369,7 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     widest = max(ratings[r].upper - ratings[r].elo for r in rungs)
     meta["status"] = "final" if widest <= args.target else f"provisional (+-{widest:.0f} Elo)"
     write_table(table_from_ratings(ratings, rungs, meta | {"date": _now()}), args.out)
-    write_results(rung_results(read_games(games_file), rungs), results_path(args.out))
+    write_results(rung_results(games, rungs), results_path(args.out))  # the games of the fit
     for r in rungs:
         p = ratings[r]
         print(f"  {r:>22}  {p.elo:7.1f}  [{p.lower:7.1f}, {p.upper:7.1f}]  {p.games:,} games")
