@@ -27,7 +27,7 @@ from pathlib import Path
 from game.openings import acf_deck
 
 REPO = Path(__file__).resolve().parents[1]
-NETWORK = "laptop-60min.safetensors"
+NETWORK = "long-160min.safetensors"
 SIMS = 200
 MS = 200
 

@@ -4,7 +4,7 @@ Default::
 
     python benchmarks/strength.py [--checkpoint PATH] [--sims 100] [--max-depth 4] [--games 20]
 
-The network (a checkpoint; by default the shipped one, ``game/data/*.safetensors``, else a
+The network (a checkpoint; by default the shipped one, ``game/data/long-160min.safetensors``, else a
 randomly initialised network of ``conf/model/default.yaml``, said so in the output) searches
 with MCTS at ``--sims`` simulations per decision (no noise, most visited move) and plays
 ``--games`` games against each ladder player (``random``, ``minimax:1`` .. ``minimax:N``) from
@@ -53,14 +53,14 @@ from game.openings import load_openings
 from game.pdn import write_pdn
 
 DATA = Path(game.__file__).resolve().parent / "data"  # ships in the wheel
-SHIPPED_GLOB = "*.safetensors"
+SHIPPED = "long-160min.safetensors"  # the strongest shipped network (docs/results.md)
 ANCHOR = "random"
 
 
 def shipped_checkpoint() -> Path | None:
-    """The network shipped with the project, if any (the newest by name)."""
-    found = sorted(DATA.glob(SHIPPED_GLOB))
-    return found[-1] if found else None
+    """The network shipped with the project, if it is installed."""
+    path = DATA / SHIPPED
+    return path if path.is_file() else None
 
 
 def random_init_checkpoint(directory: Path, seed: int) -> Path:
