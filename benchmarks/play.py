@@ -25,9 +25,10 @@ import urllib.request
 from pathlib import Path
 
 from game.openings import acf_deck
+from play.settings import shipped_network
 
 REPO = Path(__file__).resolve().parents[1]
-NETWORK = "long-160min.safetensors"
+NETWORK = shipped_network().name  # the server's default opponent (conf/play/default.yaml)
 SIMS = 200
 MS = 200
 

@@ -4,7 +4,7 @@ Default::
 
     python benchmarks/strength.py [--checkpoint PATH] [--sims 100] [--max-depth 4] [--games 20]
 
-The network (a checkpoint; by default the shipped one, ``game/data/long-160min.safetensors``, else a
+The network (a checkpoint; by default the shipped one, ``play.settings.shipped_network``, else a
 randomly initialised network of ``conf/model/default.yaml``, said so in the output) searches
 with MCTS at ``--sims`` simulations per decision (no noise, most visited move) and plays
 ``--games`` games against each ladder player (``random``, ``minimax:1`` .. ``minimax:N``) from
@@ -45,21 +45,19 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import game
 from evaluation.arena import MatchResult, run_match
 from evaluation.elo import PairResult, Ratings, fit_ratings, match_elo
 from evaluation.ladder import pair_results, rung_results
 from game.openings import load_openings
 from game.pdn import write_pdn
+from play.settings import shipped_network
 
-DATA = Path(game.__file__).resolve().parent / "data"  # ships in the wheel
-SHIPPED = "long-160min.safetensors"  # the strongest shipped network (docs/results.md)
 ANCHOR = "random"
 
 
 def shipped_checkpoint() -> Path | None:
     """The network shipped with the project, if it is installed."""
-    path = DATA / SHIPPED
+    path = shipped_network()
     return path if path.is_file() else None
 
 

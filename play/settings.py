@@ -61,4 +61,11 @@ def models_dir(value: str | Path) -> Path:
     return path
 
 
-__all__ = ["conf_file", "load_settings", "models_dir"]
+def shipped_network() -> Path:
+    """The shipped network: the file of the play configuration's ``default_player`` (a spec such
+    as ``long-160min.safetensors:sims=200``) in the game package's data folder. The one place
+    that names it, for the front ends and the benchmarks alike."""
+    return GAME_DATA / load_settings()["default_player"].split(":", 1)[0]
+
+
+__all__ = ["conf_file", "load_settings", "models_dir", "shipped_network"]

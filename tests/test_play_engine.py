@@ -12,7 +12,7 @@ from game import Position
 from play.cli import play_game
 from play.engines import Engines
 from play.paths import Roots
-from play.settings import load_settings
+from play.settings import load_settings, shipped_network
 
 START_LEGAL = {"9-13", "9-14", "10-14", "10-15", "11-15", "11-16", "12-16"}
 
@@ -79,3 +79,12 @@ def test_terminal_player_command():
     assert "random:1 plays" in done.stdout and "Black to move" in done.stdout
     bad = run("play.cli", "", "--player", "../x.safetensors")
     assert bad.returncode == 2 and "'..'" in bad.stderr
+
+
+def test_the_shipped_network_is_the_default_opponent_and_is_installed():
+    network = shipped_network()
+    assert network.is_file(), f"{network} is named by conf/play/default.yaml but missing"
+    assert load_settings()["default_player"].startswith(network.name + ":")
+    engines = Engines(load_settings({"torch_threads": 1}), Roots("runs", network.parent))
+    spec = engines.parse(load_settings()["default_player"])
+    assert spec.kind == "network" and spec.path.resolve() == network.resolve()
