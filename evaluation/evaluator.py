@@ -564,9 +564,9 @@ class EvaluatorWorker:
         for key in ("step", "positions"):
             if info.get(key) is not None:
                 metrics[key] = float(info[key])
-        t0 = self._first_time()
-        if info.get("t") is not None and t0 is not None:
-            metrics["wall_s"] = float(info["t"]) - t0
+        wall = self._wall_seconds(self._versions())
+        if wall.get(version) is not None:
+            metrics["wall_s"] = wall[version]
         best = self.channel.version("best")
         if best >= 0:
             metrics["best_version"] = float(best)
@@ -631,6 +631,8 @@ class EvaluatorWorker:
             "positions": meta.get("positions"),
             "t": meta.get("t", round(time.time(), 3)),
         }
+        if (run_s := _seconds(meta.get("run_s"))) is not None:  # the run's own clock
+            info["run_s"] = run_s
         self.client.hset(versions_key(self.ns), str(version), json.dumps(info))
         return info
 
@@ -641,29 +643,36 @@ class EvaluatorWorker:
                 infos[int(k)] = dict(json.loads(v))
         return infos
 
-    def _first_time(self) -> float | None:
-        """When the first rated version was published (the wall-time axis's zero)."""
-        times = [float(i["t"]) for i in self._versions().values() if i.get("t") is not None]
-        return min(times) if times else None
+    @staticmethod
+    def _wall_seconds(infos: dict[int, dict[str, Any]]) -> dict[int, float | None]:
+        """Each version's place on the wall-time axis: the run's own seconds when it was
+        published (``run_s``: resumes summed, the time between them not counted) when every
+        version carries them; else, for a run begun before the learner sent them, the clock
+        since the first version's publication (downtime between resumes included)."""
+        run = {v: _seconds(i.get("run_s")) for v, i in infos.items()}
+        if infos and all(s is not None for s in run.values()):
+            return run
+        times = {v: _seconds(i.get("t")) for v, i in infos.items()}
+        t0 = min((t for t in times.values() if t is not None), default=None)
+        return {v: None if t0 is None or t is None else t - t0 for v, t in times.items()}
 
     def curve(self, ratings: Ratings) -> list[CurvePoint]:
         """Every rated candidate with its step, wall seconds since the first one, positions."""
         infos = self._versions()
         if not infos:
             return []
-        t0 = min(float(i.get("t") or math.inf) for i in infos.values())
+        wall = self._wall_seconds(infos)
         names = set(ratings.names)
         points = []
         for version in sorted(infos):
             if f"v{version}" not in names:
                 continue
             info, p = infos[version], ratings[f"v{version}"]
-            t = info.get("t")
             points.append(
                 CurvePoint(
                     version=version,
                     step=None if info.get("step") is None else int(info["step"]),
-                    wall_s=None if t is None or not math.isfinite(t0) else float(t) - t0,
+                    wall_s=wall[version],
                     positions=None if info.get("positions") is None else int(info["positions"]),
                     elo=p.elo,
                     lower=p.lower,
@@ -689,3 +698,11 @@ class EvaluatorWorker:
 
     def _ladder_names(self) -> set[str]:
         return {self._rung_player(spec).name for spec in self.s.ladder}
+
+
+def _seconds(value: Any) -> float | None:
+    """A time in seconds from the weights' metadata, or None where it is absent or no finite
+    number >= 0 (a malformed record must not break the curve)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None

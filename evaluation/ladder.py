@@ -689,7 +689,7 @@ class CurvePoint:
 
     version: int
     step: int | None  # the training step its weights were published at
-    wall_s: float | None  # seconds since the first version's publication
+    wall_s: float | None  # the run's seconds at its publication (resumes summed; see evaluator)
     positions: int | None  # self-play positions in the store when it was published
     elo: float
     lower: float

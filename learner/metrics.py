@@ -7,8 +7,9 @@ whole run, resumes included.
 
 W&B (offline unless configured): every row carries ``learner/step``, the step metric that
 ``define_metric`` sets for every key, so charts share one x axis across resumes;
-``learner/wall_s`` (seconds since this logger started) and ``replay/positions_added`` are the
-alternatives a chart can pick. A new evaluation is logged once, on its own row, at the step of
+``learner/wall_s`` (the seconds the run has run, its resumes summed, as the learner's rows give
+it; else seconds since this logger started) and ``replay/positions_added`` are the alternatives
+a chart can pick. A new evaluation is logged once, on its own row, at the step of
 the candidate's weights (``eval/step``), with ``eval/wall_s`` and ``eval/positions`` beside it.
 :meth:`MetricsLogger.log_model` stores networks as model artifacts (aliases ``latest``, ``best``,
 ``weights-v<N>``) and :meth:`MetricsLogger.log_table` a CSV as a ``wandb.Table``.
@@ -32,7 +33,7 @@ logger = logging.getLogger(__name__)
 
 CSV_NAME = "metrics.csv"
 STEP_METRIC = "learner/step"  # W&B's x axis for every chart (define_metric)
-WALL_METRIC = "learner/wall_s"  # an alternative x axis: seconds since the logger started
+WALL_METRIC = "learner/wall_s"  # an alternative x axis: the run's seconds, resumes summed
 EVAL_PREFIX = "eval/"
 EVAL_STEP = "eval/step"  # the training step of the evaluated candidate's weights
 # Plots drawn into the run directory: file name -> the metric keys it shows.
@@ -87,7 +88,8 @@ class MetricsLogger:
         """The row at ``step``; the evaluator's metrics on a row of their own at the candidate's
         step, once per evaluation (they repeat on every row of metrics.csv)."""
         row = {k: v for k, v in metrics.items() if not k.startswith(EVAL_PREFIX)}
-        self._wandb.log(row | {STEP_METRIC: step, WALL_METRIC: round(now - self._t0, 3)})
+        wall = row.get(WALL_METRIC, now - self._t0)  # a row without it: since this logger began
+        self._wandb.log(row | {STEP_METRIC: step, WALL_METRIC: round(wall, 3)})
         evaluation = {k: v for k, v in metrics.items() if k.startswith(EVAL_PREFIX)}
         key = (evaluation.get("eval/version", math.nan), evaluation.get("eval/elo", math.nan))
         if "eval/version" not in evaluation or key == self._eval_logged:

@@ -44,7 +44,7 @@ from learner.checkpoint import read_checkpoint_meta
 from learner.cluster import start_ray
 from learner.live import copy_live
 from learner.losses import Losses
-from learner.metrics import MetricsLogger
+from learner.metrics import WALL_METRIC, MetricsLogger
 from learner.mirror import MirrorPrefetcher, ReplayMirror
 from learner.preflight import PreflightError, check_cluster
 from learner.redis_server import EmbeddedRedis, RedisServerError
@@ -415,6 +415,8 @@ class Run:
             "learner/steps_skipped_nonfinite": trainer.counters.skipped_nonfinite,
             "learner/weights_version": trainer.counters.version,
         }
+        if (run_s := trainer.run_seconds()) is not None:
+            row[WALL_METRIC] = run_s
         return row | _loss_metrics(loop.losses)
 
     def _summary(
@@ -440,7 +442,8 @@ class Run:
             "version": trainer.counters.version,
             "games": stats.games_added,
             "positions": stats.positions_added,
-            "elapsed_s": round(time.monotonic() - loop.t_start, 1),
+            "elapsed_s": round(time.monotonic() - loop.t_start, 1),  # this start or resume
+            "run_s": None if (run_s := trainer.run_seconds()) is None else round(run_s, 1),
             # What `python -m evaluation.match` and `evaluation.calibration` take as a player.
             "model": str(self.ckpt_dir / MODEL_FILE),
             "training_state": str(state),  # what a resume loads
@@ -478,8 +481,11 @@ class Run:
         self, trainer: Trainer, channel: WeightsChannel, positions: int | None = None
     ) -> None:
         trainer.counters.version += 1
-        # Where the run stands, for the evaluator's Elo curve (step, positions, wall time).
+        # Where the run stands, for the evaluator's Elo curve (step, positions, wall time):
+        # "run_s" counts the run's own seconds, resumes summed; "t" is the clock.
         meta = {"step": trainer.counters.step, "positions": positions, "t": round(time.time(), 3)}
+        if (run_s := trainer.run_seconds()) is not None:
+            meta["run_s"] = round(run_s, 1)
         channel.publish(
             trainer.weights_bytes(trainer.counters.version), trainer.counters.version, meta
         )
@@ -597,9 +603,12 @@ def _signed(value: float | None) -> str:
 def describe_summary(summary: dict[str, Any], path: Path) -> str:
     """The end of a run as a person reads it (the same facts as summary.json)."""
     minutes, seconds = divmod(int(summary["elapsed_s"]), 60)
+    total = ""
+    if summary["resumed"] and summary.get("run_s") is not None:
+        total = f", {summary['run_s'] / 60:.0f} min in all"
     lines = [
         f"run finished after {minutes} min {seconds:02d} s"
-        f"{' (resumed)' if summary['resumed'] else ''}: {summary['step']:,} training steps,"
+        f"{f' (resumed{total})' if summary['resumed'] else ''}: {summary['step']:,} training steps,"
         f" weights version {summary['version']}, {summary['games']:,} self-play games,"
         f" {summary['positions']:,} positions",
     ]

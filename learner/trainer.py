@@ -18,6 +18,7 @@ import dataclasses
 import logging
 import math
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +83,9 @@ class Counters:
     samples: int = 0  # training samples drawn (for the sample-to-position ratio)
     version: int = 0  # newest weights version published
     skipped_nonfinite: int = 0  # batches whose loss or gradients were not finite (no step taken)
+    # Whole seconds the run has run, summed over its resumes (the time between them not
+    # counted); -1: resumed from a training state saved before this counter existed.
+    run_s: int = 0
 
 
 class Trainer:
@@ -108,6 +112,7 @@ class Trainer:
             instantiate(cfg.scheduler)(self.optimizer) if cfg.get("scheduler") else None
         )
         self.counters = Counters()
+        self._clock = time.monotonic()  # when counters.run_s was last set (start or resume)
         mb = cfg.get("max_checkpoint_mb")
         self.max_checkpoint_bytes = MAX_CHECKPOINT_BYTES if mb is None else int(mb * 1024 * 1024)
 
@@ -173,6 +178,14 @@ class Trainer:
         self.check_finite()
         return encode_checkpoint(self.published_model, step=self.counters.step, version=version)
 
+    def run_seconds(self) -> float | None:
+        """Seconds the run has run, summed over its resumes: the restored ``counters.run_s``
+        plus the time since this trainer started or resumed. None when unknown (resumed from a
+        training state older than the counter)."""
+        if self.counters.run_s < 0:
+            return None
+        return self.counters.run_s + time.monotonic() - self._clock
+
     # --- checkpoints ---------------------------------------------------------------------------
     def save(self, ckpt_dir: Path, *, keep: int) -> Path:
         """Writes a resumable training state (and a plain weights checkpoint beside it);
@@ -186,7 +199,7 @@ class Trainer:
             self.optimizer,
             self.scheduler,
             step=self.counters.step,
-            counters=vars(self.counters).copy(),
+            counters=self._counters_now(),
             rng=capture_rng_state(),
             ema=self.ema,
         )
@@ -209,6 +222,12 @@ class Trainer:
         for old in sorted(self._states(ckpt_dir))[:-keep]:
             old.unlink(missing_ok=True)
         return path
+
+    def _counters_now(self) -> dict[str, int]:
+        counters = vars(self.counters).copy()
+        run_s = self.run_seconds()
+        counters["run_s"] = -1 if run_s is None else int(run_s)
+        return counters
 
     def load_weights(self, path: str | Path) -> None:
         """Starts from a model checkpoint's weights (a warm start, e.g. a supervised network);
@@ -283,7 +302,10 @@ class Trainer:
             restore_rng_state(state.rng)
         except (TypeError, ValueError, KeyError, RuntimeError, IndexError, OverflowError) as e:
             raise ValueError(f"{path}: bad counters or RNG state ({e})") from e
+        if "run_s" not in state.counters:  # saved before the run clock existed: unknown
+            counters.run_s = -1
         self.counters = counters
+        self._clock = time.monotonic()
         if self.ema is not None and state.ema_updates is None:
             self.ema.reset(self.model)
             logger.info("%s holds no weights average: it starts from the raw weights", path.name)

@@ -328,8 +328,9 @@ def test_evaluator_with_a_table_plays_no_rung_games_and_writes_the_curve(
     assert settings.table is not None and settings.table.ratings["minimax:2"] == 1050.0
     client = connect(server.url, server.password, retries=2, backoff_s=0.05)
     channel = WeightsChannel(client, namespace="t")
-    publish(channel, 1, {"step": 0, "positions": 0, "t": 1000.0})
-    publish(channel, 2, {"step": 50, "positions": 4321, "t": 1090.5})
+    # v2 came after the run was stopped for two hours: the run's own clock skips that.
+    publish(channel, 1, {"step": 0, "positions": 0, "t": 1000.0, "run_s": 5.0})
+    publish(channel, 2, {"step": 50, "positions": 4321, "t": 8290.5, "run_s": 95.5})
     worker = EvaluatorWorker(settings, client, tmp_path)
     assert worker.step()  # v1 made best and rated, v2 rated
     rows = worker.results()
@@ -349,7 +350,7 @@ def test_evaluator_with_a_table_plays_no_rung_games_and_writes_the_curve(
     assert [row["version"] for row in curve] == ["1", "2"]
     assert [row["step"] for row in curve] == ["0", "50"]
     assert [row["positions"] for row in curve] == ["0", "4321"]
-    assert [row["wall_s"] for row in curve] == ["0.0", "90.5"]
+    assert [row["wall_s"] for row in curve] == ["5.0", "95.5"]
     for row in curve:
         p = ratings[f"v{row['version']}"]
         assert float(row["elo"]) == pytest.approx(p.elo, abs=0.051)
@@ -417,3 +418,18 @@ def test_rated_ladder_stopped_mid_candidate_resumes_to_the_same_games(
     whole = EvaluatorWorker(EvalSettings.from_config(cfg), client, tmp_path / "b")
     assert whole.step()
     assert whole.results() == resumed.results()
+
+
+def test_the_wall_time_axis_is_the_runs_clock_else_the_publication_times() -> None:
+    wall = EvaluatorWorker._wall_seconds
+    assert wall({1: {"t": 1000.0, "run_s": 5.0}, 2: {"t": 9000.0, "run_s": 65.0}}) == {
+        1: 5.0,
+        2: 65.0,
+    }
+    # A run begun before the learner sent its clock, or one bad value: the publication times.
+    for run_s in (None, "soon", -3.0, math.nan, True):
+        info = {1: {"t": 1000.0}, 2: {"t": 1090.5, "run_s": 65.0}, 3: {"t": 1200.0}}
+        info[1]["run_s"] = run_s
+        assert wall(info) == {1: 0.0, 2: 90.5, 3: 200.0}
+    assert wall({1: {"t": "x"}, 2: {"step": 3}}) == {1: None, 2: None}
+    assert wall({}) == {}

@@ -182,6 +182,7 @@ def test_smoke_run_completes_end_to_end(tmp_path):
     assert summary["version"] >= 2  # v1 at start, then one per 10 steps: a learned version
     assert summary["games"] >= 1 and summary["positions"] >= 64  # replay.min_positions=64
     assert summary["elapsed_s"] > 0 and summary["losses"]["total"] > 0
+    assert summary["run_s"] >= summary["elapsed_s"]  # the trainer's clock starts before the loop
     assert summary["elo"] is None  # the smoke preset runs no evaluator
     assert re.search(r"1 self-play actors on 1 node\(s\)", output)
 
@@ -212,6 +213,8 @@ def test_smoke_run_completes_end_to_end(tmp_path):
     rates = read_metrics(run_dir / "metrics.csv")
     assert max(v for _, _, v in rates["selfplay/positions_per_s"]) > 0
     assert max(v for _, _, v in rates["learner/samples_per_s"]) > 0
+    clock = [v for _, _, v in rates["learner/wall_s"]]  # the run's own seconds, never back
+    assert clock == sorted(clock) and 0 < clock[-1] <= summary["run_s"] + 0.1
     for plot in ("loss.png", "throughput.png", "replay.png"):
         assert (run_dir / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", plot
 
@@ -360,6 +363,8 @@ def test_killed_learner_resumes_from_its_checkpoint(tmp_path):
     assert int(match.group(1)) == int(match.group(2)) == killed_at > 0
     summary = summary_of(run_dir, output)
     assert summary["resumed"] is True
+    # The run's clock goes on from the saved state's: the killed run's time up to it counts.
+    assert summary["run_s"] > summary["elapsed_s"] > 0
     assert summary["step"] == resumed_to  # training continued from the saved step, not from 0
     assert summary["positions"] >= before["positions_added"]  # no game of the window was lost
     assert summary["games"] >= before["games_added"]

@@ -177,6 +177,7 @@ def test_the_end_of_a_run_reads_as_text(tmp_path):
         "games": 310,
         "positions": 21000,
         "elapsed_s": 125.4,
+        "run_s": 2520.0,  # with the time before the resume
         "model": "runs/x/checkpoints/latest.safetensors",
         "training_state": "runs/x/checkpoints/state_00001200.safetensors",
         "losses": {"policy": 2.5, "value": 0.75, "total": 3.25},
@@ -184,8 +185,8 @@ def test_the_end_of_a_run_reads_as_text(tmp_path):
     }
     text = describe_summary(summary, tmp_path / "summary.json")
     assert text.startswith(
-        "run finished after 2 min 05 s (resumed): 1,200 training steps, weights version 25,"
-        " 310 self-play games, 21,000 positions"
+        "run finished after 2 min 05 s (resumed, 42 min in all): 1,200 training steps,"
+        " weights version 25, 310 self-play games, 21,000 positions"
     )
     assert "last losses: total 3.250 (policy 2.500, value 0.750)" in text
     assert "newest Elo: +412 [+350, ?] (weights v20, random = 0)" in text

@@ -82,3 +82,51 @@ def test_restore_without_checkpoint_and_pruning(tmp_path):
     states = sorted(p.name for p in tmp_path.glob("state_*.safetensors"))
     assert states == ["state_00000003.safetensors", "state_00000004.safetensors"]
     assert (tmp_path / "latest.safetensors").exists()
+
+
+class _Clock:
+    """learner.trainer's monotonic clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_run_clock_sums_resumes_and_skips_the_time_between(tmp_path, monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr("learner.trainer.time.monotonic", clock)
+    a = Trainer(LEARNER, MODEL, 8)
+    clock.now += 600.0  # ten minutes of running
+    assert a.run_seconds() == 600.0
+    a.save(tmp_path, keep=2)
+    clock.now += 3 * 3600.0  # stopped for three hours: not the run's time
+    b = Trainer(LEARNER, MODEL, 8)
+    assert b.restore(tmp_path)
+    assert b.run_seconds() == 600.0
+    clock.now += 90.5
+    assert b.run_seconds() == 690.5
+
+
+def test_a_state_saved_before_the_run_clock_leaves_it_unknown(tmp_path, monkeypatch):
+    from learner import checkpoint
+
+    a = Trainer(LEARNER, MODEL, 8)
+    a.step(batches(1)[0])
+    real = checkpoint.save_training_state
+
+    def without_clock(*args, counters, **kwargs):  # what a learner before the counter wrote
+        return real(*args, counters={k: v for k, v in counters.items() if k != "run_s"}, **kwargs)
+
+    monkeypatch.setattr("learner.trainer.save_training_state", without_clock)
+    a.save(tmp_path, keep=2)
+    b = Trainer(LEARNER, MODEL, 8)
+    assert b.restore(tmp_path) and b.counters.step == 1
+    assert b.run_seconds() is None
+    monkeypatch.undo()
+    b.step(batches(1)[0])
+    b.save(tmp_path, keep=2)  # still unknown after the next save, never a clock from zero
+    c = Trainer(LEARNER, MODEL, 8)
+    assert c.restore(tmp_path) and c.counters.step == 2
+    assert c.run_seconds() is None
