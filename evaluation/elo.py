@@ -79,6 +79,12 @@ MAX_NEWTON_ITERATIONS = 100  # Newton converges in ~5-15 steps here; 100 means s
 NEWTON_TOLERANCE_ELO = 1e-7  # stop when no parameter moves more than this (Elo); far below noise
 ARMIJO_FRACTION = 1e-4  # sufficient-increase constant of the backtracking line search
 MIN_STEP_FRACTION = 2.0**-40  # a line search shrinking the step below this has converged
+# The most one Newton step moves any parameter (Elo). Far from its games' ratings a player's
+# win probabilities saturate, the curvature vanishes and a full Newton step would fly off by
+# thousands of Elo to where its gradient is too flat to come back; a bounded step cannot.
+MAX_STEP_ELO = 400.0
+# The line search failing with an ascent direction this steep left is a stall, not the optimum.
+STALL_SLOPE = 1e-6
 DIVERGENCE_ELO = 1e5  # a fitted value this large means the optimum is at infinity
 VALID_SCORES = (0.0, 0.5, 1.0)  # points for a loss, a draw, a win
 
@@ -538,6 +544,9 @@ def _newton(model: _Model, x: np.ndarray, fixed_theta: float) -> tuple[np.ndarra
                 "rating fit: the information matrix is singular (a parameter is not "
                 "identified by these games, e.g. a first-move term without coloured games)"
             ) from exc
+        longest = float(np.max(np.abs(step)))
+        if longest > MAX_STEP_ELO:  # a trust region: the direction kept, its length bounded
+            step *= MAX_STEP_ELO / longest
         fraction = 1.0
         slope = float(grad @ step)
         while True:
@@ -547,6 +556,11 @@ def _newton(model: _Model, x: np.ndarray, fixed_theta: float) -> tuple[np.ndarra
                 break
             fraction /= 2.0
             if fraction < MIN_STEP_FRACTION:
+                if slope > STALL_SLOPE:
+                    raise ValueError(
+                        f"rating fit stalled after {iteration} Newton steps with the "
+                        f"log-likelihood still rising along the step (slope {slope:.3g})"
+                    )
                 candidate = x  # no ascent left in floating point: at the optimum
                 break
         moved = float(np.max(np.abs(candidate - x))) if x.size else 0.0
