@@ -603,12 +603,13 @@ def _signed(value: float | None) -> str:
 def describe_summary(summary: dict[str, Any], path: Path) -> str:
     """The end of a run as a person reads it (the same facts as summary.json)."""
     minutes, seconds = divmod(int(summary["elapsed_s"]), 60)
-    total = ""
-    if summary["resumed"] and summary.get("run_s") is not None:
-        total = f", {summary['run_s'] / 60:.0f} min in all"
+    resumed = ""
+    if summary["resumed"]:
+        run_s = summary.get("run_s")
+        resumed = " (resumed)" if run_s is None else f" (resumed, {run_s / 60:.0f} min in all)"
     lines = [
-        f"run finished after {minutes} min {seconds:02d} s"
-        f"{f' (resumed{total})' if summary['resumed'] else ''}: {summary['step']:,} training steps,"
+        f"run finished after {minutes} min {seconds:02d} s{resumed}:"
+        f" {summary['step']:,} training steps,"
         f" weights version {summary['version']}, {summary['games']:,} self-play games,"
         f" {summary['positions']:,} positions",
     ]

@@ -189,6 +189,9 @@ def test_the_end_of_a_run_reads_as_text(tmp_path):
         " weights version 25, 310 self-play games, 21,000 positions"
     )
     assert "last losses: total 3.250 (policy 2.500, value 0.750)" in text
+    # A run resumed from a state older than the run's clock: no total to give.
+    older = describe_summary(summary | {"run_s": None}, tmp_path / "summary.json")
+    assert older.startswith("run finished after 2 min 05 s (resumed): 1,200 training steps,")
     assert "newest Elo: +412 [+350, ?] (weights v20, random = 0)" in text
     assert "python -m evaluation.match runs/x/checkpoints/latest.safetensors minimax:4" in text
     assert "{" not in text
