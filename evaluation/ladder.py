@@ -712,6 +712,130 @@ def write_curve_csv(points: Sequence[CurvePoint], path: Path) -> None:
     tmp.replace(path)
 
 
+def read_curve_csv(path: Path) -> list[CurvePoint]:
+    """The candidates :func:`write_curve_csv` wrote, in file order; a file of another layout or
+    a cell that is not a number raises ValueError naming the file and line."""
+    lines = Path(path).read_text().splitlines()
+    if not lines or tuple(lines[0].split(",")) != CURVE_COLUMNS:
+        raise ValueError(f"{path}: not a curve file (its header is not {','.join(CURVE_COLUMNS)})")
+    optional = {"step": int, "wall_s": float, "positions": int}
+    points = []
+    for number, line in enumerate(lines[1:], start=2):
+        cells = line.split(",")
+        if len(cells) != len(CURVE_COLUMNS):
+            raise ValueError(f"{path}:{number}: {len(cells)} cells, {len(CURVE_COLUMNS)} expected")
+        row = dict(zip(CURVE_COLUMNS, cells, strict=True))
+        try:
+            values = {c: (kind(row[c]) if row[c] else None) for c, kind in optional.items()}
+            points.append(
+                CurvePoint(
+                    version=int(row["version"]),
+                    **values,
+                    elo=float(row["elo"]),
+                    lower=float(row["lower"]),
+                    upper=float(row["upper"]),
+                    games=int(row["games"]),
+                )
+            )
+        except ValueError as e:
+            raise ValueError(f"{path}:{number}: {e}") from None
+    return points
+
+
+@dataclass(frozen=True)
+class Reach:
+    """When a run's curve reaches an Elo level, on one of its clocks (:func:`reach_time`):
+    ``at`` where its monotone fit first gets there, ``lower`` and ``upper`` a 95% interval.
+    ``math.inf`` stands for "not within the run"."""
+
+    at: float
+    lower: float
+    upper: float
+
+
+REACH_DRAWS = 2000  # curves drawn for the interval of reach_time
+
+
+def _monotone_fit(y: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """The non-decreasing sequence closest to ``y`` in weighted least squares (pool adjacent
+    violators)."""
+    means: list[float] = []
+    weights: list[float] = []
+    sizes: list[int] = []
+    for value, w in zip(y.tolist(), weight.tolist(), strict=True):
+        means.append(value)
+        weights.append(w)
+        sizes.append(1)
+        while len(means) > 1 and means[-2] > means[-1]:
+            w_sum = weights[-2] + weights[-1]
+            means[-2:] = [(means[-2] * weights[-2] + means[-1] * weights[-1]) / w_sum]
+            weights[-2:] = [w_sum]
+            sizes[-2:] = [sizes[-2] + sizes[-1]]
+    return np.repeat(means, sizes)
+
+
+def _first_crossing(x: np.ndarray, fit: np.ndarray, level: float) -> float:
+    """Where the non-decreasing ``fit`` over ``x`` first reaches ``level``, interpolated
+    linearly between the two candidates around it; ``x[0]`` when the first is already there."""
+    reached = np.flatnonzero(fit >= level)
+    if len(reached) == 0:
+        return math.inf
+    i = int(reached[0])
+    if i == 0:
+        return float(x[0])
+    x0, x1, f0, f1 = x[i - 1], x[i], fit[i - 1], fit[i]
+    return float(x0 + (level - f0) / (f1 - f0) * (x1 - x0))
+
+
+def reach_time(
+    points: Sequence[CurvePoint],
+    level: float,
+    *,
+    clock: str = "wall_s",
+    draws: int = REACH_DRAWS,
+    seed: int = 0,
+) -> Reach | None:
+    """When the curve of ``points`` reaches the Elo ``level`` (a rung's table rating, say), on
+    ``clock`` (a CurvePoint field: wall_s, step or positions); None without two candidates
+    with finite intervals on that clock.
+
+    One candidate's 32 games rate it within about ±100 Elo, so "the first candidate above the
+    rung" moves by several candidates between identical runs. The curve is fitted instead as a
+    non-decreasing function of the clock (isotonic least squares, each candidate weighted by
+    its interval: learning is taken not to go backwards, nothing more), and the time is where
+    that fit first reaches ``level``. The interval redraws every candidate's rating around the
+    fit from its own standard error ``draws`` times, refits and takes the middle 95% of the
+    crossing times (a parametric bootstrap); an ``upper`` of inf says that more than 2.5% of
+    the draws never got there within the run."""
+    usable = sorted(
+        (
+            (float(getattr(p, clock)), p)
+            for p in points
+            if getattr(p, clock) is not None
+            and all(math.isfinite(v) for v in (p.elo, p.lower, p.upper))
+            and p.upper > p.lower
+        ),
+        key=lambda xp: xp[0],
+    )
+    if len(usable) < 2:
+        return None
+    x = np.array([t for t, _ in usable])
+    elo = np.array([p.elo for _, p in usable])
+    stderr = np.array([(p.upper - p.lower) / (2 * 1.96) for _, p in usable])
+    weight = 1 / stderr**2
+    fit = _monotone_fit(elo, weight)
+    rng = np.random.default_rng(seed)
+    crossings = np.array(
+        [
+            _first_crossing(x, _monotone_fit(fit + rng.normal(0.0, stderr), weight), level)
+            for _ in range(draws)
+        ]
+    )
+    # the draws' own values (no interpolation between a finite time and inf)
+    lower, upper = np.quantile(crossings, [0.025, 0.975], method="inverted_cdf")
+    return Reach(_first_crossing(x, fit, level), float(lower), float(upper))
+
+
 def plot_curve(points: Sequence[CurvePoint], rungs: Mapping[str, float], path: Path) -> None:
     """:func:`draw_curve` saved as a PNG."""
     import matplotlib

@@ -5,7 +5,9 @@
 For each run directory (or its copy under docs/results/, with overrides.yaml and learner.log):
 its overrides (from Hydra's record), the self-play games, positions and training steps it
 reached (summary.json, written by the learner at its end), and its final match against minimax
-depth 4 (final_match.json, written by the sweep). Runs made before those files existed are read
+depth 4 (final_match.json, written by the sweep), and for a run rated on a ladder table when
+its in-run curve reached minimax:4 (minutes on the run's own clock, with a 95% interval:
+evaluation.ladder.reach_time). Runs made before those files existed are read
 from the learner's last log line and the match's printed summary instead. A run that has not
 finished its match is listed with what it has. `--plot` draws the arms side by side: each final
 match's Elo with its 95% interval, and the in-run curves (the evaluator's ladder Elo and the
@@ -27,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from evaluation.ladder import reach_time, read_curve_csv, read_table, table_path
 from learner.metrics import read_metrics
 
 LOSS_SMOOTHING = 12  # log lines (10 s apart) averaged in the loss curve: one noisy batch each
@@ -50,6 +53,7 @@ def summarize(run_dir: Path) -> dict[str, str]:
         "positions": "",
         "steps": "",
         "vs minimax:4": "(no match yet)",
+        "reaches minimax:4": "",
     }
     overrides = _first(run_dir / ".hydra" / "overrides.yaml", run_dir / "overrides.yaml")
     if overrides:
@@ -72,7 +76,30 @@ def summarize(run_dir: Path) -> dict[str, str]:
             f"{n} games)"
         )
         row["_elo"] = (elo, lo, hi)
+    row["reaches minimax:4"] = _reach_text(run_dir, "minimax:4")
     return row
+
+
+def _reach_text(run_dir: Path, rung: str) -> str:
+    """When the run's in-run curve reached `rung`, in minutes of its own clock with a 95%
+    interval (evaluation.ladder.reach_time); only for a run rated on a table, the only scale a
+    rung's rating is fixed on."""
+    table = _ladder_table(run_dir)
+    if table is None:
+        return "(own rungs)" if _config(run_dir) is not None else ""
+    curve = _first(run_dir / "eval" / "curve.csv", run_dir / "curve.csv")
+    if curve is None:
+        return ""
+    reach = reach_time(read_curve_csv(curve), read_table(table).ratings[rung])
+    if reach is None:
+        return ""
+
+    def minutes(seconds: float) -> str:
+        return f"{seconds / 60:.1f}" if math.isfinite(seconds) else "not in the run"
+
+    if not math.isfinite(reach.at):
+        return "not in the run"
+    return f"{minutes(reach.at)} min [{minutes(reach.lower)}, {minutes(reach.upper)}]"
 
 
 def _learner_summary(run_dir: Path) -> dict | None:
@@ -104,13 +131,21 @@ def _match_figures(run_dir: Path) -> tuple | None:
     return None
 
 
-def rated_on_table(run_dir: Path) -> bool:
-    """Whether the run's evaluator rated candidates on the shipped ladder table."""
+def _config(run_dir: Path) -> dict | None:
+    """The run's resolved config (Hydra's record, or its copy under docs/results/)."""
     config = _first(run_dir / ".hydra" / "config.yaml", run_dir / "config.yaml")
-    if config is None:
-        return False
-    evaluation = (yaml.safe_load(config.read_text()) or {}).get("evaluation") or {}
-    return evaluation.get("ladder_table") is not None
+    return None if config is None else yaml.safe_load(config.read_text()) or {}
+
+
+def _ladder_table(run_dir: Path) -> Path | None:
+    """The ladder table the run's evaluator rated candidates on; None: its own in-run rungs."""
+    evaluation = (_config(run_dir) or {}).get("evaluation") or {}
+    return table_path(evaluation.get("ladder_table"))
+
+
+def rated_on_table(run_dir: Path) -> bool:
+    """Whether the run's evaluator rated candidates on a fixed ladder table."""
+    return _ladder_table(run_dir) is not None
 
 
 def plot(run_dirs: list[Path], rows: list[dict], out: Path) -> None:
@@ -171,7 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         parser.error(f"not a run directory: {', '.join(missing)}")
     rows = [summarize(r) for r in args.runs]
-    columns = [c for c in rows[0] if not c.startswith("_")]
+    # every column but the rung one, which only runs rated on a table can fill
+    columns = [
+        c
+        for c in rows[0]
+        if not c.startswith("_") and (c != "reaches minimax:4" or any(r[c] for r in rows))
+    ]
     print("| " + " | ".join(columns) + " |")
     print("| " + " | ".join("---" for _ in columns) + " |")
     for row in rows:
