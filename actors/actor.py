@@ -123,7 +123,11 @@ class SelfPlayWorker:
                             f"x{model.config.board_size} board, this game is {size}x{size}"
                         )
                     if self.evaluator is None:
-                        self.evaluator = NetworkEvaluator(model, device=self.device)
+                        self.evaluator = NetworkEvaluator(
+                            model,
+                            device=self.device,
+                            dtype=self.cfg["selfplay"].get("precision", "auto"),
+                        )
                     else:
                         self.evaluator.load_state(model.state_dict(), published.version)
                     self.version = published.version

@@ -8,10 +8,15 @@ in the same run:
 - raw: the same model (same device, layout, dtype and compile setting) on a synthetic input that
   already lives on the device, forward only; the ceiling the wrapper can approach.
 
+``--precisions float32,bfloat16`` measures each precision setting in turn (``auto``, the default,
+is what self-play uses: bf16 on CUDA and on a CPU with native bf16, float32 elsewhere).
+
 Each cell runs warm-up calls first (more with ``--compile``, which compiles per new shape), then
 times calls until ``--seconds`` have passed; CUDA work is synchronised before the clock is read.
 
     python benchmarks/inference.py --device cpu --batches 64,256 --seconds 2 --threads 1,2
+    python benchmarks/inference.py --device cpu --models default --batches 512 --threads 1 \
+        --precisions float32,bfloat16
     python benchmarks/inference.py --device cuda --batches 64,256,1024,4096 --models default,large
 """
 
@@ -28,8 +33,14 @@ import numpy as np
 import torch
 
 from learner.config import ConfigError, compose
-from learner.inference import NetworkEvaluator, preferred_memory_format, select_device
+from learner.inference import (
+    NetworkEvaluator,
+    compute_dtype,
+    preferred_memory_format,
+    select_device,
+)
 from learner.network import CheckersNet, ModelConfig, count_parameters
+from learner.precision import PRECISIONS
 from learner.trainer import model_config
 
 WARMUP_CALLS = 3  # first calls pay allocator growth and oneDNN/cuDNN algorithm selection
@@ -47,6 +58,7 @@ CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 class Row:
     model: str
     params: int
+    precision: str  # the autocast dtype's name: float32, bfloat16
     threads: int
     batch: int
     wrapper: float  # evaluations per second through NetworkEvaluator
@@ -113,13 +125,16 @@ def time_calls(
 
 
 def bench_model(
-    name: str, args: argparse.Namespace, device: torch.device, threads: int
+    name: str, args: argparse.Namespace, device: torch.device, threads: int, precision: str
 ) -> list[Row]:
     cfg = load_model_config(name)
     torch.manual_seed(0)
     model = CheckersNet(cfg).eval()
     params = count_parameters(model)
-    evaluator = NetworkEvaluator(copy.deepcopy(model), device=device, compile=args.compile)
+    dtype = compute_dtype(precision, device)
+    evaluator = NetworkEvaluator(
+        copy.deepcopy(model), device=device, compile=args.compile, dtype=dtype
+    )
     memory_format = preferred_memory_format(device)
     raw_model = model.to(device, memory_format=memory_format)
     raw_forward = torch.compile(raw_model) if args.compile else raw_model
@@ -129,9 +144,10 @@ def bench_model(
         planes, mask = synthetic_inputs(cfg, batch, seed=batch)
         x = torch.from_numpy(planes).to(device).contiguous(memory_format=memory_format)
         wrapper, raw = bench_cell(
-            evaluator, raw_forward, planes, mask, x, args.seconds, warmup, CLOCKS[args.clock]
+            evaluator, raw_forward, planes, mask, x, args.seconds, warmup, CLOCKS[args.clock], dtype
         )
-        rows.append(Row(name, params, threads, batch, wrapper * batch, raw * batch))
+        precision_name = str(dtype).removeprefix("torch.")
+        rows.append(Row(name, params, precision_name, threads, batch, wrapper * batch, raw * batch))
         print(_format_row(rows[-1]), flush=True)
     return rows
 
@@ -145,15 +161,17 @@ def bench_cell(
     seconds: float,
     warmup: int,
     clock: Callable[[], float],
+    dtype: torch.dtype = torch.float32,
 ) -> tuple[float, float]:
-    """Calls per second through the wrapper and through the raw forward pass, in that order."""
+    """Calls per second through the wrapper and through the raw forward pass, in that order;
+    the raw pass under autocast to ``dtype``, as the wrapper's."""
     cuda = x.device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
     def raw_call() -> object:
         with (
             torch.inference_mode(),
-            torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=cuda),
+            torch.autocast(device_type=x.device.type, dtype=dtype, enabled=dtype != torch.float32),
         ):
             return raw_forward(x)
 
@@ -162,14 +180,14 @@ def bench_cell(
 
 
 HEADER = (
-    f"{'model':<10} {'params':>9} {'threads':>7} {'batch':>6} "
+    f"{'model':<10} {'params':>9} {'precision':>9} {'threads':>7} {'batch':>6} "
     f"{'wrapper evals/s':>16} {'raw evals/s':>12} {'ratio':>6}"
 )
 
 
 def _format_row(r: Row) -> str:
     return (
-        f"{r.model:<10} {r.params:>9,} {r.threads:>7} {r.batch:>6} "
+        f"{r.model:<10} {r.params:>9,} {r.precision:>9} {r.threads:>7} {r.batch:>6} "
         f"{r.wrapper:>16,.0f} {r.raw:>12,.0f} {r.wrapper / r.raw:>6.2f}"
     )
 
@@ -206,6 +224,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="wall: evaluations/s; cpu: evaluations per CPU-second (for busy machines, CPU only)",
     )
     parser.add_argument("--compile", action="store_true", help="torch.compile both paths")
+    parser.add_argument(
+        "--precisions",
+        default="auto",
+        help=f"comma-separated precision settings to measure ({', '.join(PRECISIONS)})",
+    )
     return parser.parse_args(argv)
 
 
@@ -219,11 +242,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     if args.clock == "cpu" and device.type != "cpu":
         raise SystemExit("--clock cpu measures CPU time and only makes sense with --device cpu")
+    precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
+    if unknown := [p for p in precisions if p not in PRECISIONS]:
+        raise SystemExit(f"unknown precision {', '.join(unknown)} (use {', '.join(PRECISIONS)})")
     print(HEADER)
     for threads in args.threads or [torch.get_num_threads()]:
         torch.set_num_threads(threads)
         for name in args.models.split(","):
-            bench_model(name.strip(), args, device, threads)
+            for precision in precisions:
+                bench_model(name.strip(), args, device, threads, precision)
 
 
 if __name__ == "__main__":

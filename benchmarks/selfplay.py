@@ -43,6 +43,7 @@ from actors.actor import SelfPlayActor, stats_key
 from learner.checkpoint import encode_checkpoint
 from learner.cluster import start_ray
 from learner.config import compose
+from learner.inference import compute_dtype
 from learner.network import CheckersNet
 from learner.redis_server import EmbeddedRedis
 from learner.replay import connect
@@ -115,7 +116,7 @@ def _bare_worker(job: tuple[dict, int, float, float]) -> dict:
     cfg, seed, warmup, seconds = job
     torch.set_num_threads(int(cfg["selfplay"].get("torch_threads", 1)))
     model = CheckersNet(model_config(cfg["model"], cfg["game"]["size"]))
-    evaluator = NetworkEvaluator(model, device="cpu")
+    evaluator = NetworkEvaluator(model, device="cpu", dtype=cfg["selfplay"]["precision"])
     stats = {}
     for k, length in enumerate((warmup, seconds)):
         deadline = time.monotonic() + length
@@ -147,7 +148,9 @@ def main(argv: list[str] | None = None) -> None:
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     m, mc, sp = cfg.model, cfg.mcts, cfg.selfplay
     print(
-        f"network {m.blocks}x{m.channels} on CPU, {cfg.game.size}x{cfg.game.size} board, "
+        f"network {m.blocks}x{m.channels} on CPU in "
+        f"{str(compute_dtype(sp.precision, 'cpu')).removeprefix('torch.')} "
+        f"(selfplay.precision={sp.precision}), {cfg.game.size}x{cfg.game.size} board, "
         f"{mc.simulations} simulations, {sp.games_in_parallel} games in parallel per actor, "
         f"warm-up {args.warmup:.0f} s, measured {args.seconds:.0f} s; Ray CPUs {args.num_cpus}, "
         f"load avg {load}"

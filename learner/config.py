@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from game.encoding import NUM_PLANES
+from learner.precision import PRECISIONS
 
 SOURCE_CONF = Path(__file__).resolve().parents[1] / "conf"
 PACKAGE_CONF = "pkg://learner.conf"  # where a non-editable install puts conf/ (CMakeLists.txt)
@@ -104,6 +105,8 @@ def validate(cfg: DictConfig) -> None:
         "the weights average's decay per step is in [0, 1) (0: off)",
     )
     _check(cfg, "learner.moves_left_weight", non_negative, "a loss weight >= 0")
+    for key in ("learner.precision", "selfplay.precision"):
+        _check(cfg, key, lambda v: v in PRECISIONS, f"one of {', '.join(PRECISIONS)}")
     _check(cfg, "model.moves_left_head", lambda v: isinstance(v, bool), "true or false")
     _check(cfg, "replay.window_positions", positive, "the replay window holds > 0 positions")
     _check(cfg, "replay.sample_ratio", positive, "samples per new position must be > 0")

@@ -14,10 +14,12 @@
 - Losses are computed in float32 even under bf16 autocast: log-softmax over 128 actions in bf16
   loses the small probabilities that the policy target cares about.
 - ``train_step`` is a plain function (the learner actor owns the loop, logging and checkpoints).
-  bf16 autocast is used on CUDA only; bf16 needs no loss scaling (unlike fp16), and CPU autocast
-  is slower than float32 on most laptop CPUs. Weight decay lives in the optimizer (SGD with
-  momentum or AdamW), not as an L2 term in the loss, so the reported losses are pure prediction
-  losses that can be compared across weight-decay settings.
+  Its ``dtype`` is the forward pass's autocast dtype (``learner.precision``, resolved by
+  ``learner.inference.compute_dtype``: bf16 on CUDA and on CPUs with native bf16, where it is
+  faster; float32 elsewhere, where CPU autocast is slower). bf16 needs no loss scaling (unlike
+  fp16); weights, gradients and optimizer state stay float32. Weight decay lives in the
+  optimizer (SGD with momentum or AdamW), not as an L2 term in the loss, so the reported losses
+  are pure prediction losses that can be compared across weight-decay settings.
 """
 
 from __future__ import annotations
@@ -149,14 +151,13 @@ def value_loss(wdl_logits: torch.Tensor, target_wdl: torch.Tensor) -> torch.Tens
 def batch_to_device(
     batch: TrainBatch, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Tensors of ``batch`` on ``device`` (planes channels_last on CUDA, matching the model)."""
+    """Tensors of ``batch`` on ``device`` (planes channels_last on CUDA and CPU, matching the
+    trainer's model: ``learner.inference.preferred_memory_format``)."""
     cuda = device.type == "cuda"
     planes = torch.from_numpy(batch.planes)
-    if cuda:
-        planes = planes.pin_memory().to(device, non_blocking=True)
+    planes = planes.pin_memory().to(device, non_blocking=True) if cuda else planes.to(device)
+    if device.type in ("cuda", "cpu"):
         planes = planes.contiguous(memory_format=torch.channels_last)
-    else:
-        planes = planes.to(device)
     rest = (
         torch.from_numpy(a).to(device, non_blocking=cuda)
         for a in (batch.mask, batch.target_pi, batch.target_wdl)
@@ -173,6 +174,7 @@ def train_step(
     moves_left_weight: float = 0.0,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     device: str | torch.device,
+    dtype: torch.dtype | None = None,
 ) -> Losses:
     """One optimizer step on ``batch``; returns the batch's losses before the step.
 
@@ -180,15 +182,18 @@ def train_step(
     skipped: the gradients are dropped, the optimizer and scheduler do not move, the BatchNorm
     running statistics the forward pass updated are put back, and the result says ``skipped``.
     One device sync either way (the finiteness test needs the values before the step).
+    ``dtype``: the forward pass's autocast dtype; None is bf16 on CUDA and float32 elsewhere.
     """
     device = torch.device(device)
+    if dtype is None:
+        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     planes, mask, target_pi, target_wdl = batch_to_device(batch, device)
     model.train()
     optimizer.zero_grad(set_to_none=True)
     buffers = list(model.buffers())  # BatchNorm statistics: the forward pass updates them
     saved = [b.detach().clone() for b in buffers]
     with_ml = getattr(model, "moves_left_head", None) is not None and batch.moves_left is not None
-    with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+    with torch.autocast(device_type=device.type, dtype=dtype, enabled=dtype != torch.float32):
         if with_ml:
             policy_logits, wdl_logits, ml_plies = model.forward_moves_left(planes)
         else:

@@ -236,7 +236,11 @@ class Run:
             # actors wait for.
             evaluator = start_evaluator(cfg, url, password, self.run_dir)
             pool.start()  # logs how many actors run on how many nodes, and again on every change
-            logger.info("training on %s", trainer.device)
+            logger.info(
+                "training on %s in %s",
+                trainer.device,
+                str(trainer.compute_dtype).removeprefix("torch."),
+            )
             while not self._stop.is_set() and not self._limits_reached(trainer, loop.t_start):
                 pool.check()
                 if evaluator is not None:

@@ -40,7 +40,7 @@ from learner.checkpoint import (
     save_training_state,
 )
 from learner.ema import WeightsEma, check_decay
-from learner.inference import select_device
+from learner.inference import compute_dtype, preferred_memory_format, select_device
 from learner.losses import Losses, TrainBatch, train_step
 from learner.network import CheckersNet, ModelConfig
 
@@ -101,9 +101,10 @@ class Trainer:
         self.device = device or select_device(cfg.device)
         if self.device.type == "cpu" and cfg.threads:
             torch.set_num_threads(int(cfg.threads))
-        self.model = CheckersNet(model_config(model_cfg, board_size)).to(self.device)
-        if self.device.type == "cuda":
-            self.model = self.model.to(memory_format=torch.channels_last)
+        self.model = CheckersNet(model_config(model_cfg, board_size)).to(
+            self.device, memory_format=preferred_memory_format(self.device)
+        )
+        self.compute_dtype = compute_dtype(cfg.get("precision", "auto"), self.device)
         decay = check_decay(cfg.get("ema_decay", 0.0) or 0.0)
         self.ema = WeightsEma(self.model, decay) if decay > 0 else None
         self.moves_left_weight = _nonnegative(cfg.get("moves_left_weight", 0.0) or 0.0)
@@ -128,6 +129,7 @@ class Trainer:
             moves_left_weight=self.moves_left_weight,
             scheduler=self.scheduler,
             device=self.device,
+            dtype=self.compute_dtype,
         )
         self.counters.samples += len(batch)
         if losses.skipped:

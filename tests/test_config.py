@@ -84,6 +84,8 @@ def test_unknown_key_is_rejected_by_hydra(config):
         ("learner.ema_decay=-0.5", "learner.ema_decay"),
         ("learner.moves_left_weight=-1", "learner.moves_left_weight"),
         ("model.moves_left_head=maybe", "model.moves_left_head"),
+        ("learner.precision=fp16", "learner.precision"),
+        ("selfplay.precision=half", "selfplay.precision"),
     ],
 )
 def test_bad_values_are_rejected_naming_the_key(config, override, key):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 from pathlib import Path
@@ -22,9 +23,10 @@ from learner.checkpoint import (
     save_checkpoint,
     save_training_state,
 )
-from learner.inference import NetworkEvaluator
+from learner.inference import NetworkEvaluator, compute_dtype
 from learner.losses import TrainBatch, policy_loss, train_step, value_loss
 from learner.network import CheckersNet, ModelConfig
+from learner.precision import cpu_has_native_bf16
 
 TINY = ModelConfig(
     board_size=8, blocks=2, channels=16, policy_channels=8, value_channels=2, value_hidden=32
@@ -102,18 +104,41 @@ def synthetic_batch(n: int = 64, seed: int = 0) -> TrainBatch:
     return TrainBatch(planes=planes, mask=mask, target_pi=target_pi, target_wdl=target_wdl)
 
 
-def test_losses_fall_on_fixed_dataset() -> None:
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_losses_fall_on_fixed_dataset(dtype: torch.dtype) -> None:
+    """In float32, and under bf16 autocast (``learner.precision``'s choice on a CPU with native
+    bf16): the weights and the optimizer's state stay float32 either way."""
     torch.manual_seed(0)
     model = CheckersNet(TINY)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)
     batch = synthetic_batch()
-    history = [train_step(model, optimizer, batch, device="cpu") for _ in range(100)]
+    history = [train_step(model, optimizer, batch, device="cpu", dtype=dtype) for _ in range(100)]
+    assert all(p.dtype == torch.float32 for p in model.parameters())
     first, last = history[0], history[-1]
     assert first.policy > 1.5  # about log(12 legal moves) at the start
     assert first.value > 0.9  # about log(3)
     assert last.policy < 0.1 * first.policy
     assert last.value < 0.1 * first.value
     assert last.total == pytest.approx(last.policy + last.value, rel=1e-5)
+
+
+def test_precision_setting_picks_bf16_where_it_is_fast(tmp_path: Path) -> None:
+    assert compute_dtype("float32", "cpu") == torch.float32
+    assert compute_dtype("bfloat16", "cpu") == torch.bfloat16
+    native = cpu_has_native_bf16()
+    assert compute_dtype("auto", "cpu") == (torch.bfloat16 if native else torch.float32)
+    with pytest.raises(ValueError, match="unknown precision 'half'"):
+        compute_dtype("half", "cpu")
+
+    def cpuinfo(flags: str) -> Path:
+        path = tmp_path / f"cpuinfo-{len(flags)}"
+        path.write_text(f"processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: {flags}\n")
+        return path
+
+    assert cpu_has_native_bf16(cpuinfo("fpu avx2 avx512f avx512_bf16 avx512_vnni"))
+    assert cpu_has_native_bf16(cpuinfo("fpu avx2 amx_bf16 amx_tile"))
+    assert not cpu_has_native_bf16(cpuinfo("fpu avx2 avx512f avx512bw"))  # emulated: slower
+    assert not cpu_has_native_bf16(tmp_path / "absent")  # not Linux: float32
 
 
 def test_train_batch_rejects_bad_dtype() -> None:
@@ -265,7 +290,7 @@ def test_network_evaluator_masks_and_normalises() -> None:
     mask = _legal_mask(32, seed=5)
     with torch.no_grad():
         logits, wdl_logits = (t.numpy().astype(np.float64) for t in model(torch.from_numpy(planes)))
-    evaluator = NetworkEvaluator(model, device="cpu")
+    evaluator = NetworkEvaluator(model, device="cpu", dtype="float32")
     assert isinstance(evaluator, Evaluator)
     priors, wdl = evaluator.evaluate(planes, mask)
     assert priors.dtype == np.float32 and wdl.dtype == np.float32
@@ -275,6 +300,15 @@ def test_network_evaluator_masks_and_normalises() -> None:
     np.testing.assert_allclose(priors, shifted / shifted.sum(axis=1, keepdims=True), atol=1e-6)
     exp_wdl = np.exp(wdl_logits - wdl_logits.max(axis=1, keepdims=True))
     np.testing.assert_allclose(wdl, exp_wdl / exp_wdl.sum(axis=1, keepdims=True), atol=1e-6)
+
+    # bf16 arithmetic (the default on a CPU with native bf16): the same distributions to
+    # bf16's 8 bits of mantissa, still exactly masked and normalised in float32
+    half = NetworkEvaluator(copy.deepcopy(model), device="cpu", dtype="bfloat16")
+    half_priors, half_wdl = half.evaluate(planes, mask)
+    assert np.all(half_priors[~mask] == 0.0)
+    np.testing.assert_allclose(half_priors.sum(axis=1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(half_priors, priors, atol=0.02)
+    np.testing.assert_allclose(half_wdl, wdl, atol=0.02)
 
     other = _randomised_model(5)
     evaluator.load_state(other.state_dict(), version=9)
