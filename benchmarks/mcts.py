@@ -11,11 +11,14 @@ Beside it, in the same run:
   (a random playout to the end instead of a network call; no priors), the usual reference.
 
 Self-play mode (``--selfplay``): positions/s of `actors.self_play` with the default network on
-CPU (learner.inference), and the share of the time in the network, the tree and Python glue.
+CPU (learner.inference), and the share of the time in the network, the tree and Python glue;
+``--precision float32`` or ``bfloat16`` fixes the network's arithmetic (default: auto, bf16 on a
+CPU with native bf16).
 
     python benchmarks/mcts.py [--games 64] [--simulations 400] [--seconds 3]
     python benchmarks/mcts.py --selfplay [--games 64] [--seconds 30]
     python benchmarks/mcts.py --selfplay --playout-cap [--seconds 30]
+    python benchmarks/mcts.py --selfplay --precision float32 [--checkpoint CKPT]
 
 With ``--playout-cap`` self-play mode measures two arms in one run, each for ``--seconds``: every
 decision searched fully, then playout cap randomization (selfplay.playout_cap as configured,
@@ -29,6 +32,7 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
 if "--all-cores" not in sys.argv:  # before NumPy/torch start their thread pools
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -147,16 +151,23 @@ def tree_mode(args: argparse.Namespace) -> None:
         )
 
 
-def network_evaluator(checkpoint: str | None) -> tuple[Evaluator, str]:
+def network_evaluator(checkpoint: str | None, precision: str = "auto") -> tuple[Evaluator, str]:
     # torch only for this mode: the tree benchmark's numbers come from a process without it.
     from learner.inference import NetworkEvaluator, load_evaluator
     from learner.network import CheckersNet
     from learner.trainer import model_config
 
     if checkpoint is not None:
-        return load_evaluator(checkpoint, 8), checkpoint
-    model = CheckersNet(model_config(compose().model, 8))
-    return NetworkEvaluator(model), "a fresh network of the default model config (conf/model/)"
+        evaluator = load_evaluator(checkpoint, 8, dtype=precision)
+        return evaluator, f"{checkpoint} in {_dtype_name(evaluator)}"
+    evaluator = NetworkEvaluator(CheckersNet(model_config(compose().model, 8)), dtype=precision)
+    return evaluator, (
+        f"a fresh network of the default model config (conf/model/) in {_dtype_name(evaluator)}"
+    )
+
+
+def _dtype_name(evaluator: Any) -> str:
+    return str(evaluator.compute_dtype).removeprefix("torch.")
 
 
 def selfplay_mode(args: argparse.Namespace) -> None:
@@ -167,7 +178,7 @@ def selfplay_mode(args: argparse.Namespace) -> None:
     cfg["selfplay"]["games_in_parallel"] = args.games
     if args.simulations_set:
         cfg["mcts"]["simulations"] = args.simulations
-    evaluator, name = network_evaluator(args.checkpoint)
+    evaluator, name = network_evaluator(args.checkpoint, args.precision)
     if args.playout_cap:
         playout_cap_arms(cfg, evaluator, name, args)
         return
@@ -226,6 +237,12 @@ def main() -> None:
     )
     parser.add_argument("--all-cores", action="store_true", help="do not pin to one core")
     parser.add_argument("--checkpoint", help="network to time in --selfplay (default: a fresh one)")
+    parser.add_argument(
+        "--precision",
+        default="auto",
+        choices=("auto", "float32", "bfloat16"),
+        help="--selfplay: the network's arithmetic (auto: bf16 on a CPU with native bf16)",
+    )
     parser.add_argument(
         "--playout-cap", action="store_true", help="--selfplay: without and with playout cap"
     )

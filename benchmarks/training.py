@@ -153,7 +153,8 @@ def main(argv: list[str] | None = None) -> None:
     trainer = Trainer(cfg.learner, cfg.model, size)
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     print(
-        f"device {trainer.device}, torch {torch.__version__}, torch threads "
+        f"device {trainer.device} in {str(trainer.compute_dtype).removeprefix('torch.')} "
+        f"(learner.precision={cfg.learner.precision}), torch {torch.__version__}, torch threads "
         f"{torch.get_num_threads()}, load avg {load}"
     )
     m = cfg.model

@@ -35,7 +35,8 @@ Specs (``evaluation.players.make_player`` hands every spec that is not minimax o
 Options after the colon, separated by ``,`` or ``:``: ``sims`` (simulations per decision) or
 ``tMS`` / ``ms=MS`` (milliseconds per move; not both), ``leaves`` (leaves per forward pass),
 ``cpuct``, ``device`` (auto, cpu, cuda, ...), ``threads`` (torch intra-op threads; 1 by default
-so parallel workers do not oversubscribe).
+so parallel workers do not oversubscribe), ``precision`` (auto, float32, bfloat16: the network's
+arithmetic; auto is bf16 on CUDA and on a CPU with native bf16, learner.inference.compute_dtype).
 Defaults come from the composed config: the ``mcts`` group with ``simulations`` and
 ``leaves_per_game`` from the ``evaluation`` group.
 """
@@ -55,6 +56,7 @@ from game import _core
 from game.mcts import Evaluator, UniformEvaluator, new_search, search, search_until
 from game.position import Move, Position
 from learner.config import compose
+from learner.precision import PRECISIONS
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +81,7 @@ _OPTIONS: dict[str, tuple[str, type]] = {
     "cpuct": ("c_puct", float),
     "device": ("device", str),
     "threads": ("threads", int),
+    "precision": ("precision", str),
 }
 
 
@@ -288,10 +291,12 @@ def _learner_side() -> tuple[Any, Any]:
     return load_checkpoint, NetworkEvaluator
 
 
-def network_evaluator(model: Any, *, device: str = "cpu", threads: int | None = None) -> Evaluator:
+def network_evaluator(
+    model: Any, *, device: str = "cpu", threads: int | None = None, precision: str = "auto"
+) -> Evaluator:
     """A NetworkEvaluator over an in-memory CheckersNet."""
     _, network_evaluator_class = _learner_side()
-    return network_evaluator_class(model, device=device, num_threads=threads)
+    return network_evaluator_class(model, device=device, num_threads=threads, dtype=precision)
 
 
 def network_player(
@@ -303,11 +308,12 @@ def network_player(
     threads: int | None = None,
     seed: int = 0,
     time_ms: int = 0,
+    precision: str = "auto",
 ) -> MCTSPlayer:
     """An MCTSPlayer over an in-memory network (the evaluator's candidates and best);
     ``time_ms`` > 0: milliseconds per move instead of simulations."""
     return MCTSPlayer(
-        network_evaluator(model, device=device, threads=threads),
+        network_evaluator(model, device=device, threads=threads, precision=precision),
         mcts,
         name=name,
         seed=seed,
@@ -325,6 +331,7 @@ def checkpoint_player(
     threads: int | None = DEFAULT_TORCH_THREADS,
     seed: int = 0,
     time_ms: int = 0,
+    precision: str = "auto",
 ) -> MCTSPlayer:
     """An MCTSPlayer over a model checkpoint file (learner.checkpoint.save_checkpoint);
     ``time_ms`` > 0: milliseconds per move instead of simulations."""
@@ -335,10 +342,17 @@ def checkpoint_player(
     model, meta = load_checkpoint(path)
     settings = play_settings(mcts)
     budget = f"t{time_ms}" if time_ms else f"sims={settings.get('simulations')}"
-    label = name or f"{path.name}:{budget}"
+    label = name or f"{path.name}:{budget}" + ("" if precision == "auto" else f",{precision}")
     logger.info("checkpoint player %s (step %d, version %d)", label, meta.step, meta.version)
     return network_player(
-        model, settings, name=label, device=device, threads=threads, seed=seed, time_ms=time_ms
+        model,
+        settings,
+        name=label,
+        device=device,
+        threads=threads,
+        seed=seed,
+        time_ms=time_ms,
+        precision=precision,
     )
 
 
@@ -370,6 +384,10 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]] | None:
             raise ValueError(
                 f"player spec {spec!r}: option {key} must be {kind.__name__}, got {value!r}"
             ) from None
+    if options.get("precision", "auto") not in PRECISIONS:
+        raise ValueError(
+            f"player spec {spec!r}: precision must be one of {', '.join(PRECISIONS)}"
+        )
     if options.get("simulations", 1) < 0 or options.get("leaves_per_game", 1) < 1:
         raise ValueError(f"player spec {spec!r}: sims must be at least 0 and leaves at least 1")
     if "time_ms" in options:
@@ -385,7 +403,11 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]] | None:
 
 
 def searchless_player(
-    path: str | Path, simulations: int | None, device: str, threads: int | None
+    path: str | Path,
+    simulations: int | None,
+    device: str,
+    threads: int | None,
+    precision: str = "auto",
 ) -> PolicyPlayer | None:
     """The no-search player of a checkpoint: its most probable move when ``sims=0`` is asked
     for, its greedy move when the header marks a Q-network; None for an MCTS player."""
@@ -395,10 +417,10 @@ def searchless_player(
     if is_q_network(dict(meta.extra)):
         if simulations:
             raise ValueError(f"{path} is a Q-network: it plays greedily, without sims")
-        evaluator = network_evaluator(model, device=device, threads=threads)
+        evaluator = network_evaluator(model, device=device, threads=threads, precision=precision)
         return PolicyPlayer(evaluator, mode="greedy", name=f"{name}:greedy")
     if simulations == 0:
-        evaluator = network_evaluator(model, device=device, threads=threads)
+        evaluator = network_evaluator(model, device=device, threads=threads, precision=precision)
         return PolicyPlayer(evaluator, mode="policy", name=f"{name}:sims=0")
     return None
 
@@ -421,6 +443,7 @@ def mcts_player(
     source, options = parsed
     device = options.pop("device", "cpu")
     threads = options.pop("threads", DEFAULT_TORCH_THREADS)
+    precision = options.pop("precision", "auto")
     time_ms = options.pop("time_ms", 0)
     settings = play_settings(mcts, **options)
     budget = f"t{time_ms}" if time_ms else f"sims={settings.get('simulations')}"
@@ -434,13 +457,19 @@ def mcts_player(
         )
     if not Path(source).is_file():
         raise ValueError(f"unknown player spec {spec!r}: no checkpoint file at {source}")
-    searchless = searchless_player(source, options.get("simulations"), device, threads)
+    searchless = searchless_player(source, options.get("simulations"), device, threads, precision)
     if searchless is not None:
         if time_ms:
             raise ValueError(f"player spec {spec!r}: a Q-network plays greedily, without a time")
         return searchless
     return checkpoint_player(
-        source, settings, device=device, threads=threads, seed=seed, time_ms=time_ms
+        source,
+        settings,
+        device=device,
+        threads=threads,
+        seed=seed,
+        time_ms=time_ms,
+        precision=precision,
     )
 
 

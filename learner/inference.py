@@ -133,6 +133,11 @@ class NetworkEvaluator:
             torch.get_num_threads(),
         )
 
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        """The dtype the network computes in (float32: no autocast)."""
+        return self._autocast_dtype
+
     def load_state(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
         """Copy new weights into the model in place (keeps device, layout and compiled graph)."""
         try:
@@ -195,7 +200,11 @@ class NetworkEvaluator:
 
 
 def load_evaluator(
-    checkpoint: str | Path, size: int, *, device: str | torch.device = "auto"
+    checkpoint: str | Path,
+    size: int,
+    *,
+    device: str | torch.device = "auto",
+    dtype: torch.dtype | str | None = None,
 ) -> NetworkEvaluator:
     """A checkpoint's network as an evaluator, carrying the checkpoint's weights version.
 
@@ -207,4 +216,4 @@ def load_evaluator(
             f"{checkpoint} is a {model.config.board_size}x{model.config.board_size} "
             f"network; this game is {size}x{size}"
         )
-    return NetworkEvaluator(model, device=device, version=meta.version)
+    return NetworkEvaluator(model, device=device, dtype=dtype, version=meta.version)

@@ -23,6 +23,7 @@ from game.openings import extend_openings, load_openings, random_openings
 from game.pdn import read_pdn, write_pdn
 from game.position import Position
 from learner.checkpoint import encode_checkpoint, save_checkpoint
+from learner.inference import compute_dtype
 from learner.network import CheckersNet, ModelConfig
 from learner.replay import connect
 from learner.weights import WeightsChannel
@@ -202,6 +203,24 @@ def test_mcts_spec_parsing_and_errors(tmp_path) -> None:
         make_player("uniform-mcts:sims=many")
     with pytest.raises(ValueError, match="no checkpoint file at"):
         make_player(str(tmp_path / "missing.safetensors"))
+    assert parse_spec("a/b.safetensors:t200,precision=float32") == (
+        "a/b.safetensors",
+        {"time_ms": 200, "precision": "float32"},
+    )
+    with pytest.raises(ValueError, match="precision must be one of auto, float32, bfloat16"):
+        make_player("uniform-mcts:precision=half")
+
+
+def test_a_checkpoint_player_computes_in_the_precision_its_spec_asks(tmp_path) -> None:
+    path = tmp_path / "tiny.safetensors"
+    save_checkpoint(path, CheckersNet(TINY), step=0, version=1)
+    default = make_player(f"{path}:sims=8")
+    assert default.evaluator.compute_dtype == compute_dtype("auto", "cpu")
+    assert default.name == "tiny.safetensors:sims=8"
+    for precision in ("float32", "bfloat16"):
+        player = make_player(f"{path}:sims=8,precision={precision}")
+        assert str(player.evaluator.compute_dtype) == f"torch.{precision}"
+        assert player.name == f"tiny.safetensors:sims=8,{precision}"  # tells the two apart
 
 
 def test_checkpoint_player_plays_legal_games_that_replay(tmp_path, deck) -> None:
