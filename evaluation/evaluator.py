@@ -221,6 +221,11 @@ class EvaluatorWorker:
     def network_player(self, version: int, data: bytes) -> Player:
         model, meta = decode_checkpoint(data, source=f"weights v{version}")
         self._steps[version] = meta.step
+        # Where the run stood at publication, read now: the channel drops a version's metadata
+        # with its bytes, learner.weights.KEEP_VERSIONS publications later, often before the games
+        # end when the learner publishes fast (a small network), which left the curve without
+        # positions and with the rating's time as its wall time.
+        self.version_info(version)
         return network_player(
             model,
             self.s.mcts,

@@ -40,7 +40,7 @@ from evaluation.settings import EvalSettings
 from learner.checkpoint import encode_checkpoint
 from learner.network import CheckersNet, ModelConfig
 from learner.replay import connect
-from learner.weights import WeightsChannel
+from learner.weights import KEEP_VERSIONS, WeightsChannel
 
 TINY = ModelConfig(blocks=1, channels=8, policy_channels=4, value_channels=2, value_hidden=16)
 SMALL_RUNGS = "random,noisy:0.5:minimax:1,minimax:1,minimax:2"
@@ -368,6 +368,38 @@ def test_evaluator_with_a_table_plays_no_rung_games_and_writes_the_curve(
     with (tmp_path / EVAL_DIR / CURVE_CSV).open() as f:
         last = list(csv.DictReader(f))[-1]
     assert last["version"] == "3" and last["step"] == "30" and last["positions"] == ""
+
+
+def test_the_curve_keeps_where_the_run_stood_when_the_learner_publishes_during_the_games(
+    server, tmp_path, config, monkeypatch
+) -> None:
+    """A fast learner publishes more than KEEP_VERSIONS versions while one candidate plays its
+    games, so the channel has dropped the candidate's metadata by the time it is rated: the
+    curve still carries its positions and its publication time on the run's clock."""
+    table_file = tmp_path / "ladder.csv"
+    write_table(
+        table_of({"random": 0.0, "minimax:1": 800.0, "minimax:2": 1050.0}, 90.0), table_file
+    )
+    settings = EvalSettings.from_config(rated_config(config, table_file, every_versions=2))
+    client = connect(server.url, server.password, retries=2, backoff_s=0.05)
+    channel = WeightsChannel(client, namespace="t")
+    publish(channel, 1, {"step": 0, "positions": 0, "t": 1000.0, "run_s": 5.0})
+    publish(channel, 2, {"step": 20, "positions": 1234, "t": 1060.0, "run_s": 65.0})
+    worker = EvaluatorWorker(settings, client, tmp_path)
+    play_ladder = worker.play_ladder
+
+    def publish_meanwhile(version, player):
+        if version == 2:
+            for v in range(3, 4 + KEEP_VERSIONS):
+                publish(channel, v, {"step": 10 * v, "positions": 600 * v, "t": 1100.0 + v})
+        return play_ladder(version, player)
+
+    monkeypatch.setattr(worker, "play_ladder", publish_meanwhile)
+    assert worker.step()
+    assert channel.meta(2) == {}  # gone from the channel while v2 played
+    with (tmp_path / EVAL_DIR / CURVE_CSV).open() as f:
+        rows = {row["version"]: row for row in csv.DictReader(f)}
+    assert rows["2"]["positions"] == "1234" and rows["2"]["wall_s"] == "65.0"
 
 
 def test_table_settings_are_checked(tmp_path, config) -> None:
