@@ -154,3 +154,43 @@ def test_the_sweep_table_says_when_a_rated_run_reached_minimax4(tmp_path) -> Non
     unrated.mkdir()
     (unrated / "config.yaml").write_text(yaml.safe_dump({"evaluation": {"ladder_table": None}}))
     assert sweep_summary.summarize(unrated)["reaches minimax:4"] == "(own rungs)"
+
+
+def test_retime_curve_puts_candidates_that_lost_their_metadata_at_their_publication(
+    tmp_path,
+) -> None:
+    """scripts/retime_curve.py: a candidate without positions (its metadata was gone when it
+    was rated) takes wall time and positions from metrics.csv at its step, interpolated and
+    the first row of a repeated step counting; candidates with metadata stay as they are."""
+    retime_curve = load_script("retime_curve")
+    run = tmp_path / "run"
+    (run / "eval").mkdir(parents=True)
+    rows = ["time_s,step,key,value"]
+    # (time, step, run seconds, positions); step 0 repeats while the learner waits for data
+    for t, step, wall, positions in [
+        (100, 0, 0.0, 0),
+        (110, 0, 10.0, 2000),
+        (120, 100, 20.0, 5000),
+        (130, 300, 30.0, 9000),
+    ]:
+        rows.append(f"{t},{step},learner/wall_s,{wall}")
+        rows.append(f"{t},{step},replay/positions_added,{positions}")
+    (run / "metrics.csv").write_text("\n".join(rows) + "\n")
+    points = [
+        CurvePoint(1, 0, None, None, 400.0, 300.0, 500.0, 32),
+        CurvePoint(2, 50, 40.0, 4000, 500.0, 400.0, 600.0, 32),  # read in time: kept
+        CurvePoint(3, 200, 95.0, None, 600.0, 500.0, 700.0, 32),  # rated 70 s late
+        CurvePoint(4, 900, 99.0, None, 700.0, 600.0, 800.0, 32),  # past the metrics: kept
+    ]
+    write_curve_csv(points, run / "eval" / "curve.csv")
+    assert retime_curve.main([str(run)]) == 0
+    fixed = read_curve_csv(run / "eval" / "curve.csv")
+    assert [(p.wall_s, p.positions) for p in fixed] == [
+        (0.0, 0),
+        (40.0, 4000),
+        (25.0, 7000),
+        (99.0, None),
+    ]
+    assert [p.elo for p in fixed] == [p.elo for p in points]
+    (run / "metrics.csv").write_text("time_s,step,key,value\n")
+    assert retime_curve.main([str(run)]) == 2  # says what is missing, writes nothing
