@@ -2,7 +2,7 @@
 were published: wall time on the run's own clock and self-play positions, read from the
 learner's metrics.csv at the candidate's step.
 
-    python scripts/retime_curve.py runs/NAME [--out runs/NAME/eval/curve-retimed.csv]
+    python scripts/retime_curve.py runs/NAME [--out CSV] [--plot PNG]
 
 For runs whose evaluator read a candidate's publication metadata only after its games: when the
 learner published more than the weights channel keeps (8 versions) during those games, as a
@@ -11,21 +11,25 @@ a minute or more late, as its wall time. The learner logs `learner/wall_s` and
 `replay/positions_added` with the step every `logging.csv_every_s` (10 s), so each candidate's
 values are interpolated between the two rows around its step. The step itself comes from the
 weights' header and is right in any case. Ratings and intervals are left as they are.
+``--plot`` redraws the curve (evaluation.ladder.plot_curve) with the rungs the run's
+eval/ratings.csv lists as anchored.
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
+import csv
 import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from evaluation.ladder import CurvePoint, read_curve_csv, write_curve_csv
+from evaluation.ladder import CurvePoint, plot_curve, read_curve_csv, write_curve_csv
 from learner.metrics import read_metrics
 
 CURVE = Path("eval") / "curve.csv"
+RATINGS = Path("eval") / "ratings.csv"
 
 
 def interpolate(series: Sequence[tuple[int, float, float]], step: int) -> float | None:
@@ -70,19 +74,32 @@ def retime(points: Sequence[CurvePoint], metrics: Path) -> list[CurvePoint]:
     return out
 
 
+def anchored_rungs(path: Path) -> dict[str, float]:
+    """The rungs (anchored players) of an eval/ratings.csv and their ratings."""
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        if not {"player", "elo", "anchored"} <= set(reader.fieldnames or ()):
+            raise ValueError(f"{path}: not a ratings file (no player, elo and anchored columns)")
+        return {r["player"]: float(r["elo"]) for r in reader if r["anchored"] == "True"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path, help="a run directory (eval/curve.csv, metrics.csv)")
     parser.add_argument("--out", type=Path, help="where to write (default: over eval/curve.csv)")
+    parser.add_argument("--plot", type=Path, help="also draw the retimed curve to this PNG")
     args = parser.parse_args(argv)
     try:
         points = read_curve_csv(args.run_dir / CURVE)
         fixed = retime(points, args.run_dir / "metrics.csv")
+        rungs = anchored_rungs(args.run_dir / RATINGS) if args.plot else {}
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     out = args.out or args.run_dir / CURVE
     write_curve_csv(fixed, out)
+    if args.plot:
+        plot_curve(fixed, rungs, args.plot)
     moved = [
         b.wall_s - a.wall_s
         for a, b in zip(points, fixed, strict=True)

@@ -192,5 +192,12 @@ def test_retime_curve_puts_candidates_that_lost_their_metadata_at_their_publicat
         (99.0, None),
     ]
     assert [p.elo for p in fixed] == [p.elo for p in points]
+    (run / "eval" / "ratings.csv").write_text(
+        "player,elo,lower,upper,games,points,anchored\n"
+        "random,0.0,0.0,0.0,8,1,True\nminimax:1,800.0,800.0,800.0,8,4,True\n"
+        "v4,700.0,600.0,800.0,32,16,False\n"
+    )
+    assert retime_curve.main([str(run), "--plot", str(tmp_path / "curve.png")]) == 0
+    assert (tmp_path / "curve.png").stat().st_size > 10_000
     (run / "metrics.csv").write_text("time_s,step,key,value\n")
     assert retime_curve.main([str(run)]) == 2  # says what is missing, writes nothing
