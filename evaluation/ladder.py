@@ -854,6 +854,7 @@ def draw_curve(points: Sequence[CurvePoint], rungs: Mapping[str, float]) -> Any:
     near them as labelled lines. One figure, so the three clocks of a run line up at a glance
     (steps show learning per update, hours what a run costs, positions what self-play fed)."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import EngFormatter
 
     axes_spec = (
         ("step", "training step", 1.0),
@@ -889,6 +890,8 @@ def draw_curve(points: Sequence[CurvePoint], rungs: Mapping[str, float]) -> Any:
             )
         for name, elo in shown.items():
             _rung_line(ax, name, elo)
+        if attr != "wall_s":  # 200k, 1M: full numbers of positions run into each other
+            ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         ax.set_xlabel(label)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("Elo (random = 0), 95% intervals")
