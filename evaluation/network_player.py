@@ -385,9 +385,7 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]] | None:
                 f"player spec {spec!r}: option {key} must be {kind.__name__}, got {value!r}"
             ) from None
     if options.get("precision", "auto") not in PRECISIONS:
-        raise ValueError(
-            f"player spec {spec!r}: precision must be one of {', '.join(PRECISIONS)}"
-        )
+        raise ValueError(f"player spec {spec!r}: precision must be one of {', '.join(PRECISIONS)}")
     if options.get("simulations", 1) < 0 or options.get("leaves_per_game", 1) < 1:
         raise ValueError(f"player spec {spec!r}: sims must be at least 0 and leaves at least 1")
     if "time_ms" in options:

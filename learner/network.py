@@ -52,7 +52,7 @@ class ModelConfig:
     board_size: int = 8
     in_planes: int = NUM_PLANES
     blocks: int = 4
-    channels: int = 32
+    channels: int = 16  # as conf/model/default.yaml (docs/tuning.md: 4x16 against 4x32)
     policy_channels: int = 32
     value_channels: int = 8
     value_hidden: int = 128

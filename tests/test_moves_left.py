@@ -282,7 +282,7 @@ def test_warm_start_from_a_network_without_the_head() -> None:
             "optimizer": {"_target_": "torch.optim.SGD", "_partial_": True, "lr": 0.01},
         }
     )
-    model = ModelConfig(moves_left_head=True).to_dict()
+    model = ModelConfig(channels=32, moves_left_head=True).to_dict()  # the shipped tower
     trainer = Trainer(learner, model, 8)
     fresh_head = {k: v.clone() for k, v in trainer.model.state_dict().items() if "moves_left" in k}
     trainer.load_weights(SHIPPED)  # the shipped 4x32 network, which has no head
