@@ -234,10 +234,10 @@ class MCTSPlayer:
             before = mcts.root_child_visits(0)
             if self.time_ms:
                 stats = search_until(mcts, self.evaluator, deadline, chunk=self._chunk)
-                self.evaluations += stats.leaves
                 if not actions and mcts.root_child_visits(0) == before and not mcts.done(0):
                     # the budget went before a visit (a stalled machine, a tiny budget): one
                     # batch all the same, so a searched move never rests on the priors alone
+                    self.evaluations += stats.leaves  # the root's, if it was evaluated
                     saved = mcts.simulations
                     stats = search(mcts, self.evaluator, before + self._chunk)
                     mcts.simulations = saved

@@ -183,6 +183,29 @@ def test_a_timed_move_searches_and_reports_its_simulations(tiny_checkpoint) -> N
         assert player.evaluations > 1  # the root and at least one batch below it
 
 
+class CountingEvaluator(UniformEvaluator):
+    """The uniform evaluator, counting the positions it is sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows = 0
+
+    def evaluate(self, planes, mask):
+        self.rows += len(planes)
+        return super().evaluate(planes, mask)
+
+
+@pytest.mark.parametrize("budget", [{"time_ms": 30}, {"time_ms": 0}])
+def test_the_evaluation_count_is_what_the_network_was_sent(budget) -> None:
+    evaluator = CountingEvaluator()
+    player = MCTSPlayer(evaluator, {"simulations": 40}, **budget)
+    position = Position()
+    for _ in range(4):
+        position.play(player.choose(position))
+    assert player.searched > 0
+    assert player.evaluations == evaluator.rows > 0
+
+
 def test_a_forced_move_is_played_without_search() -> None:
     player = make_player("uniform-mcts:t5000")
     position = Position.from_fen(FORCED_JUMP)
