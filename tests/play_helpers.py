@@ -105,6 +105,7 @@ class Server:
         args += ["--log-level", "warning"]
         for item in ("torch_threads=1", *overrides):
             args += ["--set", item]
+        self.log_path = log
         self._log = log.open("w")
         self.proc = subprocess.Popen(args, cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + STARTUP_S

@@ -61,13 +61,44 @@ def server(tmp_path_factory):
     srv.stop()
 
 
+def page_state(browser, server) -> str:
+    """What the page shows and the server logged: the message of a wait that timed out."""
+    from selenium.webdriver.common.by import By
+
+    shown = {
+        key: browser.find_element(By.ID, key).text
+        for key in ("status", "movelist", "wdl-text", "newgame-error")
+    }
+    log = server.log_path.read_text()[-2000:] if server.log_path.exists() else "(no log)"
+    return f"the page shows {shown}; the server's log ends:\n{log}"
+
+
+class Wait:
+    """WebDriverWait whose timeout says what the page showed instead of a bare TimeoutException."""
+
+    def __init__(self, browser, server) -> None:
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        self.browser, self.server = browser, server
+        self.wait = WebDriverWait(browser, WAIT_S)
+
+    def until(self, condition, what: str) -> None:
+        from selenium.common.exceptions import TimeoutException
+
+        try:
+            self.wait.until(condition)
+        except TimeoutException:
+            pytest.fail(f"waited {WAIT_S} s for {what}; {page_state(self.browser, self.server)}")
+
+
 def test_play_a_move_by_clicking_and_see_the_network_answer(browser, server, tmp_path):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    wait = WebDriverWait(browser, WAIT_S)
+    wait = Wait(browser, server)
     browser.get(server.url + "/")
-    wait.until(lambda d: "Black to move (you)" in d.find_element(By.ID, "status").text)
+    wait.until(
+        lambda d: "Black to move (you)" in d.find_element(By.ID, "status").text, "the user's turn"
+    )
     movable = browser.find_elements(By.CSS_SELECTOR, "#board circle.movable")
     assert sorted(int(c.get_attribute("data-square")) for c in movable) == [9, 10, 11, 12]
 
@@ -77,8 +108,13 @@ def test_play_a_move_by_clicking_and_see_the_network_answer(browser, server, tmp
     browser.find_element(By.CSS_SELECTOR, '#board rect[data-square="15"]').click()
 
     # The network replies, and it is the user's turn again.
-    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#movelist span")) == 2)
-    wait.until(lambda d: "Black to move (you)" in d.find_element(By.ID, "status").text)
+    wait.until(
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#movelist span")) == 2, "the reply"
+    )
+    wait.until(
+        lambda d: "Black to move (you)" in d.find_element(By.ID, "status").text,
+        "the user's turn after the reply",
+    )
     moves = [s.text.rstrip("?!") for s in browser.find_elements(By.CSS_SELECTOR, "#movelist span")]
     assert moves[0] == "11-15" and moves[1] in WHITE_REPLIES
     pieces = {
@@ -87,7 +123,7 @@ def test_play_a_move_by_clicking_and_see_the_network_answer(browser, server, tmp
     }
     assert 15 in pieces and 11 not in pieces
     # The analysis panel has the network's view of the new position.
-    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#top tbody tr")) > 0)
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#top tbody tr")) > 0, "analysis")
     assert "Black to move: win" in browser.find_element(By.ID, "wdl-text").text
     assert "11-15" in browser.find_element(By.ID, "pdn-out").get_attribute("value")
 
