@@ -9,6 +9,7 @@ a bad command line fails in the first second with a message naming the key.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,20 +39,27 @@ class ConfigError(ValueError):
     pass
 
 
+# Hydra's initialize contexts set one process-wide GlobalHydra: two threads composing at once
+# (the play server's requests do) would find it set and fail, so compositions take turns.
+_COMPOSE_LOCK = threading.Lock()
+
+
 def compose(overrides: Sequence[str] = ()) -> DictConfig:
     """The composed config (`conf/config.yaml` with its groups and preset) plus `overrides`.
 
     `overrides` use the command line's syntax (``"mcts.simulations=64"``, ``"game=small"``).
     Raises ConfigError naming the override when Hydra rejects one, and when `validate` does.
+    Safe to call from several threads at once.
     """
     path = config_path()
     try:
-        if path == PACKAGE_CONF:
-            ctx = initialize_config_module("learner.conf", version_base="1.3")
-        else:
-            ctx = initialize_config_dir(config_dir=path, version_base="1.3")
-        with ctx:
-            cfg = hydra_compose("config", overrides=list(overrides))
+        with _COMPOSE_LOCK:  # the initialize objects set GlobalHydra when made, not entered
+            if path == PACKAGE_CONF:
+                ctx = initialize_config_module("learner.conf", version_base="1.3")
+            else:
+                ctx = initialize_config_dir(config_dir=path, version_base="1.3")
+            with ctx:
+                cfg = hydra_compose("config", overrides=list(overrides))
     except (HydraException, OmegaConfBaseException) as e:
         raise ConfigError(f"config overrides {list(overrides)}: {e}") from e
     validate(cfg)

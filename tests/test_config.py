@@ -119,3 +119,31 @@ def test_defaults_are_the_group_files_and_derived_keys_follow(config):
     )
     small = config("game=small")
     assert (small.model.board_size, small.model.in_planes) == (6, NUM_PLANES)
+
+
+def test_threads_can_compose_at_once() -> None:
+    """The play server composes the config from request threads; Hydra's global state must not
+    make one of two concurrent compositions fail ("GlobalHydra is already initialized")."""
+    import threading
+
+    from learner.config import compose
+
+    start = threading.Barrier(6)
+    errors: list[BaseException] = []
+    sizes: list[int] = []
+
+    def work() -> None:
+        start.wait()
+        try:
+            for _ in range(3):
+                sizes.append(compose(["mcts.simulations=64"]).mcts.simulations)
+        except BaseException as e:  # collected and reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert sizes == [64] * 18

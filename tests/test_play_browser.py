@@ -108,9 +108,7 @@ def test_play_a_move_by_clicking_and_see_the_network_answer(browser, server, tmp
     browser.find_element(By.CSS_SELECTOR, '#board rect[data-square="15"]').click()
 
     # The network replies, and it is the user's turn again.
-    wait.until(
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#movelist span")) == 2, "the reply"
-    )
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#movelist span")) == 2, "the reply")
     wait.until(
         lambda d: "Black to move (you)" in d.find_element(By.ID, "status").text,
         "the user's turn after the reply",
