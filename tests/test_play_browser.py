@@ -67,7 +67,7 @@ def page_state(browser, server) -> str:
 
     shown = {
         key: browser.find_element(By.ID, key).text
-        for key in ("status", "movelist", "wdl-text", "newgame-error")
+        for key in ("status", "movelist", "wdl-text", "newgame-error", "run-title", "live-info")
     }
     log = server.log_path.read_text()[-2000:] if server.log_path.exists() else "(no log)"
     return f"the page shows {shown}; the server's log ends:\n{log}"
@@ -133,23 +133,23 @@ def test_play_a_move_by_clicking_and_see_the_network_answer(browser, server, tmp
 
 def test_the_live_view_shows_the_runs_game_in_progress_read_only(browser, server):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    wait = WebDriverWait(browser, WAIT_S)
+    wait = Wait(browser, server)
     browser.get(server.url + "/?view=train#train")  # a new page load (a hash alone is not)
 
     def open_run(name: str) -> None:
         wait.until(
-            lambda d: any(c.text == name for c in d.find_elements(By.CSS_SELECTOR, "#runs td"))
+            lambda d: any(c.text == name for c in d.find_elements(By.CSS_SELECTOR, "#runs td")),
+            f"run {name} in the list",
         )
         next(
             c for c in browser.find_elements(By.CSS_SELECTOR, "#runs td") if c.text == name
         ).click()
-        wait.until(lambda d: d.find_element(By.ID, "run-title").text.startswith(name))
+        wait.until(lambda d: d.find_element(By.ID, "run-title").text.startswith(name), name)
 
     open_run("2026-01-01_00-00-00")
     browser.find_element(By.ID, "live").click()
-    wait.until(lambda d: "actor 3" in d.find_element(By.ID, "live-info").text)
+    wait.until(lambda d: "actor 3" in d.find_element(By.ID, "live-info").text, "the live game")
     info = browser.find_element(By.ID, "live-info").text
     assert "read-only" in info and "weights v5" in info and "ACF 1" in info and "last 22-17" in info
 
@@ -157,11 +157,14 @@ def test_the_live_view_shows_the_runs_game_in_progress_read_only(browser, server
         found = browser.find_elements(By.CSS_SELECTOR, f"#viewer circle.piece-{colour}")
         return {int(c.get_attribute("data-square")) for c in found}
 
-    wait.until(lambda d: 15 in squares("b"))  # after 11-15 23-19 8-11 22-17
+    wait.until(lambda d: 15 in squares("b"), "the live game's moves")  # 11-15 23-19 8-11 22-17
     assert squares("b") == {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 15}
     assert squares("w") == {17, 19, 21, *range(24, 33)}
     assert not browser.find_elements(By.CSS_SELECTOR, "#viewer .movable")  # nothing to play
 
     open_run("2026-01-02_00-00-00")  # its live game is two days old, and it has no network
     browser.find_element(By.ID, "live").click()
-    wait.until(lambda d: "no self-play game in progress" in d.find_element(By.ID, "live-info").text)
+    wait.until(
+        lambda d: "no self-play game in progress" in d.find_element(By.ID, "live-info").text,
+        "no live game",
+    )
