@@ -10,10 +10,12 @@ its in-run curve reached minimax:4 (minutes on the run's own clock, with a 95% i
 evaluation.ladder.reach_time). Runs made before those files existed are read
 from the learner's last log line and the match's printed summary instead. A run that has not
 finished its match is listed with what it has. `--plot` draws the arms side by side: each final
-match's Elo with its 95% interval, and the in-run curves (the evaluator's ladder Elo and the
-training loss) against minutes. A run rated on the shipped table (`evaluation=rated`) draws its
-Elo with a solid line; one rated on its own in-run rungs, dashed: the two scales differ (the
-in-run rungs put minimax:4 some 250 Elo lower than the table does).
+match's Elo with its 95% interval (when some arm has a match), and the in-run curves (the
+evaluator's ladder Elo and the training loss) against minutes. A run rated on the shipped table
+(`evaluation=rated`) draws its curve.csv with each candidate's interval shaded and minimax:4's
+rating on the table as a line, on the clock of the "reaches" column; one rated on its own in-run
+rungs, dashed: the two scales differ (the in-run rungs put minimax:4 some 250 Elo lower than the
+table does).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from evaluation.ladder import reach_time, read_curve_csv, read_table, table_path
+from evaluation.ladder import CurvePoint, reach_time, read_curve_csv, read_table, table_path
 from learner.metrics import read_metrics
 
 LOSS_SMOOTHING = 12  # log lines (10 s apart) averaged in the loss curve: one noisy batch each
@@ -148,37 +150,65 @@ def rated_on_table(run_dir: Path) -> bool:
     return _ladder_table(run_dir) is not None
 
 
-def plot(run_dirs: list[Path], rows: list[dict], out: Path) -> None:
+def _curve(run_dir: Path) -> list[CurvePoint]:
+    """The in-run curve's candidates that carry the run's clock (eval/curve.csv, or its copy
+    under docs/results/); none for a run made before the curve file existed."""
+    path = _first(run_dir / "eval" / "curve.csv", run_dir / "curve.csv")
+    return [] if path is None else [p for p in read_curve_csv(path) if p.wall_s is not None]
+
+
+def plot(run_dirs: list[Path], rows: list[dict], out: Path, rung: str = "minimax:4") -> None:
+    """The arms side by side: the final matches (a panel only when some arm has one), the
+    in-run Elo against minutes, and the training loss. A run rated on a table draws its curve
+    from eval/curve.csv on the run's own clock, with each candidate's 95% interval shaded and
+    `rung`'s rating on that table as a line: the curve's crossing of it is the table's
+    "reaches" column. Other runs draw the ratings their metrics logged, dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax_match, ax_elo, ax_loss) = plt.subplots(1, 3, figsize=(16, 4.5), dpi=100)
-    for i, row in enumerate(rows):
-        if "_elo" in row and all(math.isfinite(x) for x in row["_elo"]):
-            elo, lo, hi = row["_elo"]
-            ax_match.errorbar([elo], [i], xerr=[[elo - lo], [hi - elo]], fmt="o", capsize=4)
-    ax_match.set_yticks(range(len(rows)), [r["run"] for r in rows])
-    ax_match.invert_yaxis()
-    ax_match.axvline(0, color="grey", lw=0.8)
-    ax_match.set_xlabel("Elo vs minimax:4 (final match, 95% interval)")
-    ax_match.grid(alpha=0.3)
+    matched = [row for row in rows if "_elo" in row]
+    fig, axes = plt.subplots(1, 3 if matched else 2, figsize=(16 if matched else 11, 4.5), dpi=100)
+    ax_elo, ax_loss = axes[-2:]
+    if matched:
+        ax_match = axes[0]
+        for i, row in enumerate(rows):
+            if "_elo" in row and all(math.isfinite(x) for x in row["_elo"]):
+                elo, lo, hi = row["_elo"]
+                ax_match.errorbar([elo], [i], xerr=[[elo - lo], [hi - elo]], fmt="o", capsize=4)
+        ax_match.set_yticks(range(len(rows)), [r["run"] for r in rows])
+        ax_match.invert_yaxis()
+        ax_match.axvline(0, color="grey", lw=0.8)
+        ax_match.set_xlabel("Elo vs minimax:4 (final match, 95% interval)")
+        ax_match.grid(alpha=0.3)
+    rung_lines = set()
     for run_dir, row in zip(run_dirs, rows, strict=True):
         series = read_metrics(run_dir / "metrics.csv")
         t0 = min((points[0][1] for points in series.values()), default=0.0)
-        elo = series.get("eval/elo", [])
-        # the logger repeats the last rating every line: keep the first line of each new rating
-        rated = [p for i, p in enumerate(elo) if i == 0 or p[2] != elo[i - 1][2]]
-        on_table = rated_on_table(run_dir)
-        ax_elo.plot(
-            [(t - t0) / 60 for _, t, _ in rated],
-            [v for _, _, v in rated],
-            label=f"{row['run']} ({'table' if on_table else 'own rungs'})",
-            linestyle="-" if on_table else "--",
-            marker="o",
-            ms=3,
-        )
+        table = _ladder_table(run_dir)
+        curve = _curve(run_dir) if table is not None else []
+        if curve:
+            minutes = [p.wall_s / 60 for p in curve]
+            (line,) = ax_elo.plot(
+                minutes, [p.elo for p in curve], label=f"{row['run']} (table)", marker="o", ms=3
+            )
+            lower, upper = [p.lower for p in curve], [p.upper for p in curve]
+            ax_elo.fill_between(minutes, lower, upper, color=line.get_color(), alpha=0.15)
+            rung_lines.add(read_table(table).ratings[rung])
+        else:
+            elo = series.get("eval/elo", [])
+            # the logger repeats the last rating every line: keep the first line of each new one
+            rated = [p for i, p in enumerate(elo) if i == 0 or p[2] != elo[i - 1][2]]
+            on_table = table is not None
+            ax_elo.plot(
+                [(t - t0) / 60 for _, t, _ in rated],
+                [v for _, _, v in rated],
+                label=f"{row['run']} ({'table' if on_table else 'own rungs'})",
+                linestyle="-" if on_table else "--",
+                marker="o",
+                ms=3,
+            )
         loss = series.get("learner/loss_total", [])
         if len(loss) >= LOSS_SMOOTHING:
             smooth = np.convolve(
@@ -186,12 +216,28 @@ def plot(run_dirs: list[Path], rows: list[dict], out: Path) -> None:
             )
             minutes = [(t - t0) / 60 for _, t, _ in loss[LOSS_SMOOTHING - 1 :]]
             ax_loss.plot(minutes, smooth, label=row["run"])
-    ax_elo.set_title("in-run Elo (random = 0): solid on the table, dashed own rungs", fontsize=10)
+    for rating in sorted(rung_lines):
+        ax_elo.axhline(rating, color="grey", lw=0.8, ls=":")
+        ax_elo.annotate(
+            f"{rung} {rating:+.0f}",
+            (0, rating),
+            xytext=(2, 2),
+            textcoords="offset points",
+            fontsize=8,
+            color="grey",
+        )
+    title = (
+        "in-run Elo (random = 0; shaded: 95% interval)"
+        if rung_lines
+        else ("in-run Elo (random = 0): solid on the table, dashed own rungs")
+    )
+    ax_elo.set_title(title, fontsize=10)
     ax_loss.set_title(f"training loss (policy + value; mean of {LOSS_SMOOTHING} log lines)")
     for ax in (ax_elo, ax_loss):
         ax.set_xlabel("minutes")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:  # a run without metrics draws no loss
+            ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)

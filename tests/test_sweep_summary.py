@@ -79,3 +79,44 @@ def test_the_plot_tells_a_rated_run_from_an_unrated_one(tmp_path, sweep_summary)
     assert sweep_summary.rated_on_table(rated)
     assert not sweep_summary.rated_on_table(unrated)
     assert not sweep_summary.rated_on_table(bare)
+
+
+def _png_width(path: Path) -> int:
+    return int.from_bytes(path.read_bytes()[16:20], "big")  # the IHDR chunk's width
+
+
+def test_the_plot_draws_a_rated_curve_and_a_match_panel_only_when_an_arm_has_a_match(
+    tmp_path, sweep_summary
+):
+    from evaluation.ladder import CurvePoint, write_curve_csv
+
+    run = _arm(tmp_path / "sweep-rated", ["evaluation=rated"])
+    (run / ".hydra" / "config.yaml").write_text(
+        yaml.safe_dump({"evaluation": {"ladder_table": "package"}})
+    )
+    (run / "eval").mkdir()
+    points = [
+        CurvePoint(
+            version=v,
+            step=100 * v,
+            wall_s=60.0 * v,
+            positions=1000 * v,
+            elo=e,
+            lower=e - 100,
+            upper=e + 100,
+            games=32,
+        )
+        for v, e in [(1, 300.0), (20, 1600.0), (40, 1900.0)]
+    ]
+    write_curve_csv(points, run / "eval" / "curve.csv")
+    rows = [sweep_summary.summarize(run)]
+    assert rows[0]["reaches minimax:4"].endswith("]")  # crossed on the table's minimax:4
+    sweep_summary.plot([run], rows, tmp_path / "curves.png")
+    assert _png_width(tmp_path / "curves.png") == 1100  # Elo and loss: no empty match panel
+
+    figures = {"player_a": "a", "player_b": "minimax:4", "games": 312, "wins": 120, "draws": 150}
+    figures |= {"losses": 42, "score": 0.625, "elo": 88.7, "elo_lower": 60.2, "elo_upper": 117.9}
+    (run / "final_match.json").write_text(json.dumps(figures))
+    rows = [sweep_summary.summarize(run)]
+    sweep_summary.plot([run], rows, tmp_path / "with-match.png")
+    assert _png_width(tmp_path / "with-match.png") == 1600
