@@ -86,7 +86,7 @@ def _reach_text(run_dir: Path, rung: str) -> str:
     """When the run's in-run curve reached `rung`, in minutes of its own clock with a 95%
     interval (evaluation.ladder.reach_time); only for a run rated on a table, the only scale a
     rung's rating is fixed on."""
-    table = _ladder_table(run_dir)
+    table = ladder_table(run_dir)
     if table is None:
         return "(own rungs)" if _config(run_dir) is not None else ""
     curve = _first(run_dir / "eval" / "curve.csv", run_dir / "curve.csv")
@@ -139,15 +139,10 @@ def _config(run_dir: Path) -> dict | None:
     return None if config is None else yaml.safe_load(config.read_text()) or {}
 
 
-def _ladder_table(run_dir: Path) -> Path | None:
+def ladder_table(run_dir: Path) -> Path | None:
     """The ladder table the run's evaluator rated candidates on; None: its own in-run rungs."""
     evaluation = (_config(run_dir) or {}).get("evaluation") or {}
     return table_path(evaluation.get("ladder_table"))
-
-
-def rated_on_table(run_dir: Path) -> bool:
-    """Whether the run's evaluator rated candidates on a fixed ladder table."""
-    return _ladder_table(run_dir) is not None
 
 
 def _curve(run_dir: Path) -> list[CurvePoint]:
@@ -186,7 +181,7 @@ def plot(run_dirs: list[Path], rows: list[dict], out: Path, rung: str = "minimax
     for run_dir, row in zip(run_dirs, rows, strict=True):
         series = read_metrics(run_dir / "metrics.csv")
         t0 = min((points[0][1] for points in series.values()), default=0.0)
-        table = _ladder_table(run_dir)
+        table = ladder_table(run_dir)
         curve = _curve(run_dir) if table is not None else []
         if curve:
             minutes = [p.wall_s / 60 for p in curve]

@@ -76,9 +76,9 @@ def test_the_plot_tells_a_rated_run_from_an_unrated_one(tmp_path, sweep_summary)
     )
     bare = tmp_path / "sweep-bare"  # an old copy under docs/results/ without its config
     bare.mkdir()
-    assert sweep_summary.rated_on_table(rated)
-    assert not sweep_summary.rated_on_table(unrated)
-    assert not sweep_summary.rated_on_table(bare)
+    assert sweep_summary.ladder_table(rated) is not None
+    assert sweep_summary.ladder_table(unrated) is None
+    assert sweep_summary.ladder_table(bare) is None
 
 
 def _png_width(path: Path) -> int:
