@@ -34,8 +34,9 @@ Specs (``evaluation.players.make_player`` hands every spec that is not minimax o
 
 Options after the colon, separated by ``,`` or ``:``: ``sims`` (simulations per decision) or
 ``tMS`` / ``ms=MS`` (milliseconds per move; not both), ``leaves`` (leaves per forward pass),
-``cpuct``, ``device`` (auto, cpu, cuda, ...), ``threads`` (torch intra-op threads; 1 by default
-so parallel workers do not oversubscribe), ``precision`` (auto, float32, bfloat16: the network's
+``cpuct``, ``fpu`` (first-play urgency reduction, root included), ``device`` (auto, cpu, cuda,
+...), ``threads`` (torch intra-op threads; 1 by default so parallel workers do not
+oversubscribe), ``precision`` (auto, float32, bfloat16: the network's
 arithmetic; auto is bf16 on CUDA and on a CPU with native bf16, learner.inference.compute_dtype).
 Defaults come from the composed config: the ``mcts`` group with ``simulations`` and
 ``leaves_per_game`` from the ``evaluation`` group.
@@ -79,6 +80,7 @@ _OPTIONS: dict[str, tuple[str, type]] = {
     "ms": ("time_ms", int),
     "leaves": ("leaves_per_game", int),
     "cpuct": ("c_puct", float),
+    "fpu": ("fpu_reduction", float),
     "device": ("device", str),
     "threads": ("threads", int),
     "precision": ("precision", str),

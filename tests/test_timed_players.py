@@ -75,6 +75,9 @@ def test_time_specs_parse_and_old_forms_keep_working() -> None:
         {"simulations": 9, "c_puct": 1.5},
     )
     assert parse_spec("a/b.safetensors") == ("a/b.safetensors", {})
+    assert parse_spec("a/b.safetensors:fpu=0.5") == ("a/b.safetensors", {"fpu_reduction": 0.5})
+    tuned = make_player("uniform-mcts:sims=30,fpu=0.5")
+    assert (tuned.settings["fpu_reduction"], tuned.settings["fpu_reduction_root"]) == (0.5, 0.5)
     player = make_player("uniform-mcts:t40")
     assert isinstance(player, MCTSPlayer)
     assert (player.name, player.time_ms) == ("uniform-mcts:t40", 40)
