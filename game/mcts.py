@@ -61,6 +61,7 @@ SEARCH_KEYS = (
     "collapse_forced",
     "skip_forced_root",
     "forced_playouts_k",
+    "policy_temperature",
     "seed",
 )
 

@@ -199,6 +199,31 @@ def skewed(mask: np.ndarray) -> np.ndarray:
     return (w / w.sum(axis=-1, keepdims=True)).astype(np.float32)
 
 
+@pytest.mark.parametrize("temperature", [0.5, 2.0])
+def test_policy_temperature_reshapes_every_nodes_priors(temperature: float):
+    mcts = new_search(1, 8, {**BASE, "policy_temperature": temperature})
+    search(mcts, SkewedEvaluator())
+    game = mcts.game(0)
+
+    def tempered(g) -> np.ndarray:
+        p = skewed(g.legal_action_mask()[None])[0] ** (1.0 / temperature)
+        return p / p.sum()
+
+    np.testing.assert_allclose(mcts.root_priors(0), tempered(game), rtol=1e-5)
+    assert np.abs(mcts.root_priors(0) - skewed(game.legal_action_mask()[None])[0]).max() > 1e-3
+    best = mcts.choose(0, 0.0)
+    child = game.copy()
+    child.step(int(best))
+    priors, _ = mcts.node_stats(0, [best])
+    np.testing.assert_allclose(priors, tempered(child), rtol=1e-5)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan")])
+def test_policy_temperature_must_be_positive(bad: float):
+    with pytest.raises(ValueError, match="policy_temperature must be"):
+        new_search(1, 8, {**BASE, "policy_temperature": bad})
+
+
 def test_noise_touches_only_the_root():
     mcts = new_search(1, 8, {**BASE, "dirichlet_epsilon": 0.25, "dirichlet_alpha": 0.3})
     search(mcts, SkewedEvaluator())

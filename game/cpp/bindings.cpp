@@ -391,6 +391,7 @@ NB_MODULE(_core, m) {
       .def_rw("collapse_forced", &cz::MctsConfig::collapse_forced)
       .def_rw("skip_forced_root", &cz::MctsConfig::skip_forced_root)
       .def_rw("forced_playouts_k", &cz::MctsConfig::forced_playouts_k)
+      .def_rw("policy_temperature", &cz::MctsConfig::policy_temperature)
       .def_rw("seed", &cz::MctsConfig::seed);
 
   using cz::BatchedMcts;

@@ -42,6 +42,7 @@ void check_config(const MctsConfig& c) {
       {"dirichlet_epsilon", c.dirichlet_epsilon},
       {"virtual_loss", c.virtual_loss},
       {"forced_playouts_k", c.forced_playouts_k},
+      {"policy_temperature", c.policy_temperature},
   };
   for (const auto& [name, value] : finite)
     if (!std::isfinite(value))
@@ -61,6 +62,9 @@ void check_config(const MctsConfig& c) {
   if (c.forced_playouts_k < 0)
     throw std::invalid_argument("forced_playouts_k must be >= 0 (0: off), got " +
                                 float_text(c.forced_playouts_k));
+  if (c.policy_temperature <= 0)
+    throw std::invalid_argument("policy_temperature must be > 0 (1: the priors as given), got " +
+                                float_text(c.policy_temperature));
 }
 
 float explore_scale(float c_puct, float c_puct_base, float n_parent) {
@@ -263,18 +267,22 @@ uint32_t BatchedMcts::select_child(const Tree& t, uint32_t node) const {
 
 void BatchedMcts::expand_node(Tree& t, uint32_t node, const uint8_t* actions, int n, const float* priors) {
   const uint32_t first = uint32_t(t.nodes.size());
+  // Each legal action's weight: its prior (NaN and negatives count as zero), raised to 1/T.
+  std::array<float, kMaxLegalActions> weight;  // read only where priors were given
   float total = 0.0f;
-  if (priors)
+  if (priors) {
+    const float inv_t = 1.0f / config_.policy_temperature;
     for (int k = 0; k < n; ++k) {
       const float p = priors[actions[k]];
-      total += p > 0.0f ? p : 0.0f;  // NaN and negatives count as zero
+      weight[k] = p > 0.0f ? (inv_t == 1.0f ? p : std::pow(p, inv_t)) : 0.0f;
+      total += weight[k];
     }
+  }
   t.nodes.resize(first + n);
   for (int k = 0; k < n; ++k) {
     Node& c = t.nodes[first + k];
     c.action = actions[k];
-    const float p = priors ? priors[actions[k]] : 0.0f;
-    c.prior = total > 0.0f ? (p > 0.0f ? p / total : 0.0f) : 1.0f / float(n);
+    c.prior = total > 0.0f ? weight[k] / total : 1.0f / float(n);
     c.u_scale = c.prior;  // no visits yet
   }
   Node& nd = t.nodes[node];

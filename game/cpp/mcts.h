@@ -69,6 +69,8 @@ struct MctsConfig {
   bool collapse_forced = true;     // expand single-action nodes without a network call
   bool skip_forced_root = true;    // a root with one legal action needs no search
   float forced_playouts_k = 0.0f;  // KataGo's k: forced root visits sqrt(k P N) with noise; 0: off
+  float policy_temperature = 1.0f; // priors raised to 1/T and renormalised (lc0's policy softmax
+                                   // temperature): T > 1 flattens them; 1: as the network gives
   uint64_t seed = 0;               // RNG seed (noise, move sampling): same seed, same games
 };
 
