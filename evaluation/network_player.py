@@ -35,9 +35,10 @@ Specs (``evaluation.players.make_player`` hands every spec that is not minimax o
 Options after the colon, separated by ``,`` or ``:``: ``sims`` (simulations per decision) or
 ``tMS`` / ``ms=MS`` (milliseconds per move; not both), ``leaves`` (leaves per forward pass),
 ``cpuct``, ``fpu`` (first-play urgency reduction, root included), ``pst`` (policy softmax
-temperature), ``device`` (auto, cpu, cuda, ...), ``threads`` (torch intra-op threads; 1 by default so parallel workers do not
-oversubscribe), ``precision`` (auto, float32, bfloat16: the network's
-arithmetic; auto is bf16 on CUDA and on a CPU with native bf16, learner.inference.compute_dtype).
+temperature), ``device`` (auto, cpu, cuda, ...), ``threads`` (torch intra-op threads; 1 by
+default so parallel workers do not oversubscribe), ``precision`` (auto, float32, bfloat16: the
+network's arithmetic; auto is bf16 on CUDA and on a CPU with native bf16,
+learner.inference.compute_dtype).
 Defaults come from the composed config: the ``mcts`` group with ``simulations`` and
 ``leaves_per_game`` from the ``evaluation`` group.
 """
