@@ -87,6 +87,8 @@ _OPTIONS: dict[str, tuple[str, type]] = {
     "threads": ("threads", int),
     "precision": ("precision", str),
 }
+# Spec options that change the search, named in the player's name when given.
+_SEARCH_OPTIONS_SHOWN = ("leaves", "cpuct", "fpu", "pst")
 
 
 def eval_mcts_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -449,6 +451,12 @@ def mcts_player(
     time_ms = options.pop("time_ms", 0)
     settings = play_settings(mcts, **options)
     budget = f"t{time_ms}" if time_ms else f"sims={settings.get('simulations')}"
+    # The spec's search options go into the name, so a match's PDN and figures say what played.
+    budget += "".join(
+        f",{key}={options[_OPTIONS[key][0]]}"
+        for key in _SEARCH_OPTIONS_SHOWN
+        if _OPTIONS[key][0] in options
+    )
     if source == UNIFORM_SPEC:
         return MCTSPlayer(
             UniformEvaluator(),
@@ -467,6 +475,7 @@ def mcts_player(
     return checkpoint_player(
         source,
         settings,
+        name=f"{Path(source).name}:{budget}" + ("" if precision == "auto" else f",{precision}"),
         device=device,
         threads=threads,
         seed=seed,

@@ -221,6 +221,9 @@ def test_a_checkpoint_player_computes_in_the_precision_its_spec_asks(tmp_path) -
         player = make_player(f"{path}:sims=8,precision={precision}")
         assert str(player.evaluator.compute_dtype) == f"torch.{precision}"
         assert player.name == f"tiny.safetensors:sims=8,{precision}"  # tells the two apart
+    tuned = make_player(f"{path}:sims=8,cpuct=2.0,precision=float32")
+    assert tuned.settings["c_puct"] == 2.0
+    assert tuned.name == "tiny.safetensors:sims=8,cpuct=2.0,float32"
 
 
 def test_checkpoint_player_plays_legal_games_that_replay(tmp_path, deck) -> None:

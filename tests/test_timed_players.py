@@ -77,8 +77,10 @@ def test_time_specs_parse_and_old_forms_keep_working() -> None:
     assert parse_spec("a/b.safetensors") == ("a/b.safetensors", {})
     assert parse_spec("a/b.safetensors:fpu=0.5") == ("a/b.safetensors", {"fpu_reduction": 0.5})
     assert parse_spec("a/b.safetensors:pst=1.5") == ("a/b.safetensors", {"policy_temperature": 1.5})
-    tuned = make_player("uniform-mcts:sims=30,fpu=0.5")
+    tuned = make_player("uniform-mcts:sims=30,fpu=0.5:pst=1.5:leaves=2")
     assert (tuned.settings["fpu_reduction"], tuned.settings["fpu_reduction_root"]) == (0.5, 0.5)
+    assert tuned.settings["policy_temperature"] == 1.5
+    assert tuned.name == "uniform-mcts:sims=30,leaves=2,fpu=0.5,pst=1.5"  # what played, in PDN
     player = make_player("uniform-mcts:t40")
     assert isinstance(player, MCTSPlayer)
     assert (player.name, player.time_ms) == ("uniform-mcts:t40", 40)
