@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# play-time probes: one checkpoint, 312 games vs minimax:6 at 100 simulations, one spec option each
+# play-time probes (writes runs/probe/): one checkpoint, 312 games vs minimax:6 at 100 simulations, one spec option each
 set -u
-cd /work/main
+# run from the repository root: docs/results/playtime-search/probe.sh base cpuct=2.0 ...
 ck=${CK:-runs/sweep-control-60min-d/checkpoints/latest.safetensors}
 tag=${TAG:-d}
 for opt in "$@"; do
