@@ -400,6 +400,46 @@ def test_mcts_leaves_take_the_database_value(db8, config):
     assert without.egdb_hits == 0 and without.root_wdl(0)[0] < 0.5
 
 
+class _SureWinEvaluator:
+    """Every position a near-certain win for the side to move, with a hair of draw: the kind of
+    value a trained network gives a won ending, never exact as the database's are."""
+
+    version = 0
+
+    def evaluate(self, planes: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        priors = (mask / mask.sum(axis=-1, keepdims=True)).astype(np.float32)
+        wdl = np.tile(np.array([0.9999, 1e-4, 0.0], np.float32), (len(mask), 1))
+        return priors, wdl
+
+
+def test_root_wdl_stays_a_probability_vector_when_the_database_decides(db8, config):
+    """A root evaluated by the network (W just under 1, D just over 0) whose every move is a
+    capture into the database: its visits add exact wins to a near-exact one, and in float32
+    their sum rounds to a whole win while the draw share stays. The WDL the game record takes
+    must still be in [0, 1]: a loss share a hair below zero once failed the record's validation
+    and restarted the self-play actor, losing its games in flight."""
+    from game.mcts import new_search, search
+
+    def five_pieces_all_captures(pos: Position) -> bool:
+        moves = pos.legal_moves()
+        setup = pos.setup()
+        pieces = (setup.black | setup.white).bit_count()
+        return pieces == 5 and len(moves) > 1 and all(m.is_capture for m in moves)
+
+    five = [p for p in random_positions(8, 5, 4000, seed=7) if five_pieces_all_captures(p)][:64]
+    assert len(five) >= 16
+    cfg = config("mcts.simulations=200", "mcts.dirichlet_epsilon=0.0").mcts
+    mcts = new_search(len(five), 8, cfg, seed=0)
+    mcts.set_egdb(db8.core)
+    for i, pos in enumerate(five):
+        mcts.reset(i, pos.game)
+    search(mcts, _SureWinEvaluator())
+    assert mcts.egdb_hits > 0
+    wdl = np.array([mcts.root_wdl(i) for i in range(len(five))])
+    assert (wdl >= 0).all() and (wdl <= 1).all(), wdl[((wdl < 0) | (wdl > 1)).any(axis=1)]
+    np.testing.assert_allclose(wdl.sum(axis=1), 1.0, atol=1e-6)
+
+
 def test_minimax_with_the_database(db8, egdb_dirs):
     from evaluation.players import make_player
 

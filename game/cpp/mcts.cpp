@@ -559,10 +559,18 @@ void BatchedMcts::root_wdl(int i, float* out) const {
     out[0] = out[1] = out[2] = std::numeric_limits<float>::quiet_NaN();
     return;
   }
+  // Win and loss from the sums of Q and D. Exact database values summed with near-exact network
+  // ones round in float32 (a sum of Q that reaches n while D's sum stays above 0), so a share can
+  // come out a hair below 0: clamp each to [0, 1] and renormalise, so the record gets a
+  // probability vector.
   const float n = float(root.visits);
-  out[0] = (n - root.d_sum + root.q_sum) / (2 * n);
-  out[1] = root.d_sum / n;
-  out[2] = (n - root.d_sum - root.q_sum) / (2 * n);
+  const float w = std::clamp((n - root.d_sum + root.q_sum) / (2 * n), 0.0f, 1.0f);
+  const float d = std::clamp(root.d_sum / n, 0.0f, 1.0f);
+  const float l = std::clamp((n - root.d_sum - root.q_sum) / (2 * n), 0.0f, 1.0f);
+  const float total = w + d + l;
+  out[0] = w / total;
+  out[1] = d / total;
+  out[2] = l / total;
 }
 
 void BatchedMcts::node_stats(int i, const std::vector<int>& path, float* priors, int32_t* visits) const {
