@@ -271,12 +271,15 @@ void BatchedMcts::expand_node(Tree& t, uint32_t node, const uint8_t* actions, in
   std::array<float, kMaxLegalActions> weight;  // read only where priors were given
   float total = 0.0f;
   if (priors) {
-    const float inv_t = 1.0f / config_.policy_temperature;
     for (int k = 0; k < n; ++k) {
       const float p = priors[actions[k]];
-      weight[k] = p > 0.0f ? (inv_t == 1.0f ? p : std::pow(p, inv_t)) : 0.0f;
-      total += weight[k];
+      weight[k] = p > 0.0f ? p : 0.0f;
     }
+    if (config_.policy_temperature != 1.0f) {
+      const float inv_t = 1.0f / config_.policy_temperature;
+      for (int k = 0; k < n; ++k) weight[k] = std::pow(weight[k], inv_t);  // pow(0, x > 0) is 0
+    }
+    for (int k = 0; k < n; ++k) total += weight[k];
   }
   t.nodes.resize(first + n);
   for (int k = 0; k < n; ++k) {
