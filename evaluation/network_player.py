@@ -55,7 +55,7 @@ from typing import Any
 
 from evaluation.policy_player import PolicyPlayer, is_q_network
 from game import _core
-from game.mcts import Evaluator, UniformEvaluator, new_search, search, search_until
+from game.mcts import SEARCH_KEYS, Evaluator, UniformEvaluator, new_search, search, search_until
 from game.position import Move, Position
 from learner.config import compose
 from learner.precision import PRECISIONS
@@ -87,8 +87,17 @@ _OPTIONS: dict[str, tuple[str, type]] = {
     "threads": ("threads", int),
     "precision": ("precision", str),
 }
-# Spec options that change the search, named in the player's name when given.
-_SEARCH_OPTIONS_SHOWN = ("leaves", "cpuct", "fpu", "pst")
+# Spec options that change the search (besides the budget), named in the player's name when given.
+_SEARCH_OPTIONS_SHOWN = tuple(
+    key
+    for key, (target, _) in _OPTIONS.items()
+    if target in SEARCH_KEYS and target != "simulations"
+)
+
+
+def _label(source: str, budget: str, precision: str) -> str:
+    """A checkpoint player's name: file name, budget and search options, a precision it forces."""
+    return f"{Path(source).name}:{budget}" + ("" if precision == "auto" else f",{precision}")
 
 
 def eval_mcts_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -348,7 +357,7 @@ def checkpoint_player(
     model, meta = load_checkpoint(path)
     settings = play_settings(mcts)
     budget = f"t{time_ms}" if time_ms else f"sims={settings.get('simulations')}"
-    label = name or f"{path.name}:{budget}" + ("" if precision == "auto" else f",{precision}")
+    label = name or _label(str(path), budget, precision)
     logger.info("checkpoint player %s (step %d, version %d)", label, meta.step, meta.version)
     return network_player(
         model,
@@ -475,7 +484,7 @@ def mcts_player(
     return checkpoint_player(
         source,
         settings,
-        name=f"{Path(source).name}:{budget}" + ("" if precision == "auto" else f",{precision}"),
+        name=_label(source, budget, precision),
         device=device,
         threads=threads,
         seed=seed,
