@@ -21,8 +21,13 @@ then a measured call of `--seconds` s, all N at once. Figures per N:
   linear is the machine's (cores shared with other work, memory bandwidth, turbo). `--no-bare`
   skips it.
 
+With `--device cuda` each actor runs its network on a share of the GPU
+(`selfplay.gpus_per_actor`, 0.25: four actors per GPU, as the run places them) and the bare
+processes stay on CPU, so actors/bare compares a GPU actor with a CPU process.
+
     python benchmarks/selfplay.py                                  # 1 and 2 actors, run defaults
     python benchmarks/selfplay.py --actors 1,2,4,8,16 --seconds 60  # a 16-core node
+    python benchmarks/selfplay.py --device cuda --actors 1,2,4 --no-bare  # GPU actors
     python benchmarks/selfplay.py --set mcts.simulations=32 --set selfplay.games_in_parallel=16
 """
 
@@ -61,6 +66,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=40.0, help="measured seconds per count")
     p.add_argument("--num-cpus", type=int, default=os.cpu_count(), help="CPUs of the local Ray")
     p.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where the actors run the network: cpu, or cuda (a share of the GPU each)",
+    )
+    p.add_argument(
         "--no-bare", action="store_true", help="skip the plain-process figure for comparison"
     )
     p.add_argument(
@@ -76,8 +87,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def measure(n: int, cfg, url: str, password: str, args: argparse.Namespace, client) -> dict:
     container = OmegaConf.to_container(cfg, resolve=True)
     share = min(1.0, args.num_cpus / n)  # as ActorPool does when actors outnumber cores
+    gpus = float(cfg.selfplay.gpus_per_actor) if args.device == "cuda" else 0.0
     actors = [
-        SelfPlayActor.options(num_cpus=share).remote(container, i, url, password) for i in range(n)
+        SelfPlayActor.options(num_cpus=share, num_gpus=gpus).remote(
+            container, i, url, password, args.device
+        )
+        for i in range(n)
     ]
     key = stats_key(cfg.replay.namespace)
     try:
@@ -148,8 +163,8 @@ def main(argv: list[str] | None = None) -> None:
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     m, mc, sp = cfg.model, cfg.mcts, cfg.selfplay
     print(
-        f"network {m.blocks}x{m.channels} on CPU in "
-        f"{str(compute_dtype(sp.precision, 'cpu')).removeprefix('torch.')} "
+        f"network {m.blocks}x{m.channels} on {args.device.upper()} in "
+        f"{str(compute_dtype(sp.precision, args.device)).removeprefix('torch.')} "
         f"(selfplay.precision={sp.precision}), {cfg.game.size}x{cfg.game.size} board, "
         f"{mc.simulations} simulations, {sp.games_in_parallel} games in parallel per actor, "
         f"warm-up {args.warmup:.0f} s, measured {args.seconds:.0f} s; Ray CPUs {args.num_cpus}, "
