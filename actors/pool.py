@@ -46,9 +46,12 @@ class Slots:
         return self.cpu + self.gpu
 
 
-def gpu_slots(resources: Mapping[str, float], device: str, gpus_per_actor: float) -> int:
-    """How many actors the node's GPUs take (0 with selfplay.device=cpu)."""
-    gpus = float(resources.get("GPU", 0))
+def gpu_slots(
+    resources: Mapping[str, float], device: str, gpus_per_actor: float, reserved: float = 0.0
+) -> int:
+    """How many actors the node's GPUs take (0 with selfplay.device=cpu), less ``reserved``
+    (the share other work holds there: the evaluator)."""
+    gpus = float(resources.get("GPU", 0)) - reserved
     if device == "cpu" or gpus <= 0:
         return 0
     return int(gpus / gpus_per_actor + SLOT_EPSILON)
@@ -61,12 +64,14 @@ def plan_placement(
     *,
     device: str = "cpu",
     gpus_per_actor: float = 1.0,
+    head_reserved_gpus: float = 0.0,
 ) -> dict[str, Slots]:
     """Actors per alive node id: as many as the node holds (``requested`` None) or
     ``requested`` in all, spread in proportion to what each node holds.
 
     A node holds one actor per free core (the head keeps one for the learner); under
     ``device=cuda`` it holds its GPU slots instead. Its GPU slots are filled first (auto, cuda).
+    ``head_reserved_gpus``: the share of the head's GPU held by other work (a GPU evaluator).
     """
     capacity: dict[str, int] = {}
     gpu: dict[str, int] = {}
@@ -76,7 +81,8 @@ def plan_placement(
         if not n.get("Alive") or cpus <= 0:
             continue
         nid = n["NodeID"]
-        gpu[nid] = gpu_slots(resources, device, gpus_per_actor)
+        reserved = head_reserved_gpus if nid == head_node else 0.0
+        gpu[nid] = gpu_slots(resources, device, gpus_per_actor, reserved)
         free = max(0, cpus - (1 if nid == head_node else 0))
         capacity[nid] = gpu[nid] if device == "cuda" else free
     if device == "cuda" and not any(capacity.values()):
@@ -127,6 +133,9 @@ class ActorPool:
         self._head = ""
         self._last_sync = 0.0
         self._last: tuple[float, dict[str, int]] | None = None
+        # The share of the head's GPU held by other work (the evaluator on a GPU share): set
+        # before start(); the head's GPU takes that many fewer actors.
+        self.head_reserved_gpus = 0.0
 
     @property
     def actors(self) -> list[Any]:
@@ -172,6 +181,7 @@ class ActorPool:
             self._head,
             device=str(sp.device),
             gpus_per_actor=float(sp.gpus_per_actor),
+            head_reserved_gpus=self.head_reserved_gpus,
         )
         on_node: dict[str, list[Member]] = {}
         for m in self.members.values():

@@ -43,10 +43,12 @@ class EvaluatorActor:
 
 
 class EvaluatorHandle:
-    """The learner's view of the evaluator actor: restart its loop, stop it."""
+    """The learner's view of the evaluator actor: restart its loop, stop it. ``gpus``: the
+    share of one GPU it holds on the learner's node (0 on CPU)."""
 
-    def __init__(self, actor: Any) -> None:
+    def __init__(self, actor: Any, gpus: float = 0.0) -> None:
         self.actor = actor
+        self.gpus = gpus
         self.loop = RunLoop(actor, "the evaluator", backoff_s=RESTART_BACKOFF_S)
 
     @property
@@ -64,6 +66,25 @@ class EvaluatorHandle:
         stop_loops([self.loop], timeout_s)
 
 
+def evaluator_gpus(evaluation: Mapping[str, Any], node_gpus: float) -> float:
+    """The share of one GPU the evaluator asks of Ray on a node with ``node_gpus`` GPUs:
+    ``evaluation.gpus`` when ``evaluation.device`` is cuda (cuda:N), or auto on a node with a
+    GPU; 0 on CPU. Ray hides the GPUs from an actor that asks for none, so a CUDA evaluator must
+    ask. ValueError for cuda on a node without a GPU."""
+    device = str(evaluation.get("device", "cpu"))
+    share = float(evaluation.get("gpus", 0.2))  # absent in a config saved before the key
+    if not 0 < share <= 1:
+        raise ValueError(f"evaluation.gpus={share:g}: a share of one GPU, in (0, 1]")
+    if device == "cpu" or (device == "auto" and node_gpus <= 0):
+        return 0.0
+    if device.startswith("cuda") and node_gpus <= 0:
+        raise ValueError(
+            f"evaluation.device={device} but the learner's node has no GPU for the evaluator: "
+            "use evaluation.device=auto (a GPU share where the node has one) or cpu"
+        )
+    return share
+
+
 def start_evaluator(
     cfg: Mapping[str, Any], url: str, password: str | None, run_dir: str | Path
 ) -> EvaluatorHandle | None:
@@ -77,15 +98,19 @@ def start_evaluator(
         return None
     settings = EvalSettings.from_config(container)
     node = ray.get_runtime_context().get_node_id()
+    resources = next((n["Resources"] for n in ray.nodes() if n["NodeID"] == node), {})
+    gpus = evaluator_gpus(container["evaluation"], float(resources.get("GPU", 0)))
     actor = EvaluatorActor.options(
         name=None,
         num_cpus=float(container["evaluation"].get("num_cpus", 0)),
+        num_gpus=gpus,
         scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
     ).remote(container, url, password, str(run_dir))
     logger.info(
-        "evaluator started: every %d versions, %d simulations, ladder %s",
+        "evaluator started%s: every %d versions, %d simulations, ladder %s",
+        f" on {gpus:g} of a GPU" if gpus else "",
         settings.every_versions,
         settings.mcts["simulations"],
         list(settings.ladder),
     )
-    return EvaluatorHandle(actor)
+    return EvaluatorHandle(actor, gpus)

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,13 @@ def check_environment(cfg: DictConfig, environ: Mapping[str, str] | None = None)
         raise PreflightError(
             f"selfplay.gpus_per_actor={sp.gpus_per_actor}: a share of one GPU, in (0, 1]"
         )
+    ev = cfg.evaluation
+    ev_device = str(ev.device)
+    if ev_device not in ("auto", "cpu") and not ev_device.startswith("cuda"):
+        raise PreflightError(f"evaluation.device={ev_device}: use auto, cpu or cuda")
+    ev_gpus = OmegaConf.select(cfg, "evaluation.gpus", default=0.2)
+    if not (isinstance(ev_gpus, int | float) and 0 < ev_gpus <= 1):
+        raise PreflightError(f"evaluation.gpus={ev_gpus}: a share of one GPU, in (0, 1]")
     device = str(cfg.learner.device)
     if device.startswith("cuda") and not torch_has_cuda():
         raise PreflightError(
@@ -105,13 +112,18 @@ def check_cluster(cfg: DictConfig, url: str | None, nodes: Iterable[Mapping[str,
             f"{where}, which only this machine reaches: set CHECKERZERO_REDIS_URL "
             "(replay.url) to a Redis every node can reach"
         )
-    if cfg.selfplay.device == "cuda":
-        gpus = sum(float(n.get("Resources", {}).get("GPU", 0)) for n in alive)
-        if gpus == 0:
-            raise PreflightError(
-                "selfplay.device=cuda but no node of the Ray cluster has a GPU: use "
-                "selfplay.device=auto (CUDA where a node has one) or cpu"
-            )
+    gpus = sum(float(n.get("Resources", {}).get("GPU", 0)) for n in alive)
+    if cfg.selfplay.device == "cuda" and gpus == 0:
+        raise PreflightError(
+            "selfplay.device=cuda but no node of the Ray cluster has a GPU: use "
+            "selfplay.device=auto (CUDA where a node has one) or cpu"
+        )
+    ev_device = str(cfg.evaluation.device)
+    if cfg.evaluation.enabled and ev_device.startswith("cuda") and gpus == 0:
+        raise PreflightError(
+            f"evaluation.device={ev_device} but no node of the Ray cluster has a GPU: use "
+            "evaluation.device=auto (a GPU share where the learner's node has one) or cpu"
+        )
 
 
 def is_loopback_url(url: str) -> bool:

@@ -235,6 +235,7 @@ class Run:
             # The evaluator first: under gating it promotes the first version, which the
             # actors wait for.
             evaluator = start_evaluator(cfg, url, password, self.run_dir)
+            pool.head_reserved_gpus = evaluator.gpus if evaluator else 0.0
             pool.start()  # logs how many actors run on how many nodes, and again on every change
             logger.info(
                 "training on %s in %s",

@@ -67,6 +67,7 @@ RESUMABLE = (
     "replay.connect_backoff_s",
     "replay.prefetch_depth",
     "evaluation.device",
+    "evaluation.gpus",
     "evaluation.torch_threads",
     "evaluation.num_cpus",
     "evaluation.poll_s",

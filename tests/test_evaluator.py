@@ -424,3 +424,55 @@ def test_evaluator_actor_on_ray(local_ray, server, tmp_path, small_config) -> No
     assert (tmp_path / "eval" / "v00003_ladder.pdn").is_file()
     disabled = small_config(enabled=False, gating="false")
     assert start_evaluator(disabled, server.url, None, tmp_path) is None
+
+
+def test_the_evaluator_asks_for_a_gpu_share_only_where_it_runs_on_a_gpu() -> None:
+    from evaluation.evaluator_actor import evaluator_gpus
+
+    assert evaluator_gpus({"device": "cpu", "gpus": 0.2}, node_gpus=1) == 0.0
+    assert evaluator_gpus({"device": "auto", "gpus": 0.2}, node_gpus=0) == 0.0
+    assert evaluator_gpus({"device": "auto", "gpus": 0.2}, node_gpus=1) == 0.2
+    assert evaluator_gpus({"device": "cuda:0", "gpus": 0.5}, node_gpus=2) == 0.5
+    assert evaluator_gpus({"device": "auto"}, node_gpus=1) == 0.2  # a config saved before gpus
+    with pytest.raises(ValueError, match=r"evaluation\.device=cuda.*no GPU"):
+        evaluator_gpus({"device": "cuda", "gpus": 0.2}, node_gpus=0)
+    with pytest.raises(ValueError, match=r"evaluation\.gpus=0: a share of one GPU"):
+        evaluator_gpus({"device": "auto", "gpus": 0}, node_gpus=1)
+
+
+@pytest.fixture
+def gpu_node_ray():
+    """A local Ray whose node declares one GPU (a resource only: no CUDA here), as a GPU node's."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("a Ray instance is already running in this process")
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def test_on_a_gpu_node_the_evaluator_actor_holds_its_gpu_share(
+    gpu_node_ray, server, tmp_path, small_config
+) -> None:
+    """Under device=auto on a node with a GPU, the actor holds evaluation.gpus of it (Ray would
+    hide the GPU from an actor asking none). The declared GPU has no CUDA behind it, so the
+    actor's network falls back to the CPU and still rates the candidate."""
+    from evaluation.evaluator_actor import start_evaluator
+
+    cfg = small_config(rung_pairs=1, poll_s=0.2, device="auto", gpus=0.25)
+    client = connect(server.url, server.password, retries=2, backoff_s=0.05)
+    publish_tiny(WeightsChannel(client, namespace="t"), 1)
+    handle = start_evaluator(cfg, server.url, server.password, Path(tmp_path))
+    assert handle is not None and handle.gpus == 0.25
+    try:
+        gpu_node_ray.get(handle.actor.where.remote(), timeout=60)  # the actor is placed
+        assert gpu_node_ray.available_resources().get("GPU") == pytest.approx(0.75)
+        deadline = time.monotonic() + 120
+        while read_eval_metrics(client, "t").get("eval/version") != 1.0:
+            assert time.monotonic() < deadline, "no rating of v1 from the actor"
+            handle.check()
+            time.sleep(0.5)
+    finally:
+        handle.stop(10.0)

@@ -36,6 +36,19 @@ def test_auto_puts_gpu_shares_first_and_the_other_cores_on_cpu():
     assert plan["gpu"] == Slots(cpu=13, gpu=3)
 
 
+def test_a_gpu_share_held_on_the_head_leaves_fewer_gpu_actors_there():
+    nodes = [node("head", 16, gpus=1), node("gpu", 16, gpus=1)]
+    plan = plan_placement(
+        nodes, None, "head", device="auto", gpus_per_actor=0.25, head_reserved_gpus=0.2
+    )
+    assert plan["head"] == Slots(cpu=12, gpu=3)  # 0.8 of the GPU: 3 actors of 0.25
+    assert plan["gpu"] == Slots(cpu=12, gpu=4)  # only the head's GPU holds the evaluator
+    plan = plan_placement(
+        nodes, None, "head", device="cuda", gpus_per_actor=0.2, head_reserved_gpus=0.2
+    )
+    assert plan["head"] == Slots(gpu=4) and plan["gpu"] == Slots(gpu=5)  # the gpu preset
+
+
 def test_cuda_uses_gpu_shares_only_and_needs_a_gpu():
     nodes = [node("head", 2), node("gpu", 16, gpus=2), node("cpu", 8)]
     plan = plan_placement(nodes, None, "head", device="cuda", gpus_per_actor=0.5)

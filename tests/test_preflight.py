@@ -102,9 +102,22 @@ def test_cuda_selfplay_needs_a_gpu_somewhere():
     check_cluster(cfg, None, [node("10.0.0.1"), node("10.0.0.1", gpus=1)])
 
 
+def test_a_cuda_evaluator_needs_a_gpu_somewhere():
+    cfg = composed("evaluation.device=cuda")
+    with pytest.raises(PreflightError, match=r"evaluation\.device=cuda.*no node"):
+        check_cluster(cfg, None, [node("10.0.0.1")])
+    check_cluster(cfg, None, [node("10.0.0.1", gpus=1)])
+    check_cluster(composed("evaluation.device=cuda", "evaluation.enabled=false"), None, [])
+
+
 @pytest.mark.parametrize(
     ("override", "key"),
-    [("selfplay.device=tpu", "selfplay.device"), ("selfplay.gpus_per_actor=0", "gpus_per_actor")],
+    [
+        ("selfplay.device=tpu", "selfplay.device"),
+        ("selfplay.gpus_per_actor=0", "gpus_per_actor"),
+        ("evaluation.device=tpu", "evaluation.device"),
+        ("evaluation.gpus=1.5", "evaluation.gpus"),
+    ],
 )
 def test_bad_selfplay_device_keys_fail_naming_the_key(tmp_path, override, key):
     with pytest.raises(PreflightError, match=key):
