@@ -44,6 +44,7 @@ STATS_FIELDS = (
     "batches",
     "network_ms",
     "tree_ms",
+    "dropped",  # finished games whose record failed validation (logged by the actor, not stored)
 )
 
 
@@ -158,6 +159,9 @@ class SelfPlayWorker:
             pipe.hincrby(games_by_node_key(self.namespace), self.node_id, 1)
         pipe.execute()
 
+    def _dropped(self) -> None:
+        self.client.hincrby(stats_key(self.namespace), "dropped", 1)
+
     def _publish_live(self, live: dict[str, Any]) -> None:
         publish_live(self.client, self.namespace, live, self._live_ttl_s)
 
@@ -191,6 +195,7 @@ class SelfPlayWorker:
             on_batch=self._batch_stats,
             keep_records=False,
             on_live=self._publish_live if self._live_ttl_s > 0 else None,
+            on_drop=self._dropped,
         )
         return dataclasses.asdict(stats)
 

@@ -257,6 +257,7 @@ class ActorPool:
             "selfplay/actors": float(self.size),
             "selfplay/nodes": float(self.nodes),
             "selfplay/actor_restarts": float(self.restarts),
+            "selfplay/games_dropped": float(stats.get("dropped", 0)),
         }
         if self._last is not None:
             t0, before = self._last

@@ -118,6 +118,7 @@ class SelfPlayStats:
     network_s: float  # inside evaluator.evaluate
     tree_s: float  # inside gather() and expand() (C++)
     full_positions: int = 0  # of `positions`, those searched fully (all without a playout cap)
+    dropped: int = 0  # finished games whose record failed validation: logged, not kept or sent
 
     @property
     def glue_s(self) -> float:
@@ -268,6 +269,7 @@ def run_self_play(
     on_batch: Callable[[int, float, float], None] | None = None,
     keep_records: bool = True,
     on_live: Callable[[dict[str, Any]], None] | None = None,
+    on_drop: Callable[[], None] | None = None,
 ) -> tuple[list[GameRecord], SelfPlayStats]:
     """`play_games` plus where the time went, with hooks for a long-running actor.
 
@@ -276,7 +278,9 @@ def run_self_play(
     game is recorded with (the one that played its last move); `on_record` gets every finished
     game as it ends; `on_batch(evaluations, network_s, tree_s)` is called after every batch.
     With `keep_records=False` finished records are not kept in memory (only counted).
-    `on_live` is as in `play_games`.
+    `on_live` is as in `play_games`. A finished game whose record fails validation (a defect
+    of the search or the record, never expected) is logged as an error, counted in
+    `SelfPlayStats.dropped` and reported to `on_drop()`; the other games play on.
     """
     s = SelfPlaySettings.from_config(cfg)
     if n_games is not None and n_games < 0:
@@ -301,6 +305,7 @@ def run_self_play(
     live: _LiveTracker | None = None
 
     finished = 0
+    dropped = 0
 
     def current_version() -> int:
         return version_fn() if version_fn is not None else network_version
@@ -323,11 +328,27 @@ def run_self_play(
             on_live(live.report(current_version(), actor_id))
 
     def finish(i: int, result: Result, termination: Termination) -> None:
-        nonlocal finished
+        nonlocal finished, dropped
         slot = slots[i]
         assert slot is not None
         version = current_version()
-        record = slot.record(s.size, result, termination, version, actor_id)
+        try:
+            record = slot.record(s.size, result, termination, version, actor_id)
+        except ValueError as err:  # a search or record defect: lose this game, not the others
+            dropped += 1
+            log.error(
+                "actor %s dropped a finished game (opening %s, %d decisions, %s): its record "
+                "is invalid: %s",
+                actor_id,
+                slot.opening.name,
+                len(slot.positions),
+                RESULT_TEXT.get(int(result), str(result)),
+                err,
+            )
+            if on_drop is not None:
+                on_drop()
+            start(i)
+            return
         finished += 1
         if keep_records:
             records.append(record)
@@ -395,6 +416,7 @@ def run_self_play(
         seconds=time.perf_counter() - t_start,
         network_s=times.network_s,
         tree_s=times.tree_s,
+        dropped=dropped,
     )
     log.debug(
         "self-play: %d games, %d positions, %d evaluations in %d batches, %.1f s "

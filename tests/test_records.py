@@ -473,3 +473,71 @@ def test_self_play_records_the_pruned_target_and_plays_the_most_visited(small_co
             pruned += counts.sum() < 64
             assert counts[actions.tolist().index(int(r.played[t]))] == counts.max()
     assert pruned > 0
+
+
+def test_a_game_whose_record_fails_validation_is_dropped_and_the_others_play_on(
+    small_config, monkeypatch, caplog
+):
+    """One finished game's record refuses its data (as a search defect once made it): that
+    game is logged and counted, the run's other games are recorded as usual."""
+    from actors import self_play
+    from game.mcts import UniformEvaluator
+
+    real = self_play._Slot.record
+    calls = []
+
+    def first_refused(slot, *args, **kwargs):
+        calls.append(slot.opening.name)
+        if len(calls) == 1:
+            raise ValueError("root_wdl row 3 is not a distribution (sums to 1.0000001)")
+        return real(slot, *args, **kwargs)
+
+    monkeypatch.setattr(self_play._Slot, "record", first_refused)
+    drops = []
+    with caplog.at_level("ERROR", logger="actors.self_play"):
+        records, stats = self_play.run_self_play(
+            UniformEvaluator(), small_config(), n_games=4, seed=3, on_drop=lambda: drops.append(1)
+        )
+    assert (len(calls), len(records), stats.games, stats.dropped, len(drops)) == (4, 3, 3, 1, 1)
+    for r in records:
+        assert GameRecord.from_bytes(r.to_bytes()).num_decisions == r.num_decisions
+    assert f"dropped a finished game (opening {calls[0]}" in caplog.text
+    assert "not a distribution" in caplog.text
+
+
+def test_an_actor_counts_a_dropped_game_where_the_run_reads_it(
+    small_config, server, client, monkeypatch
+):
+    """The actor plays on past a refused record and adds it to the self-play counters in Redis
+    (`dropped`, read by the pool as selfplay/games_dropped)."""
+    from omegaconf import OmegaConf
+
+    from actors import self_play
+    from actors.actor import SelfPlayWorker, stats_key
+    from learner.checkpoint import encode_checkpoint
+    from learner.network import CheckersNet
+    from learner.trainer import model_config
+    from learner.weights import WeightsChannel
+
+    cfg = small_config()
+    namespace = cfg.replay.namespace
+    model = CheckersNet(model_config(cfg.model, cfg.game.size))
+    WeightsChannel(client, namespace=namespace).publish(
+        encode_checkpoint(model, step=0, version=1), 1
+    )
+    real = self_play._Slot.record
+    calls = []
+
+    def first_refused(slot, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise ValueError("visit action 999 out of range")
+        return real(slot, *args, **kwargs)
+
+    monkeypatch.setattr(self_play._Slot, "record", first_refused)
+    container = OmegaConf.to_container(cfg, resolve=True)
+    worker = SelfPlayWorker(container, 0, server.url, server.password)
+    stats = worker.run(seconds=6.0)
+    counters = {k.decode(): int(v) for k, v in client.hgetall(stats_key(namespace)).items()}
+    assert stats["dropped"] == counters["dropped"] == 1
+    assert counters["games"] == stats["games"] >= 1  # the games after it were stored
