@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import random
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -411,6 +414,21 @@ def play_match(
 # ----------------------------------------------------------------------------- workers
 
 
+PARENT_POLL_S = 0.5  # how often a worker process checks that the match that started it lives
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """Worker initializer: a daemon thread ends this process once its parent is gone (killed,
+    even with SIGKILL), instead of letting it play its current pair to the end unseen."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def _pair_task(
     spec_a: str,
     spec_b: str,
@@ -504,7 +522,12 @@ def run_match(
             finished(_pair_task(*job))
     else:
         ctx = get_context("spawn")  # no fork of a process that may hold threads
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as pool:
+        with ProcessPoolExecutor(
+            max_workers=min(workers, len(jobs)),
+            mp_context=ctx,
+            initializer=_exit_with_parent,
+            initargs=(os.getpid(),),
+        ) as pool:
             futures = [pool.submit(_pair_task, *job) for job in jobs]
             for future in as_completed(futures, timeout=pair_timeout_s * len(jobs)):
                 finished(future.result())

@@ -4,8 +4,10 @@ shallower one over a seeded match (a statistical test with a fixed seed, not a t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import time
 
 import pytest
 
@@ -176,3 +178,34 @@ def test_match_elo_comes_from_the_games() -> None:
     elo = result.elo()
     assert elo.elo == pytest.approx(400 * math.log10(7))  # score 7/8: odds 7 to 1
     assert elo.elo_lower < elo.elo < elo.elo_upper
+
+
+def test_worker_processes_end_with_a_killed_match(tmp_path) -> None:
+    """A match killed outright (SIGKILL: no cleanup runs) takes its worker processes with it
+    within seconds; they used to play their current pair to the end, minutes at a time."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    psutil = pytest.importorskip("psutil")
+    cmd = [sys.executable, "-m", "evaluation.match", "minimax:t1000", "minimax:t1000"]
+    cmd += ["--games", "4", "--workers", "2", "--ray", "off", "--out", str(tmp_path / "m.pdn")]
+    parent = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers := psutil.Process(parent.pid).children(recursive=True)) < 2:
+            assert time.monotonic() < deadline, "the match started no worker processes"
+            time.sleep(0.2)
+        time.sleep(5.0)  # the workers import and start their first pairs (1 s a move)
+        assert parent.poll() is None, "the match ended before it could be killed"
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(10)
+        _, alive = psutil.wait_procs(workers, timeout=15)
+        assert not alive, f"{len(alive)} worker process(es) outlived the killed match"
+    finally:
+        for p in workers:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
+        parent.kill()
