@@ -58,8 +58,8 @@ def check_environment(cfg: DictConfig, environ: Mapping[str, str] | None = None)
     ev_device = str(ev.device)
     if ev_device not in ("auto", "cpu") and not ev_device.startswith("cuda"):
         raise PreflightError(f"evaluation.device={ev_device}: use auto, cpu or cuda")
-    ev_gpus = OmegaConf.select(cfg, "evaluation.gpus", default=0.2)
-    if not (isinstance(ev_gpus, int | float) and 0 < ev_gpus <= 1):
+    ev_gpus = OmegaConf.select(cfg, "evaluation.gpus", default=None)  # None: saved before it
+    if ev_gpus is not None and not (isinstance(ev_gpus, int | float) and 0 < ev_gpus <= 1):
         raise PreflightError(f"evaluation.gpus={ev_gpus}: a share of one GPU, in (0, 1]")
     device = str(cfg.learner.device)
     if device.startswith("cuda") and not torch_has_cuda():
