@@ -49,6 +49,7 @@ from evaluation.keys import (
 from evaluation.ladder import (
     CurvePoint,
     fit_all,
+    gallop_rung,
     in_process,
     ladder_player,
     ladder_results,
@@ -481,8 +482,9 @@ class EvaluatorWorker:
         pairs, each pair recorded on its own: first ``probe_games`` against the rung nearest
         the previous candidate's rating (the weakest rung for the first), then, pair by pair,
         against the ``neighbour_rungs`` rungs below and above its estimate so far (the fit of
-        its own games with the rungs fixed), where a game says most about it. Returns the
-        pairs played now."""
+        its own games with the rungs fixed), where a game says most about it; while it has won
+        or lost every game, a rung further on each pair (``gallop_rung``). Returns the pairs
+        played now."""
         assert self.s.table is not None
         unit = f"ladder:{version}"
         if self._done(unit):
@@ -508,7 +510,9 @@ class EvaluatorWorker:
                 start = prior if prior is not None else min(rungs.values())
                 opponents = [nearest_rung(start, rungs)]
             else:
-                opponents = neighbour_rungs(estimate, rungs, self.s.neighbour_rungs)
+                jump = gallop_rung(rows, rungs)
+                near = neighbour_rungs(estimate, rungs, self.s.neighbour_rungs)
+                opponents = [jump] if jump else near
             for rung in opponents:
                 if 2 * sum(pairs.values()) >= self.s.candidate_games:
                     break

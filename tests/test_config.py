@@ -28,7 +28,6 @@ def test_every_preset_composes_and_validates(config, preset):
     OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
 
 
-
 @pytest.mark.parametrize("preset", ["cluster", "gpu"])
 def test_the_gpu_presets_put_the_evaluator_on_the_heads_gpu_where_it_has_one(config, preset):
     """A gate or ladder on one CPU thread falls behind a GPU learner; a head without a GPU keeps
@@ -40,6 +39,7 @@ def test_the_gpu_presets_put_the_evaluator_on_the_heads_gpu_where_it_has_one(con
     assert evaluator_gpus(evaluation, node_gpus=0) == 0.0
     laptop = OmegaConf.to_container(config("preset=laptop").evaluation, resolve=True)
     assert evaluator_gpus(laptop, node_gpus=1) == 0.0
+
 
 def test_groups_instantiate_into_working_objects(config):
     cfg = config("preset=smoke")

@@ -23,6 +23,7 @@ from evaluation.ladder import (
     LadderTable,
     TableRow,
     fit_all,
+    gallop_rung,
     ladder_player,
     nearest_rung,
     neighbour_rungs,
@@ -230,6 +231,46 @@ def test_neighbour_rungs_of_an_estimate() -> None:
     assert neighbour_rungs(300.0, rungs, count=2) == ["random", "a", "b", "c"]
     assert nearest_rung(290.0, rungs) == "a" and nearest_rung(310.0, rungs) == "b"
     assert nearest_rung(300.0, rungs) == "a"  # a tie goes to the lower rung
+
+
+def test_gallop_rung_jumps_while_every_game_went_one_way() -> None:
+    rungs = {f"r{i}": 100.0 * i for i in range(8)}
+
+    def won(*names: str, draws: int = 0, losses: int = 0) -> list[PairResult]:
+        return [PairResult("cand", n, 2 - draws - losses, draws, losses) for n in names]
+
+    assert gallop_rung([], rungs) is None  # no game yet: the probe's rung decides
+    assert gallop_rung(won("r0"), rungs) == "r1"  # one rung met: one further
+    assert gallop_rung(won("r0", "r1"), rungs) == "r3"  # two: two further
+    assert gallop_rung(won("r0", "r1", "r3"), rungs) == "r7"  # three: four further
+    assert gallop_rung(won("r0", "r1", "r3", "r5"), rungs) == "r7"  # capped at the top
+    assert gallop_rung(won("r0", "r7"), rungs) is None  # nothing left above
+    assert gallop_rung(won("r0") + won("r1", draws=1), rungs) is None  # a draw: neighbours
+    assert gallop_rung(won("r3") + won("r1", losses=1), rungs) is None  # both ways
+    assert gallop_rung(won("r6", losses=2), rungs) == "r5"  # lost all: downwards
+    assert gallop_rung(won("r6", "r5", losses=2), rungs) == "r3"
+    assert gallop_rung(won("r0", losses=2), rungs) is None  # nothing left below
+    other = PairResult("x", "y", 0, 2, 0)  # not a rung's game
+    assert gallop_rung([*won("r2"), other], rungs) == "r3"
+
+
+def test_a_candidate_far_above_where_its_games_begin_reaches_its_rungs(
+    server, tmp_path, config
+) -> None:
+    """The first candidate's games begin at the weakest rung. One that beats every rung
+    gallops: the probe, then one rung on, two, then the top; there the neighbours take over."""
+    noisy = [f"noisy:{p}:minimax:1" for p in ("0.9", "0.8", "0.7", "0.6", "0.5")]
+    table_file = tmp_path / "ladder.csv"
+    write_table(
+        table_of({n: 100.0 * i for i, n in enumerate(["random", *noisy])}, 90.0), table_file
+    )
+    ladder = "[" + ",".join(["random", *noisy]) + "]"
+    cfg = rated_config(config, table_file, ladder=ladder, candidate_games=10)
+    client = connect(server.url, server.password, retries=2, backoff_s=0.05)
+    worker = EvaluatorWorker(EvalSettings.from_config(cfg), client, tmp_path)
+    assert worker.play_rated(1, ladder_player("minimax:4")) == 5
+    met = [r.b for r in worker.results() if r.a == "v1"][::2]  # two rows a pair: by colour
+    assert met == ["random", noisy[0], noisy[2], noisy[4], noisy[3]], met  # then neighbours
 
 
 def test_read_table_errors_name_the_file(tmp_path) -> None:
