@@ -2,7 +2,7 @@
 
     python -m play.cli                                   # Black against the shipped network
     python -m play.cli --colour W --player minimax:6
-    python -m play.cli --ballot 12 --player long-245min.safetensors:ms=500
+    python -m play.cli --ballot 12 --player long-320min.safetensors:ms=500
 
 Type a move in standard notation (``11-15``, a capture as ``15x22`` or with every landing square
 ``15x22x31``), or ``hint``, ``undo``, ``moves``, ``pdn``, ``quit``. The board is printed with

@@ -4,7 +4,7 @@ Like KataGo's analysis engine: another program writes queries, one per line, and
 answer per query, tagged with the query's ``id``. A query::
 
     {"id": "q1", "fen": "B:W21,22,...:B1,2,...", "moves": ["11-15"], "sims": 400}
-    {"id": "q2", "moves": ["11-15", "23-19"], "ms": 200, "network": "long-245min.safetensors"}
+    {"id": "q2", "moves": ["11-15", "23-19"], "ms": 200, "network": "long-320min.safetensors"}
     {"id": "q3", "action": "move", "player": "minimax:6", "moves": ["11-15"]}
 
 ``fen`` (optional, the initial position by default) and ``moves`` (optional) give the position;

@@ -63,7 +63,7 @@ def models_dir(value: str | Path) -> Path:
 
 def shipped_network() -> Path:
     """The shipped network: the file of the play configuration's ``default_player`` (a spec such
-    as ``long-245min.safetensors:sims=200``) in the game package's data folder. The one place
+    as ``long-320min.safetensors:sims=200``) in the game package's data folder. The one place
     that names it, for the front ends and the benchmarks alike."""
     return GAME_DATA / load_settings()["default_player"].split(":", 1)[0]
 

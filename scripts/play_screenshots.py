@@ -40,7 +40,7 @@ def main() -> None:
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "play", "--port", str(port), "--runs", args.runs]
-    cmd += ["--player", f"long-245min.safetensors:sims={args.sims}", "--log-level", "warning"]
+    cmd += ["--player", f"long-320min.safetensors:sims={args.sims}", "--log-level", "warning"]
     server = subprocess.Popen(cmd, cwd=REPO)
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or "chromium"
