@@ -511,8 +511,10 @@ class EvaluatorWorker:
                 opponents = [nearest_rung(start, rungs)]
             else:
                 jump = gallop_rung(rows, rungs)
-                near = neighbour_rungs(estimate, rungs, self.s.neighbour_rungs)
-                opponents = [jump] if jump else near
+                if jump is not None:
+                    opponents = [jump]
+                else:
+                    opponents = neighbour_rungs(estimate, rungs, self.s.neighbour_rungs)
             for rung in opponents:
                 if 2 * sum(pairs.values()) >= self.s.candidate_games:
                     break
