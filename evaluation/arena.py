@@ -35,6 +35,7 @@ from evaluation.elo import EloEstimate, match_elo
 from evaluation.players import Player, make_player, player_stats
 from game.egdb import EndgameDatabase, describe, result_of
 from game.egdb.build import cached_database
+from game.mcts import search_many
 from game.openings import Opening
 from game.pdn import PdnGame
 from game.position import Position
@@ -291,6 +292,68 @@ def describe_search(search: Mapping[str, float]) -> str:
     return ""
 
 
+class _GameInPlay:
+    """One game under way (``play_game``'s steps): its position, moves and end. Resets both
+    players when it starts."""
+
+    def __init__(
+        self,
+        black: Player,
+        white: Player,
+        opening: Opening,
+        *,
+        max_plies: int,
+        size: int,
+        egdb: EndgameDatabase | None,
+    ) -> None:
+        self.black, self.white, self.opening = black, white, opening
+        self.size, self.egdb = size, egdb
+        self.pos = Position(size, max_plies=max_plies)
+        self.moves: list[str] = []
+        for text in opening.moves:
+            try:
+                self.moves.append(str(self.pos.play(text)))
+            except ValueError as e:
+                raise ValueError(f"opening {opening.name}: {e}") from None
+        black.reset()
+        white.reset()
+        self.adjudicated: tuple[str, str] | None = None
+
+    def over(self) -> bool:
+        """True once the rules end the game, or it reaches the endgame database."""
+        if self.adjudicated is not None or self.pos.result() is not None:
+            return True
+        if self.egdb is not None and (value := self.egdb.value(self.pos)):
+            self.adjudicated = (result_of(value, self.pos.turn), describe(value, self.pos.turn))
+            return True
+        return False
+
+    def to_move(self) -> Player:
+        return self.black if self.pos.turn == "B" else self.white
+
+    def play(self, move: Any) -> None:
+        player = self.to_move()
+        try:
+            self.moves.append(str(self.pos.play(move)))
+        except ValueError as e:
+            raise ValueError(f"player {player.name} chose an illegal move: {e}") from None
+
+    def record(self) -> PlayedGame:
+        result, end_reason = self.adjudicated or (
+            self.pos.result() or "*",
+            self.pos.end_reason or "",
+        )
+        return PlayedGame(
+            black=self.black.name,
+            white=self.white.name,
+            opening=self.opening.name,
+            moves=tuple(self.moves),
+            result=result,
+            end_reason=end_reason,
+            size=self.size,
+        )
+
+
 def play_game(
     black: Player,
     white: Player,
@@ -305,36 +368,19 @@ def play_game(
     With ``egdb`` the game ends the moment it reaches the endgame database, with the database's
     exact result; the termination then reads e.g. "database win for White".
     """
-    pos = Position(size, max_plies=max_plies)
-    moves = []
-    for text in opening.moves:
-        try:
-            moves.append(str(pos.play(text)))
-        except ValueError as e:
-            raise ValueError(f"opening {opening.name}: {e}") from None
-    black.reset()
-    white.reset()
-    adjudicated = None
-    while pos.result() is None:
-        if egdb is not None and (value := egdb.value(pos)):
-            adjudicated = (result_of(value, pos.turn), describe(value, pos.turn))
-            break
-        player = black if pos.turn == "B" else white
-        move = player.choose(pos)
-        try:
-            moves.append(str(pos.play(move)))
-        except ValueError as e:
-            raise ValueError(f"player {player.name} chose an illegal move: {e}") from None
-    result, end_reason = adjudicated or (pos.result() or "*", pos.end_reason or "")
-    return PlayedGame(
-        black=black.name,
-        white=white.name,
-        opening=opening.name,
-        moves=tuple(moves),
-        result=result,
-        end_reason=end_reason,
-        size=size,
-    )
+    game = _GameInPlay(black, white, opening, max_plies=max_plies, size=size, egdb=egdb)
+    while not game.over():
+        game.play(game.to_move().choose(game.pos))
+    return game.record()
+
+
+def _stats_change(players: Sequence[Player], before: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    """What ``players``' searches did since ``before`` (their player_stats then), summed."""
+    total: dict[str, int] = {}
+    for p, old in zip(players, before, strict=True):
+        for k, v in player_stats(p).items():
+            total[k] = total.get(k, 0) + v - old.get(k, 0)
+    return total
 
 
 def play_pair(
@@ -349,21 +395,113 @@ def play_pair(
 ) -> PairRecord:
     """``opening`` played twice, A as Black first; the record carries what each player's search
     did over the two games (the change of its ``player_stats``)."""
-    before = player_stats(a), player_stats(b)
+    before = [player_stats(a)], [player_stats(b)]
     first = play_game(a, b, opening, max_plies=max_plies, size=size, egdb=egdb)
     second = play_game(b, a, opening, max_plies=max_plies, size=size, egdb=egdb)
-    a_stats, b_stats = (
-        {k: v - old.get(k, 0) for k, v in player_stats(p).items()} or None
-        for p, old in zip((a, b), before, strict=True)
-    )
     return PairRecord(
         index=index,
         opening=opening.name,
         a_black=first,
         a_white=second,
-        a_stats=a_stats,
-        b_stats=b_stats,
+        a_stats=_stats_change([a], before[0]) or None,
+        b_stats=_stats_change([b], before[1]) or None,
     )
+
+
+@dataclass(frozen=True)
+class PairPlan:
+    """One pair for ``play_pairs``: A's and B's player objects in the first game (A Black)
+    and in the second (A White), each object playing only that game."""
+
+    a: tuple[Player, Player]
+    b: tuple[Player, Player]
+    opening: Opening
+    index: int = 0
+
+
+def play_pairs(
+    plans: Sequence[PairPlan],
+    *,
+    max_plies: int = DEFAULT_MAX_PLIES,
+    size: int = 8,
+    egdb: EndgameDatabase | None = None,
+) -> list[PairRecord]:
+    """Several pairs' games side by side in this process, the same records as ``play_pair``
+    one after another: at each round every game whose mover searches with a network
+    (``MCTSPlayer.decide``) joins one batched search per network and budget
+    (``game.mcts.search_many``), and the other movers (alpha-beta, random) play at once. A
+    network's games then share its forward passes, which on a GPU costs little more than one
+    game. Each player object must play a single game (``MCTSPlayer.fork``): a search tree or
+    a random generator follows one game."""
+    players = [p for plan in plans for p in (*plan.a, *plan.b)]
+    if len({id(p) for p in players}) != len(players):
+        raise ValueError("play_pairs: every game needs its own player objects (MCTSPlayer.fork)")
+    before = [player_stats(p) for p in players]
+    games = []
+    for plan in plans:
+        games.append(
+            _GameInPlay(
+                plan.a[0], plan.b[0], plan.opening, max_plies=max_plies, size=size, egdb=egdb
+            )
+        )
+        games.append(
+            _GameInPlay(
+                plan.b[1], plan.a[1], plan.opening, max_plies=max_plies, size=size, egdb=egdb
+            )
+        )
+    _play_side_by_side(games)
+    records = []
+    for k, plan in enumerate(plans):
+        a_before, b_before = before[4 * k : 4 * k + 2], before[4 * k + 2 : 4 * k + 4]
+        records.append(
+            PairRecord(
+                index=plan.index,
+                opening=plan.opening.name,
+                a_black=games[2 * k].record(),
+                a_white=games[2 * k + 1].record(),
+                a_stats=_stats_change(plan.a, a_before) or None,
+                b_stats=_stats_change(plan.b, b_before) or None,
+            )
+        )
+    return records
+
+
+def _play_side_by_side(games: Sequence[_GameInPlay]) -> None:
+    """Plays ``games`` to their ends, batching the network movers' searches (``play_pairs``)."""
+    live = list(range(len(games)))
+    pending: dict[int, tuple[Any, Any]] = {}  # game -> (its mover's decide(), the search it awaits)
+    while live:
+        for g in list(live):
+            game = games[g]
+            while g not in pending:  # on to this game's next network search, or its end
+                if game.over():
+                    live.remove(g)
+                    break
+                player = game.to_move()
+                decide = getattr(player, "decide", None)
+                if decide is None:
+                    game.play(player.choose(game.pos))
+                    continue
+                steps = decide(game.pos)
+                try:
+                    pending[g] = (steps, next(steps))
+                except StopIteration as done:  # searched inside (a time per move)
+                    game.play(done.value)
+        groups: dict[tuple[int, int], list[int]] = {}
+        for g in pending:
+            player = games[g].to_move()
+            groups.setdefault((id(player.evaluator), player.simulations), []).append(g)
+        for g_list in groups.values():
+            player = games[g_list[0]].to_move()
+            leaves = search_many(
+                [pending[g][1] for g in g_list], player.evaluator, player.simulations
+            )
+            for g, n in zip(g_list, leaves, strict=True):
+                steps = pending.pop(g)[0]
+                try:
+                    pending[g] = (steps, steps.send(n))
+                except StopIteration as done:
+                    games[g].play(done.value)
 
 
 def schedule(openings: Sequence[Opening], pairs: int, seed: int) -> list[Opening]:

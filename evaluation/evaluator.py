@@ -33,7 +33,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from evaluation.arena import MatchResult, PairRecord, play_pair, schedule
+from evaluation.arena import MatchResult, PairPlan, PairRecord, play_pair, play_pairs, schedule
 from evaluation.elo import PairResult, Ratings
 from evaluation.gate import gate
 from evaluation.gating import ACCEPT, CONTINUE, REJECT, SPRT
@@ -68,7 +68,7 @@ from evaluation.network_player import network_player
 from evaluation.players import Player
 from evaluation.settings import EvalSettings
 from game.egdb.build import database_from_config
-from game.openings import extend_openings, load_openings
+from game.openings import Opening, extend_openings, load_openings
 from game.pdn import write_pdn
 from learner.checkpoint import decode_checkpoint
 from learner.replay import connect
@@ -465,8 +465,11 @@ class EvaluatorWorker:
 
     def _rung_player(self, spec: str) -> Player:
         if spec not in self._rungs:
-            self._rungs[spec] = ladder_player(spec, **self.s.player_options)
+            self._rungs[spec] = self._new_rung_player(spec)
         return self._rungs[spec]
+
+    def _new_rung_player(self, spec: str) -> Player:
+        return ladder_player(spec, **self.s.player_options)
 
     def _previous_estimate(self) -> float | None:
         """The newest rated candidate's Elo (where a new candidate probably is), if any."""
@@ -515,23 +518,21 @@ class EvaluatorWorker:
                     opponents = [jump]
                 else:
                     opponents = neighbour_rungs(estimate, rungs, self.s.neighbour_rungs)
-            for rung in opponents:
-                if 2 * sum(pairs.values()) >= self.s.candidate_games:
-                    break
-                index = pairs[rung]
-                pair = play_pair(
-                    candidate,
-                    self._rung_player(specs[rung]),
-                    order[index % len(order)],
-                    index,
-                    max_plies=self.s.max_plies,
-                    size=self.s.size,
-                    egdb=self.egdb,
-                )
+            room = (self.s.candidate_games - 2 * sum(pairs.values())) // 2
+            opponents = opponents[: max(room, 0)]
+            for rung, pair in zip(
+                opponents,
+                self._play_rated_pairs(candidate, opponents, specs, pairs, order),
+                strict=True,
+            ):
                 new = pair_results([pair], name, rung)
                 self._write_pdn(f"v{version:05d}_ladder.pdn", MatchResult(name, rung, (pair,)))
                 self._record(
-                    f"ladder:{version}:{rung}:{index}", "1", new, kind="ladder", version=version
+                    f"ladder:{version}:{rung}:{pair.index}",
+                    "1",
+                    new,
+                    kind="ladder",
+                    version=version,
                 )
                 rows += new
                 pairs[rung] += 1
@@ -544,6 +545,47 @@ class EvaluatorWorker:
             {n: 2 * k for n, k in pairs.items() if k},
         )
         return played_now
+
+    def _play_rated_pairs(
+        self,
+        candidate: Player,
+        rungs: Sequence[str],
+        specs: Mapping[str, str],
+        pairs: Mapping[str, int],
+        order: Sequence[Opening],
+    ) -> list[PairRecord]:
+        """One pair against each of ``rungs``, each at that rung's next opening, their games
+        side by side in one batched search (arena.play_pairs) when the candidate can fork (a
+        network's search), else one pair after another."""
+        next_index = dict(pairs)
+        openings = []
+        for r in rungs:
+            openings.append((order[next_index[r] % len(order)], next_index[r]))
+            next_index[r] += 1
+        fork = getattr(candidate, "fork", None)
+        if fork is None or len(rungs) < 2:
+            return [
+                play_pair(
+                    candidate,
+                    self._rung_player(specs[rung]),
+                    opening,
+                    index,
+                    max_plies=self.s.max_plies,
+                    size=self.s.size,
+                    egdb=self.egdb,
+                )
+                for rung, (opening, index) in zip(rungs, openings, strict=True)
+            ]
+        plans = [
+            PairPlan(
+                a=(fork(), fork()),
+                b=(self._new_rung_player(specs[rung]), self._new_rung_player(specs[rung])),
+                opening=opening,
+                index=index,
+            )
+            for rung, (opening, index) in zip(rungs, openings, strict=True)
+        ]
+        return play_pairs(plans, max_plies=self.s.max_plies, size=self.s.size, egdb=self.egdb)
 
     # -- ratings --------------------------------------------------------------------------
 

@@ -49,13 +49,21 @@ import functools
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from pathlib import Path
 from typing import Any
 
 from evaluation.policy_player import PolicyPlayer, is_q_network
 from game import _core
-from game.mcts import SEARCH_KEYS, Evaluator, UniformEvaluator, new_search, search, search_until
+from game.mcts import (
+    SEARCH_KEYS,
+    Evaluator,
+    SearchStats,
+    UniformEvaluator,
+    new_search,
+    search,
+    search_until,
+)
 from game.position import Move, Position
 from learner.config import compose
 from learner.precision import PRECISIONS
@@ -223,6 +231,20 @@ class MCTSPlayer:
         self._synced = True
 
     def choose(self, position: Position) -> Move:
+        steps = self.decide(position)
+        try:
+            mcts = next(steps)
+            while True:
+                mcts = steps.send(search(mcts, self.evaluator, self.simulations).leaves)
+        except StopIteration as done:
+            return done.value
+
+    def decide(self, position: Position) -> Generator[_core.BatchedMCTS, int, Move]:
+        """``choose`` in steps, for a caller that searches several players' trees at once
+        (``game.mcts.search_many``, e.g. a match's games side by side): yields this player's
+        search object whenever it needs ``simulations`` visits below its root, is sent the
+        leaves that search evaluated, and returns the move. A player with a time per move
+        searches inside, without yielding (its clock is its own)."""
         game = position.game
         if position.is_over():
             raise ValueError(f"{self.name}: the game is over in {position.fen()}")
@@ -257,7 +279,7 @@ class MCTSPlayer:
                     stats = search(mcts, self.evaluator, before + self._chunk)
                     mcts.simulations = saved
             else:
-                stats = search(mcts, self.evaluator, self.simulations)
+                stats = SearchStats(batches=0, leaves=(yield mcts))
             self.evaluations += stats.leaves
             visits = mcts.root_child_visits(0)
             simulations += visits - before
@@ -272,6 +294,19 @@ class MCTSPlayer:
         if not forced:
             self.simulations_done += simulations
         return start.move_of(actions)
+
+    def fork(self) -> MCTSPlayer:
+        """A player with this one's evaluator (shared), settings, name and seed and a tree of
+        its own: one per game when several games of one network are played side by side."""
+        return MCTSPlayer(
+            self.evaluator,
+            self.settings,
+            name=self.name,
+            seed=self.seed,
+            size=self.size,
+            reuse_tree=self.reuse_tree,
+            time_ms=self.time_ms,
+        )
 
     def stats(self) -> dict[str, int]:
         """What the player did since construction, as plain counts (a match sums them per pair):

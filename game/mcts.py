@@ -19,9 +19,10 @@ network's evaluator is ``learner.inference.NetworkEvaluator``.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -39,6 +40,7 @@ __all__ = [
     "make_config",
     "new_search",
     "search",
+    "search_many",
     "search_until",
     "step",
 ]
@@ -253,6 +255,41 @@ def search(
         batches += 1
         leaves += n
     return SearchStats(batches=batches, leaves=leaves)
+
+
+def search_many(
+    searches: Sequence[_core.BatchedMCTS], evaluator: Evaluator, simulations: int | None = None
+) -> list[int]:
+    """`search` over several search objects at once, sharing the forward passes: each round
+    gathers every object's leaves into one batch for ``evaluator`` and hands each its share.
+
+    Each object's tree grows exactly as under `search` with the same evaluator outputs (a
+    gather reads only its own tree), so players that search one at a time can be stepped
+    side by side, e.g. several games of one network, without changing a move: only the
+    batches are bigger. Returns the leaves each object sent to the evaluator, in order.
+    """
+    if simulations is not None:
+        for mcts in searches:
+            mcts.simulations = simulations
+    leaves = [0] * len(searches)
+    while True:
+        parts = []
+        for i, mcts in enumerate(searches):
+            planes, masks = mcts.gather()
+            if len(masks):
+                parts.append((i, planes, masks))
+        if not parts:
+            return leaves
+        priors, wdl = evaluator.evaluate(
+            np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
+        )
+        bounds = np.cumsum([0] + [len(p[2]) for p in parts])
+        for (i, _, masks), (a, b) in zip(parts, itertools.pairwise(bounds), strict=True):
+            searches[i].expand(
+                np.ascontiguousarray(priors[a:b], dtype=np.float32),
+                np.ascontiguousarray(wdl[a:b], dtype=np.float32),
+            )
+            leaves[i] += len(masks)
 
 
 def search_until(
