@@ -554,16 +554,16 @@ class EvaluatorWorker:
         pairs: Mapping[str, int],
         order: Sequence[Opening],
     ) -> list[PairRecord]:
-        """One pair against each of ``rungs``, each at that rung's next opening, their games
-        side by side in one batched search (arena.play_pairs) when the candidate can fork (a
-        network's search), else one pair after another."""
+        """One pair against each of ``rungs``, each at that rung's next opening, all their
+        games side by side in one batched search (arena.play_pairs) when the candidate can fork
+        (a network's search), else one pair after another."""
         next_index = dict(pairs)
         openings = []
         for r in rungs:
             openings.append((order[next_index[r] % len(order)], next_index[r]))
             next_index[r] += 1
         fork = getattr(candidate, "fork", None)
-        if fork is None or len(rungs) < 2:
+        if fork is None:
             return [
                 play_pair(
                     candidate,
