@@ -518,8 +518,7 @@ class EvaluatorWorker:
                     opponents = [jump]
                 else:
                     opponents = neighbour_rungs(estimate, rungs, self.s.neighbour_rungs)
-            room = (self.s.candidate_games - 2 * sum(pairs.values())) // 2
-            opponents = opponents[: max(room, 0)]
+            opponents = opponents[: self.s.candidate_games // 2 - sum(pairs.values())]
             for rung, pair in zip(
                 opponents,
                 self._play_rated_pairs(candidate, opponents, specs, pairs, order),

@@ -58,7 +58,6 @@ from game import _core
 from game.mcts import (
     SEARCH_KEYS,
     Evaluator,
-    SearchStats,
     UniformEvaluator,
     new_search,
     search,
@@ -270,17 +269,17 @@ class MCTSPlayer:
         while True:
             before = mcts.root_child_visits(0)
             if self.time_ms:
-                stats = search_until(mcts, self.evaluator, deadline, chunk=self._chunk)
+                leaves = search_until(mcts, self.evaluator, deadline, chunk=self._chunk).leaves
                 if not actions and mcts.root_child_visits(0) == before and not mcts.done(0):
                     # the budget went before a visit (a stalled machine, a tiny budget): one
                     # batch all the same, so a searched move never rests on the priors alone
-                    self.evaluations += stats.leaves  # the root's, if it was evaluated
+                    self.evaluations += leaves  # the root's, if it was evaluated
                     saved = mcts.simulations
-                    stats = search(mcts, self.evaluator, before + self._chunk)
+                    leaves = search(mcts, self.evaluator, before + self._chunk).leaves
                     mcts.simulations = saved
             else:
-                stats = SearchStats(batches=0, leaves=(yield mcts))
-            self.evaluations += stats.leaves
+                leaves = yield mcts  # the caller searched it, to ``simulations``
+            self.evaluations += leaves
             visits = mcts.root_child_visits(0)
             simulations += visits - before
             if not actions:
