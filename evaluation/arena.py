@@ -552,6 +552,9 @@ def play_match(
 # ----------------------------------------------------------------------------- workers
 
 
+# Game pairs a match worker plays side by side by default where a network searches to a number
+# of simulations (``run_match``): 8 games share each forward pass (x ``leaves_per_game`` leaves).
+SIDE_BY_SIDE = 4
 PARENT_POLL_S = 0.5  # how often a worker process checks that the match that started it lives
 
 
@@ -588,6 +591,46 @@ def _pair_task(
     return play_pair(a, b, opening, index, max_plies=max_plies, size=size, egdb=egdb).to_dict()
 
 
+def _pairs_task(
+    spec_a: str,
+    spec_b: str,
+    pairs: list[tuple[int, str, list[str]]],
+    max_plies: int,
+    size: int,
+    options: dict[str, Any],
+    adjudicate: bool = False,
+) -> list[dict[str, Any]]:
+    """Several game pairs in a worker, side by side (``play_pairs``): each network is loaded once
+    and every game gets its own player object (``fork`` of it; a fresh one of any other kind).
+    ``pairs`` holds ``(index, opening name, opening moves)``; plain dicts out, in that order."""
+    protos = make_player(spec_a, **options), make_player(spec_b, **options)
+
+    def player(k: int) -> Player:
+        fork = getattr(protos[k], "fork", None)
+        return fork() if fork is not None else make_player((spec_a, spec_b)[k], **options)
+
+    plans = [
+        PairPlan(
+            a=(player(0), player(0)),
+            b=(player(1), player(1)),
+            opening=Opening(name, tuple(moves), size=size),
+            index=index,
+        )
+        for index, name, moves in pairs
+    ]
+    egdb = (
+        cached_database(options["egdb_dir"], size, options["egdb_pieces"]) if adjudicate else None
+    )
+    records = play_pairs(plans, max_plies=max_plies, size=size, egdb=egdb)
+    return [record.to_dict() for record in records]
+
+
+def batches_side_by_side(player: Player) -> bool:
+    """Whether ``player``'s games gain from being played side by side: a network searching to a
+    number of simulations (its games then share forward passes); a timed one searches alone."""
+    return callable(getattr(player, "decide", None)) and not getattr(player, "time_ms", 0)
+
+
 def _ray_module(mode: str) -> Any | None:
     if mode == "off":
         return None
@@ -615,8 +658,12 @@ def run_match(
     pair_timeout_s: float = DEFAULT_PAIR_TIMEOUT_S,
     progress: Callable[[PairRecord, int, int], None] | None = None,
     adjudicate: bool = False,
+    side_by_side: int = 1,
 ) -> MatchResult:
-    """A match between two player specs, one task per game pair.
+    """A match between two player specs, one task per game pair, or per ``side_by_side`` pairs
+    played side by side (``play_pairs``) where a network searching to a number of simulations
+    plays: its games then share forward passes (fewer, larger batches), and the moves are the
+    same as one pair after another.
 
     ``adjudicate`` ends each game as soon as it reaches the endgame database named by the
     ``egdb_dir`` and ``egdb_pieces`` player options (built here first if missing).
@@ -630,34 +677,45 @@ def run_match(
         raise ValueError(f"ray mode must be auto, on or off, got {ray_mode!r}")
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+    if isinstance(side_by_side, bool) or not isinstance(side_by_side, int) or side_by_side < 1:
+        raise ValueError(f"side_by_side must be an integer >= 1, got {side_by_side!r}")
     options = dict(player_options or {})
     # Fail fast, here, on a bad spec rather than in every worker.
-    name_a = make_player(spec_a, **options).name
-    name_b = make_player(spec_b, **options).name
+    first_a, first_b = make_player(spec_a, **options), make_player(spec_b, **options)
+    name_a, name_b = first_a.name, first_b.name
+    if not (batches_side_by_side(first_a) or batches_side_by_side(first_b)):
+        side_by_side = 1
+    del first_a, first_b
     uses_db = adjudicate or "+db:" in spec_a or "+db:" in spec_b
     if uses_db:  # build a missing database once here, not in every worker
         if not options.get("egdb_dir") or int(options.get("egdb_pieces", 0)) < 1:
             raise ValueError("the endgame database needs the egdb_dir and egdb_pieces options")
         cached_database(options["egdb_dir"], size, int(options["egdb_pieces"]))
     plan = schedule(openings, _check_games(games), seed)
+    # Pairs per task: no more than leaves every worker a share of the match.
+    per_task = max(1, min(side_by_side, math.ceil(len(plan) / workers)))
+    pairs = [(i, o.name, list(o.moves)) for i, o in enumerate(plan)]
     jobs = [
-        (spec_a, spec_b, i, o.name, list(o.moves), max_plies, size, options, adjudicate)
-        for i, o in enumerate(plan)
+        (spec_a, spec_b, pairs[k : k + per_task], max_plies, size, options, adjudicate)
+        for k in range(0, len(pairs), per_task)
     ]
+    task = _pairs_task if per_task > 1 else _one_pair_task
+    task_timeout_s = pair_timeout_s * per_task
     done: list[PairRecord] = []
 
-    def finished(d: Mapping[str, Any]) -> None:
-        pair = PairRecord.from_dict(d)
-        done.append(pair)
-        if progress is not None:
-            progress(pair, len(done), len(jobs))
+    def finished(ds: Sequence[Mapping[str, Any]]) -> None:
+        for d in ds:
+            pair = PairRecord.from_dict(d)
+            done.append(pair)
+            if progress is not None:
+                progress(pair, len(done), len(plan))
 
     ray = _ray_module(ray_mode)
     if ray is not None:
-        _run_on_ray(ray, jobs, workers, pair_timeout_s, finished)
+        _run_on_ray(ray, task, jobs, workers, task_timeout_s, finished)
     elif workers == 1 or len(jobs) == 1:
         for job in jobs:
-            finished(_pair_task(*job))
+            finished(task(*job))
     else:
         ctx = get_context("spawn")  # no fork of a process that may hold threads
         with ProcessPoolExecutor(
@@ -666,28 +724,43 @@ def run_match(
             initializer=_exit_with_parent,
             initargs=(os.getpid(),),
         ) as pool:
-            futures = [pool.submit(_pair_task, *job) for job in jobs]
-            for future in as_completed(futures, timeout=pair_timeout_s * len(jobs)):
+            futures = [pool.submit(task, *job) for job in jobs]
+            for future in as_completed(futures, timeout=task_timeout_s * len(jobs)):
                 finished(future.result())
     return MatchResult(name_a, name_b, tuple(sorted(done, key=lambda p: p.index)))
 
 
+def _one_pair_task(
+    spec_a: str,
+    spec_b: str,
+    pairs: list[tuple[int, str, list[str]]],
+    max_plies: int,
+    size: int,
+    options: dict[str, Any],
+    adjudicate: bool = False,
+) -> list[dict[str, Any]]:
+    """``_pair_task`` with ``_pairs_task``'s arguments (a list of one pair) and result."""
+    ((index, name, moves),) = pairs
+    return [_pair_task(spec_a, spec_b, index, name, moves, max_plies, size, options, adjudicate)]
+
+
 def _run_on_ray(
     ray: Any,
+    function: Callable[..., list[dict[str, Any]]],
     jobs: list[tuple],
     workers: int,
     timeout_s: float,
-    finished: Callable[[Mapping[str, Any]], None],
+    finished: Callable[[Sequence[Mapping[str, Any]]], None],
 ) -> None:
     owned = not ray.is_initialized()  # joined or started here: shut down here
     start_ray("auto", num_cpus=workers, log_to_driver=False)
     try:
-        task = ray.remote(num_cpus=1)(_pair_task)
+        task = ray.remote(num_cpus=1)(function)
         pending = [task.remote(*job) for job in jobs]
         while pending:
             ready, pending = ray.wait(pending, num_returns=1, timeout=timeout_s)
             if not ready:
-                raise TimeoutError(f"no game pair finished within {timeout_s:.0f} s on Ray")
+                raise TimeoutError(f"no game pairs finished within {timeout_s:.0f} s on Ray")
             finished(ray.get(ready[0], timeout=timeout_s))
     finally:
         if owned:

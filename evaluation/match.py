@@ -5,8 +5,10 @@
 It prints the progress, W/D/L from A's side, the score, an Elo difference with its 95%
 interval, the pentanomial counts and what each player's search did per move (simulations of an
 MCTS player, depth and nodes of alpha-beta; ``a_search`` / ``b_search`` in the JSON), and writes
-every game as PDN (tags: players, opening, result, termination) and the figures as JSON. The
-matches themselves are `evaluation.arena`.
+every game as PDN (tags: players, opening, result, termination) and the figures as JSON. A
+network that searches to a number of simulations plays ``--side-by-side`` pairs at once in each
+worker, its games' searches batched into one forward pass. The matches themselves are
+`evaluation.arena`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from evaluation.arena import DEFAULT_MAX_PLIES, PairRecord, run_match
+from evaluation.arena import DEFAULT_MAX_PLIES, SIDE_BY_SIDE, PairRecord, run_match
 from evaluation.network_player import eval_mcts_settings
 from evaluation.players import minimax_options
 from game.openings import KINDS as OPENING_KINDS
@@ -49,6 +51,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--size", type=int, choices=(6, 8), default=8, help="board side")
     parser.add_argument("--ray", choices=("auto", "on", "off"), default="auto")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--side-by-side",
+        type=int,
+        default=SIDE_BY_SIDE,
+        metavar="N",
+        help=f"game pairs each worker plays at once when a network searches to a number of "
+        f"simulations: their searches share forward passes (default {SIDE_BY_SIDE}; 1: one "
+        f"pair after another; the moves are the same)",
+    )
     parser.add_argument(
         "overrides",
         nargs="*",
@@ -95,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             player_options=options,
             progress=report,
             adjudicate=args.adjudicate,
+            side_by_side=args.side_by_side,
         )
     except ValueError as e:  # ConfigError included
         print(f"error: {e}", file=sys.stderr)

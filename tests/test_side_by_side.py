@@ -6,9 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluation.arena import PairPlan, play_pair, play_pairs
+from evaluation.arena import (
+    PairPlan,
+    PairRecord,
+    batches_side_by_side,
+    play_pair,
+    play_pairs,
+    run_match,
+)
 from evaluation.ladder import ladder_player
 from evaluation.network_player import MCTSPlayer, play_settings
+from evaluation.players import make_player
 from game import Position
 from game.mcts import new_search, search, search_many
 from game.openings import Opening, load_openings
@@ -119,9 +127,7 @@ def test_play_pairs_needs_a_player_object_per_game(deck: list[Opening]) -> None:
     net = MCTSPlayer(ProjectionEvaluator(), play_settings(None, simulations=8), name="net")
     rung = ladder_player("minimax:1")
     with pytest.raises(ValueError, match="its own player objects"):
-        play_pairs(
-            [PairPlan(a=(net, net), b=(rung, ladder_player("minimax:1")), opening=deck[0])]
-        )
+        play_pairs([PairPlan(a=(net, net), b=(rung, ladder_player("minimax:1")), opening=deck[0])])
     with pytest.raises(ValueError, match="its own player objects"):
         play_pairs([PairPlan(a=(net, net.fork()), b=(rung, rung), opening=deck[0])])
 
@@ -133,3 +139,41 @@ def test_a_forked_player_shares_the_evaluator_not_the_tree() -> None:
     assert (other.name, other.seed, other.simulations) == (net.name, net.seed, net.simulations)
     net.choose(Position(8))
     assert net.stats()["moves"] == 1 and other.stats()["moves"] == 0
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_match_side_by_side_plays_the_pairs_of_one_pair_at_a_time(
+    deck: list[Opening], workers: int
+) -> None:
+    def match(side_by_side: int) -> tuple[PairRecord, ...]:
+        return run_match(
+            "uniform-mcts:sims=24",
+            "random:3",
+            deck,
+            games=10,
+            seed=1,
+            max_plies=80,
+            workers=workers,
+            ray_mode="off",
+            side_by_side=side_by_side,
+        ).pairs
+
+    one_at_a_time = match(1)
+    together = match(4)
+    assert [p.index for p in together] == list(range(5))
+    assert together == one_at_a_time  # the same moves, results and search counts, pair by pair
+    for s, t in zip(one_at_a_time, together, strict=True):
+        assert t.a_stats == s.a_stats and t.b_stats == s.b_stats
+
+
+def test_a_match_side_by_side_only_batches_a_network_at_a_number_of_simulations(
+    deck: list[Opening],
+) -> None:
+    assert batches_side_by_side(make_player("uniform-mcts:sims=8"))
+    assert not batches_side_by_side(make_player("uniform-mcts:t5"))  # searches on its own clock
+    assert not batches_side_by_side(make_player("minimax:2"))
+    # two alpha-beta players: nothing to batch, played one pair at a time all the same
+    result = run_match("minimax:2", "random:1", deck, games=4, ray_mode="off", side_by_side=3)
+    assert [p.index for p in result.pairs] == [0, 1]
+    with pytest.raises(ValueError, match="side_by_side must be an integer >= 1"):
+        run_match("minimax:1", "random", deck, games=2, ray_mode="off", side_by_side=0)
