@@ -1,7 +1,7 @@
 """The evaluator's ladder games: a candidate's pairs one after another, and side by side.
 
     python benchmarks/evaluator.py [--checkpoint CKPT] [--rungs minimax:4,minimax:5] \
-        [--pairs 4] [--side-by-side 2,4] [--device cpu] [--threads 1]
+        [--pairs 4] [--side-by-side 2,4] [--leaves N] [--device cpu] [--threads 1]
 
 The in-run evaluator plays a candidate's 32 ladder games in pairs against the rungs next to
 its estimate. One pair after another (``evaluation.arena.play_pair``), each network move is a
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from evaluation.arena import PairPlan, play_pair, play_pairs
 from evaluation.ladder import ladder_player
-from evaluation.network_player import MCTSPlayer, checkpoint_player
+from evaluation.network_player import MCTSPlayer, checkpoint_player, default_mcts_settings
 from game.openings import acf_deck
 from game.position import Position
 from play.settings import shipped_network
@@ -48,14 +48,21 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=4, help="pairs per rung")
     parser.add_argument("--side-by-side", default="2,4", help="pairs played at once (list)")
     parser.add_argument("--simulations", type=int, default=100)
+    parser.add_argument(
+        "--leaves",
+        type=int,
+        default=None,
+        help="leaves per forward pass of one game's search (default: evaluation.leaves_per_game)",
+    )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     args = parser.parse_args()
 
     checkpoint = args.checkpoint or shipped_network()
+    leaves = args.leaves or default_mcts_settings()["leaves_per_game"]
     base = checkpoint_player(
         checkpoint,
-        {"simulations": args.simulations},
+        {"simulations": args.simulations, "leaves_per_game": leaves},
         device=args.device,
         threads=args.threads,
         name="net",
@@ -69,7 +76,8 @@ def main() -> None:
     deck = acf_deck()
     jobs = [(rung, deck[i], i) for i in range(args.pairs) for rung in rungs]
     print(
-        f"{checkpoint.name}, {args.simulations} simulations, {args.device}, "
+        f"{checkpoint.name}, {args.simulations} simulations, {leaves} leaves a search's pass, "
+        f"{args.device}, "
         f"{len(jobs)} pairs ({len(jobs) * 2} games) against {', '.join(rungs)}"
     )
     player().choose(Position(8))  # load and warm the network

@@ -40,7 +40,8 @@ default so parallel workers do not oversubscribe), ``precision`` (auto, float32,
 network's arithmetic; auto is bf16 on CUDA and on a CPU with native bf16,
 learner.inference.compute_dtype).
 Defaults come from the composed config: the ``mcts`` group with ``simulations`` and
-``leaves_per_game`` from the ``evaluation`` group.
+``leaves_per_game`` from the ``evaluation`` group, and for a player with a time per move that
+group's ``timed_leaves_per_game`` (a ``leaves`` option wins over both).
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ UNIFORM_SPEC = "uniform-mcts"
 # Torch threads of a checkpoint player unless its spec says otherwise: match workers run one
 # per core, and torch's default (every core in each process) would oversubscribe the machine.
 DEFAULT_TORCH_THREADS = 1
-# Keys of the `evaluation` group that override the `mcts` group for evaluation players.
-EVAL_MCTS_KEYS = ("simulations", "leaves_per_game")
+# Keys of the `evaluation` group that override the `mcts` group for evaluation players (the
+# last is read by players with a time per move only: their leaves per forward pass).
+EVAL_MCTS_KEYS = ("simulations", "leaves_per_game", "timed_leaves_per_game")
 _SPEC = re.compile(
     rf"(?P<source>{re.escape(UNIFORM_SPEC)}|.+?{re.escape(CHECKPOINT_SUFFIX)})(?::(?P<opts>.*))?"
 )
@@ -493,6 +495,9 @@ def mcts_player(
     precision = options.pop("precision", "auto")
     time_ms = options.pop("time_ms", 0)
     settings = play_settings(mcts, **options)
+    if time_ms and "leaves_per_game" not in options and "timed_leaves_per_game" in settings:
+        # a timed search batches more leaves a pass: more simulations in its milliseconds
+        settings["leaves_per_game"] = int(settings["timed_leaves_per_game"])
     budget = f"t{time_ms}" if time_ms else f"sims={settings.get('simulations')}"
     # The spec's search options go into the name, so a match's PDN and figures say what played.
     budget += "".join(

@@ -24,6 +24,7 @@ from game.mcts import UniformEvaluator, new_search, search_until
 from game.openings import load_openings
 from game.position import Position
 from learner.checkpoint import save_checkpoint
+from learner.config import compose
 from learner.network import CheckersNet, ModelConfig
 from play.analysis import Budget
 from play.engines import Engines
@@ -86,6 +87,20 @@ def test_time_specs_parse_and_old_forms_keep_working() -> None:
     assert (player.name, player.time_ms) == ("uniform-mcts:t40", 40)
     fixed = make_player("uniform-mcts:sims=30")
     assert (fixed.name, fixed.time_ms, fixed.simulations) == ("uniform-mcts:sims=30", 0, 30)
+
+
+def test_a_timed_player_batches_its_own_leaves_and_a_spec_wins_over_both() -> None:
+    settings = {"simulations": 30, "leaves_per_game": 2, "timed_leaves_per_game": 6}
+    fixed = make_player("uniform-mcts", mcts=settings)
+    timed = make_player("uniform-mcts:t5", mcts=settings)
+    assert fixed.settings["leaves_per_game"] == 2 and fixed._chunk == 2
+    assert timed.settings["leaves_per_game"] == 6 and timed._chunk == 6
+    assert make_player("uniform-mcts:t5:leaves=3", mcts=settings).settings["leaves_per_game"] == 3
+    assert make_player("uniform-mcts:leaves=3", mcts=settings).settings["leaves_per_game"] == 3
+    # the defaults: the evaluation group's keys (conf/evaluation)
+    ev = compose().evaluation
+    assert make_player("uniform-mcts").settings["leaves_per_game"] == ev.leaves_per_game
+    assert make_player("uniform-mcts:t5").settings["leaves_per_game"] == ev.timed_leaves_per_game
 
 
 @pytest.mark.parametrize(
