@@ -9,7 +9,9 @@ by force and are skipped); ``start`` plays every game from the initial position.
 ``play_match`` runs in this process with Player objects. ``run_match`` (and the command line,
 ``python -m evaluation.match``) takes player *specs* instead, because workers build their own
 players: one Ray task per game pair when Ray is available, else a local process pool, else a
-plain loop. Results cross process boundaries as plain dicts of strings and numbers, never as
+plain loop. Where a network searches to a number of simulations, a task holds several pairs
+(``side_by_side``) whose games are played side by side (``play_pairs``), their searches sharing
+forward passes; the moves are those of one pair after another. Results cross process boundaries as plain dicts of strings and numbers, never as
 pickled objects.
 
 Each pair also carries what both players' searches did in it (``evaluation.players.player_stats``:
