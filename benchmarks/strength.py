@@ -45,7 +45,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from evaluation.arena import SIDE_BY_SIDE, MatchResult, run_match
+from evaluation.arena import MatchResult, run_match
 from evaluation.elo import PairResult, Ratings, fit_ratings, match_elo
 from evaluation.ladder import pair_results, rung_results
 from game.openings import load_openings
@@ -103,7 +103,6 @@ def played(
         max_plies=args.max_plies,
         workers=args.workers,
         ray_mode=args.ray,
-        side_by_side=SIDE_BY_SIDE,
     )
     log.append(result)
     name = label or result.player_a

@@ -11,8 +11,8 @@ by force and are skipped); ``start`` plays every game from the initial position.
 players: one Ray task per game pair when Ray is available, else a local process pool, else a
 plain loop. Where a network searches to a number of simulations, a task holds several pairs
 (``side_by_side``) whose games are played side by side (``play_pairs``), their searches sharing
-forward passes; the moves are those of one pair after another. Results cross process boundaries as plain dicts of strings and numbers, never as
-pickled objects.
+forward passes; the moves are those of one pair after another. Results cross process
+boundaries as plain dicts of strings and numbers, never as pickled objects.
 
 Each pair also carries what both players' searches did in it (``evaluation.players.player_stats``:
 moves, simulations, depth, nodes), so a match reports e.g. the mean simulations per move of a
@@ -660,7 +660,7 @@ def run_match(
     pair_timeout_s: float = DEFAULT_PAIR_TIMEOUT_S,
     progress: Callable[[PairRecord, int, int], None] | None = None,
     adjudicate: bool = False,
-    side_by_side: int = 1,
+    side_by_side: int = SIDE_BY_SIDE,
 ) -> MatchResult:
     """A match between two player specs, one task per game pair, or per ``side_by_side`` pairs
     played side by side (``play_pairs``) where a network searching to a number of simulations

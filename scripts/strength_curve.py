@@ -19,7 +19,7 @@ import re
 import sys
 from pathlib import Path
 
-from evaluation.arena import SIDE_BY_SIDE, MatchResult, run_match
+from evaluation.arena import MatchResult, run_match
 from evaluation.elo import fit_ratings
 from evaluation.ladder import pair_results, rung_results
 from game.openings import load_openings
@@ -68,16 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     results = []
 
     def played(a: str, b: str, games: int, label: str) -> MatchResult:
-        match = run_match(
-            a,
-            b,
-            deck,
-            games=games,
-            seed=0,
-            workers=args.workers,
-            ray_mode="off",
-            side_by_side=SIDE_BY_SIDE,
-        )
+        match = run_match(a, b, deck, games=games, seed=0, workers=args.workers, ray_mode="off")
         print(
             f"  {label:<14} vs {b:<10} +{match.wins} ={match.draws} -{match.losses} "
             f"({100 * match.score:.0f}%)",
