@@ -572,27 +572,6 @@ def _exit_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def _pair_task(
-    spec_a: str,
-    spec_b: str,
-    index: int,
-    opening_name: str,
-    opening_moves: list[str],
-    max_plies: int,
-    size: int,
-    options: dict[str, Any],
-    adjudicate: bool = False,
-) -> dict[str, Any]:
-    """One game pair in a worker: plain arguments in, a plain dict out (nothing pickled)."""
-    a = make_player(spec_a, **options)
-    b = make_player(spec_b, **options)
-    opening = Opening(opening_name, tuple(opening_moves), size=size)
-    egdb = (
-        cached_database(options["egdb_dir"], size, options["egdb_pieces"]) if adjudicate else None
-    )
-    return play_pair(a, b, opening, index, max_plies=max_plies, size=size, egdb=egdb).to_dict()
-
-
 def _pairs_task(
     spec_a: str,
     spec_b: str,
@@ -602,27 +581,28 @@ def _pairs_task(
     options: dict[str, Any],
     adjudicate: bool = False,
 ) -> list[dict[str, Any]]:
-    """Several game pairs in a worker, side by side (``play_pairs``): each network is loaded once
-    and every game gets its own player object (``fork`` of it; a fresh one of any other kind).
-    ``pairs`` holds ``(index, opening name, opening moves)``; plain dicts out, in that order."""
+    """Game pairs in a worker: plain arguments in, plain dicts out, in order (nothing pickled).
+    ``pairs`` holds ``(index, opening name, opening moves)``. One pair is played one game after
+    the other; several side by side (``play_pairs``), each network loaded once and every game
+    given its own player object (a ``fork`` of it; a fresh one of any other kind)."""
     protos = make_player(spec_a, **options), make_player(spec_b, **options)
+    egdb = (
+        cached_database(options["egdb_dir"], size, options["egdb_pieces"]) if adjudicate else None
+    )
+    openings = [(index, Opening(name, tuple(moves), size=size)) for index, name, moves in pairs]
+    if len(openings) == 1:
+        ((index, opening),) = openings
+        record = play_pair(*protos, opening, index, max_plies=max_plies, size=size, egdb=egdb)
+        return [record.to_dict()]
 
     def player(k: int) -> Player:
         fork = getattr(protos[k], "fork", None)
         return fork() if fork is not None else make_player((spec_a, spec_b)[k], **options)
 
     plans = [
-        PairPlan(
-            a=(player(0), player(0)),
-            b=(player(1), player(1)),
-            opening=Opening(name, tuple(moves), size=size),
-            index=index,
-        )
-        for index, name, moves in pairs
+        PairPlan(a=(player(0), player(0)), b=(player(1), player(1)), opening=o, index=i)
+        for i, o in openings
     ]
-    egdb = (
-        cached_database(options["egdb_dir"], size, options["egdb_pieces"]) if adjudicate else None
-    )
     records = play_pairs(plans, max_plies=max_plies, size=size, egdb=egdb)
     return [record.to_dict() for record in records]
 
@@ -694,14 +674,13 @@ def run_match(
             raise ValueError("the endgame database needs the egdb_dir and egdb_pieces options")
         cached_database(options["egdb_dir"], size, int(options["egdb_pieces"]))
     plan = schedule(openings, _check_games(games), seed)
-    # Pairs per task: no more than leaves every worker a share of the match.
+    # Pairs per task: side_by_side, but never so many that a worker is left without a share.
     per_task = max(1, min(side_by_side, math.ceil(len(plan) / workers)))
     pairs = [(i, o.name, list(o.moves)) for i, o in enumerate(plan)]
     jobs = [
         (spec_a, spec_b, pairs[k : k + per_task], max_plies, size, options, adjudicate)
         for k in range(0, len(pairs), per_task)
     ]
-    task = _pairs_task if per_task > 1 else _one_pair_task
     task_timeout_s = pair_timeout_s * per_task
     done: list[PairRecord] = []
 
@@ -714,10 +693,10 @@ def run_match(
 
     ray = _ray_module(ray_mode)
     if ray is not None:
-        _run_on_ray(ray, task, jobs, workers, task_timeout_s, finished)
+        _run_on_ray(ray, jobs, workers, task_timeout_s, finished)
     elif workers == 1 or len(jobs) == 1:
         for job in jobs:
-            finished(task(*job))
+            finished(_pairs_task(*job))
     else:
         ctx = get_context("spawn")  # no fork of a process that may hold threads
         with ProcessPoolExecutor(
@@ -726,29 +705,14 @@ def run_match(
             initializer=_exit_with_parent,
             initargs=(os.getpid(),),
         ) as pool:
-            futures = [pool.submit(task, *job) for job in jobs]
+            futures = [pool.submit(_pairs_task, *job) for job in jobs]
             for future in as_completed(futures, timeout=task_timeout_s * len(jobs)):
                 finished(future.result())
     return MatchResult(name_a, name_b, tuple(sorted(done, key=lambda p: p.index)))
 
 
-def _one_pair_task(
-    spec_a: str,
-    spec_b: str,
-    pairs: list[tuple[int, str, list[str]]],
-    max_plies: int,
-    size: int,
-    options: dict[str, Any],
-    adjudicate: bool = False,
-) -> list[dict[str, Any]]:
-    """``_pair_task`` with ``_pairs_task``'s arguments (a list of one pair) and result."""
-    ((index, name, moves),) = pairs
-    return [_pair_task(spec_a, spec_b, index, name, moves, max_plies, size, options, adjudicate)]
-
-
 def _run_on_ray(
     ray: Any,
-    function: Callable[..., list[dict[str, Any]]],
     jobs: list[tuple],
     workers: int,
     timeout_s: float,
@@ -757,7 +721,7 @@ def _run_on_ray(
     owned = not ray.is_initialized()  # joined or started here: shut down here
     start_ray("auto", num_cpus=workers, log_to_driver=False)
     try:
-        task = ray.remote(num_cpus=1)(function)
+        task = ray.remote(num_cpus=1)(_pairs_task)
         pending = [task.remote(*job) for job in jobs]
         while pending:
             ready, pending = ray.wait(pending, num_returns=1, timeout=timeout_s)
