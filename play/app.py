@@ -22,6 +22,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import islice
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,7 +34,7 @@ from pydantic import BaseModel, Field
 
 from game.notation import squares_of
 from game.openings import acf_deck
-from game.pdn import game_from_position, read_pdn, write_pdn
+from game.pdn import PdnTooLong, game_from_position, iter_pdn, write_pdn
 from game.position import Position
 from play import runs as run_files
 from play.analysis import position_from
@@ -310,16 +311,34 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
 
     @app.post("/api/pdn/parse")
     def pdn_parse(q: PdnText) -> list[dict[str, Any]]:
-        """The games of a PDN text (start FEN, moves, tags); 400 names a bad game and move."""
-        games = read_pdn(q.pdn)
+        """The first ``limits.max_pdn_games`` games of a PDN text (start FEN, moves, tags, and
+        the warnings of a tolerated move); 400 names a bad game and move, 422 a cap passed."""
+        if len(q.pdn) > limits["max_pdn_chars"]:
+            raise LimitError(
+                f"PDN text of {len(q.pdn)} characters; at most {limits['max_pdn_chars']} "
+                "(limits.max_pdn_chars)"
+            )
+        games = iter_pdn(q.pdn, max_moves=int(limits["max_pdn_moves"]))
+        try:
+            read = list(islice(games, int(limits["max_pdn_games"])))
+        except PdnTooLong as e:
+            raise LimitError(f"{e} (limits.max_pdn_moves)") from None
         return [
-            {"tags": g.tags, "fen": g.start().fen(), "moves": g.moves, "result": g.result}
-            for g in games[: limits["max_pdn_games"]]
+            {
+                "tags": g.tags,
+                "fen": g.start().fen(),
+                "moves": g.moves,
+                "result": g.result,
+                "warnings": g.warnings,
+            }
+            for g in read
         ]
 
     @app.post("/api/pdn/write", response_class=PlainTextResponse)
     def pdn_write(q: PdnGameIn) -> str:
-        """A game as PDN (the moves are checked)."""
+        """A game as strict PDN: the moves are checked, and a result other than 1-0, 0-1,
+        1/2-1/2 or *, a tag name other than letters, digits and _, or a tag value with a
+        newline is refused (400), so no field can add movetext."""
         start = Position.from_fen(q.fen) if q.fen else Position()
         position(q)  # every move must be legal
         return write_pdn([game_from_position(start, q.moves, q.result, q.tags)])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from game.notation import BoardSetup, parse_fen
-from game.pdn import read_pdn
+from game.pdn import PdnGame, read_pdn, write_game
 from game.position import Position
 
 START = Position().fen()
@@ -87,8 +87,8 @@ def test_pdn_moves_in_other_scripts_digits_are_unexpected_text() -> None:
     message = r"game 1, .*unexpected text '\u0661\u0661-15' at offset 3"
     with pytest.raises(ValueError, match=message):
         read_pdn("1. \u0661\u0661-15 *")
-    with pytest.raises(ValueError, match=r"move 1 \('11x15'\).*'x' is only for captures"):
-        read_pdn("1. 11x15 *")
+    with pytest.raises(ValueError, match=r"move 1 \('11x14'\).*illegal move '11x14'"):
+        read_pdn("1. 11x14 *")
 
 
 def test_an_unclosed_comment_is_refused_at_once() -> None:
@@ -133,3 +133,92 @@ def test_a_set_up_game_without_moves_has_its_fen_checked() -> None:
         read_pdn('[SetUp "1"]\n[FEN "B:W19,51:B2"]\n*\n')
     (game,) = read_pdn('[SetUp "1"]\n[FEN "B:W19:B2"]\n*\n')
     assert game.start().fen() == "B:W19:B2"
+
+
+# --- PDN: tolerant reading, strict writing -----------------------------------------------------
+
+# A game whose fourth move, 10-14, is a step that collections of the standard checkers program
+# write as "10x14" (the next move, 19x10, is a capture).
+CLASSIC = (
+    '[Event "Classic"]\n1. 9-13 22-17 2. 13x22 26x17 3. 11-15 23-19 4. 10x14 19x10 5. 6x15 *\n'
+)
+CLASSIC_MOVES = ["9-13", "22-17", "13x22", "26x17", "11-15", "23-19", "10-14", "19x10", "6x15"]
+
+
+def test_an_x_written_for_a_step_is_read_with_a_warning_and_written_strictly() -> None:
+    (game,) = read_pdn(CLASSIC)
+    assert game.moves == CLASSIC_MOVES
+    assert game.warnings == [
+        "game 1, game 'Classic' (? - ?), move 4: '10x14' read as 10-14 "
+        "(a step, written with the wrong separator)"
+    ]
+    written = write_game(game)
+    assert "4. 10-14 19x10" in written and "10x14" not in written
+    (again,) = read_pdn(written)
+    assert again.moves == CLASSIC_MOVES and again.warnings == []
+
+
+def test_a_dash_written_for_a_capture_is_read_with_a_warning() -> None:
+    (game,) = read_pdn(CLASSIC.replace("13x22", "13-22").replace("10x14", "10-14"))
+    assert game.moves == CLASSIC_MOVES
+    assert game.warnings == [
+        "game 1, game 'Classic' (? - ?), move 2: '13-22' read as 13x22 "
+        "(a capture, written with the wrong separator)"
+    ]
+    # A capture's landing squares joined by a mix of separators are one capture too.
+    (game,) = read_pdn('[FEN "B:W15,23,24:B10"]\n1. 10-19x26 *')
+    assert game.moves == ["10x19x26"] and len(game.warnings) == 1
+
+
+def test_warnings_are_counted_per_game_in_a_collection() -> None:
+    games = read_pdn(CLASSIC + "\n" + CLASSIC.replace("10x14", "10-14") + "\n" + CLASSIC)
+    assert [len(g.warnings) for g in games] == [1, 0, 1]
+    assert games[2].warnings[0].startswith("game 3, ")
+
+
+def test_an_ambiguous_move_with_the_wrong_separator_is_refused() -> None:
+    # 10-26 read as 10x26 could jump 14 then 22 or 15 then 23: different pieces taken.
+    with pytest.raises(ValueError) as info:
+        read_pdn('[Event "Study"]\n[FEN "B:W14,15,22,23:B10"]\n1. 10-26 *')
+    message = str(info.value)
+    for part in ("game 1", "Study", "move 1 ('10-26')", "ambiguous", "10x17x26, 10x19x26"):
+        assert part in message, (part, message)
+
+
+def test_a_truly_illegal_move_is_still_refused_with_the_game_and_move_named() -> None:
+    with pytest.raises(ValueError) as info:
+        read_pdn(CLASSIC.replace("10x14", "10x15"))  # 15 is taken: neither a step nor a capture
+    message = str(info.value)
+    for part in ("game 1", "Classic", "move 4 ('10x15')", "illegal move '10x15'"):
+        assert part in message, (part, message)
+    # A White move where Black is to move is refused whatever its separator.
+    with pytest.raises(ValueError, match=r"move 4 \('22x18'\): illegal move '22x18'"):
+        read_pdn(CLASSIC.replace("10x14", "22x18"))
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"result": '1-0"] 1. 11-15 *'}, "result '1-0\"] 1. 11-15 *': write one of 1-0, 0-1"),
+        ({"result": "2-0"}, "result '2-0'"),
+        ({"tags": {'Event "x"] 1. 22-18 [Site': "y"}}, "tag name 'Event \"x\"] 1. 22-18 [Site'"),
+        ({"tags": {"": "y"}}, "tag name ''"),
+        ({"tags": {"Event": "a\n1. 22-18 *\n"}}, "tag Event: the value 'a\\n1. 22-18"),
+        ({"moves": ["11-15 24-20"]}, "move 1: '11-15 24-20' is not a move in PDN form"),
+        ({"moves": ["11-15", "24:20"]}, "move 1...: '24:20' is not a move in PDN form"),
+        ({"moves": ["11-15-19"]}, "'11-15-19' is not a move in PDN form"),
+    ],
+)
+def test_the_writer_refuses_what_pdn_cannot_carry(change: dict, problem: str) -> None:
+    game = PdnGame(tags={"Event": "e"}, moves=["11-15"], result="*")
+    for key, value in change.items():
+        setattr(game, key, value)
+    with pytest.raises(ValueError) as info:
+        write_game(game)
+    assert problem in str(info.value)
+
+
+def test_quotes_in_a_tag_value_are_escaped_not_injected() -> None:
+    game = PdnGame(tags={"Event": 'x"] 1. 22-18 [Site "y'}, moves=["11-15"], result="1-0")
+    (back,) = read_pdn(write_game(game))
+    assert back.tags["Event"] == 'x"] 1. 22-18 [Site "y' and back.moves == ["11-15"]

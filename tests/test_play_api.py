@@ -9,6 +9,7 @@ import pytest
 from play_helpers import Server, make_folders, snapshot
 
 from game import Position
+from game.pdn import game_from_position, write_pdn
 
 SIMS = 16  # few simulations: the answers' shape and bounds, not their strength, are tested
 START_LEGAL = {"9-13", "9-14", "10-14", "10-15", "11-15", "11-16", "12-16"}
@@ -37,6 +38,9 @@ def server(folders):
         "limits.max_request_bytes=20000",
         "limits.max_concurrent_searches=1",
         "limits.queue_wait_s=0",
+        "limits.max_pdn_games=3",
+        "limits.max_pdn_chars=15000",
+        "limits.max_pdn_moves=30",
         "runs.live_within_s=86400",
     )
     yield srv
@@ -276,3 +280,58 @@ def test_openings_pdn_and_page(server):
     docs = server.get("/docs")
     assert "/static/swagger/swagger-ui-bundle.js" in docs and "cdn" not in docs.lower()
     assert "SwaggerUIBundle" in server.get("/static/swagger/swagger-ui-bundle.js")
+
+
+# A step written "10x14" (move 4) as some collections write it; the next move is a capture.
+TOLERATED = '[Event "Classic"]\n1. 9-13 22-17 2. 13x22 26x17 3. 11-15 23-19 4. 10x14 19x10 *\n'
+
+
+def test_pdn_parse_tolerates_a_wrong_separator_and_reports_it(server):
+    (game,) = server.post("/api/pdn/parse", {"pdn": TOLERATED})
+    assert game["moves"][6:] == ["10-14", "19x10"]
+    assert game["warnings"] == [
+        "game 1, game 'Classic' (? - ?), move 4: '10x14' read as 10-14 "
+        "(a step, written with the wrong separator)"
+    ]
+    pdn = server.post("/api/pdn/write", {"moves": game["moves"], "tags": game["tags"]})
+    assert "4. 10-14 19x10" in pdn
+
+
+def test_pdn_parse_is_bounded_in_text_games_and_moves(server):
+    one = '[Event "e"]\n1. 11-15 24-20 *\n'
+    games = server.post("/api/pdn/parse", {"pdn": one * 10})  # reading stops at the third
+    assert [g["moves"] for g in games] == [["11-15", "24-20"]] * 3
+    status, body = server.request("POST", "/api/pdn/parse", {"pdn": " " * 15001 + one})
+    assert status == 422, body
+    assert body["detail"] == "PDN text of 15030 characters; at most 15000 (limits.max_pdn_chars)"
+    pos, moves = Position(), []
+    for _ in range(16):
+        moves.append(str(pos.play(pos.legal_moves()[0])))
+    game = write_pdn([game_from_position(Position(), moves, "*")])
+    status, body = server.request("POST", "/api/pdn/parse", {"pdn": game * 2})  # 32 moves
+    assert status == 422, body
+    assert "more than 30 moves in this PDN text (limits.max_pdn_moves)" in body["detail"]
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ({"result": '1-0"]\n1. 22-18 *'}, "result '1-0\"]\\n1. 22-18 *': write one of"),
+        ({"result": "1-0 1. 22-18"}, "write one of 1-0, 0-1, 1/2-1/2, *"),
+        ({"tags": {'Event "x"]\n1. 22-18 [Site': "y"}}, 'tag name \'Event "x"]\\n1. 22-18'),
+        ({"tags": {"Event": "x\n1. 22-18 *"}}, "tag Event: the value 'x\\n1. 22-18 *'"),
+        ({"tags": {"Event": "x\r1. 22-18 *"}}, "must be text on one line"),
+    ],
+)
+def test_pdn_write_refuses_fields_that_would_inject_movetext(server, body, problem):
+    status, answer = server.request("POST", "/api/pdn/write", {"moves": ["11-15"], **body})
+    assert status == 400, answer
+    assert problem in answer["detail"]
+
+
+def test_pdn_write_escapes_quotes_in_tag_values(server):
+    tags = {"Event": 'a "quoted" name', "Black": 'x"] 1. 22-18 [Site "y'}
+    pdn = server.post("/api/pdn/write", {"moves": ["11-15"], "result": "1-0", "tags": tags})
+    (game,) = server.post("/api/pdn/parse", {"pdn": pdn})
+    assert game["moves"] == ["11-15"] and game["result"] == "1-0"
+    assert game["tags"]["Black"] == tags["Black"] and game["tags"]["Event"] == tags["Event"]
