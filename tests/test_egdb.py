@@ -7,8 +7,11 @@ session, a few seconds). Slow lane: 8x8 up to 5 pieces, and a build killed mid-w
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -36,6 +39,7 @@ from game.egdb import (
 )
 from game.egdb.__main__ import main as egdb_main
 from game.egdb.build import build, ensure_database
+from game.egdb.manifest import manifest_path
 from tests import reference_rules as ref
 
 # OEIS A055213: positions with n pieces on the 8x8 board (men never on their crowning row).
@@ -310,8 +314,9 @@ def test_damaged_files_are_refused_by_name(egdb_dirs, tmp_path):
     refused(file_path(folder, 6, (0, 1, 1, 1)).read_bytes(), "holds signature 0-1-1-1")
     refused(good + b"\0", "trailing bytes")
     path.unlink()
-    with pytest.raises(EgdbError, match="cannot open"):
+    with pytest.raises(EgdbError, match="missing") as err:
         EndgameDatabase(folder, 6, 3)
+    assert str(path) in str(err.value)
 
 
 def test_build_resumes_and_repairs(egdb_dirs, tmp_path):
@@ -328,7 +333,8 @@ def test_build_resumes_and_repairs(egdb_dirs, tmp_path):
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == originals
     # The same files from the 6x6 database of the session (built up to 4 pieces).
     for name, data in originals.items():
-        assert (egdb_dirs[6] / name).read_bytes() == data
+        if name != manifest_path(folder, 6).name:
+            assert (egdb_dirs[6] / name).read_bytes() == data
 
 
 def test_process_pool_builds_the_same_files(egdb_dirs, tmp_path):
@@ -369,6 +375,187 @@ def test_cli_build_probe_verify(tmp_path, capsys):
     assert "every position consistent" in capsys.readouterr().out
     assert egdb_main(["probe", "W:WK1:BK10", "--board", "8", "--dir", str(tmp_path)]) == 2
     assert "no 8x8 endgame database" in capsys.readouterr().err
+
+
+# --- the manifest: a missing, extra or non-regular file is refused by name ----------------------
+
+
+def _egdb_cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
+    """The command line in its own process: a FIFO that it opened would hang it, not the suite."""
+    return subprocess.run(
+        [sys.executable, "-m", "game.egdb", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _four_piece_file(folder: Path) -> Path:
+    return file_path(folder, 6, next(s for s in reversed(signatures(6, 4)) if sum(s) == 4))
+
+
+def _refused_everywhere(folder: Path, path: Path, match: str) -> None:
+    """probe and verify exit 2 with one line naming ``path``; so does opening it (3 and 4
+    pieces), and a run's ensure_database stops on it too."""
+    for args in (("probe", "W:WK1:BK10"), ("verify",)):
+        proc = _egdb_cli(*args, "--board", "6", "--dir", str(folder))
+        assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+        assert str(path) in proc.stderr and match in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    for pieces in (3, 4):
+        with pytest.raises(EgdbError, match=re.escape(match)) as err:
+            EndgameDatabase(folder, 6, pieces)
+        assert str(path) in str(err.value)
+    with pytest.raises(EgdbError, match=re.escape(match)) as err:
+        ensure_database(folder, 6, 4, progress=lambda line: None)
+    assert str(path) in str(err.value)
+
+
+def test_build_writes_a_manifest_of_its_files(egdb_dirs):
+    folder = egdb_dirs[6]
+    m = json.loads(manifest_path(folder, 6).read_text())
+    assert (m["manifest_version"], m["board"], m["file_format"], m["pieces"]) == (1, 6, 1, 4)
+    names = sorted(p.name for p in folder.glob("*.egdb"))
+    assert (
+        sorted(m["files"]) == names == sorted(_core.egdb_file_name(6, s) for s in signatures(6, 4))
+    )
+    for name in names:
+        data = (folder / name).read_bytes()
+        assert m["files"][name] == {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def test_a_deleted_file_is_refused_by_name(egdb_dirs, tmp_path):
+    """Deleting a 4-piece file once left a 3-piece database that verify called consistent."""
+    folder = _copy_db(egdb_dirs[6], tmp_path / "db")
+    path = _four_piece_file(folder)
+    good = path.read_bytes()
+    path.unlink()
+    for args in (("probe", "W:WK1:BK10"), ("verify",)):
+        proc = _egdb_cli(*args, "--board", "6", "--dir", str(folder))
+        assert proc.returncode == 2 and f"{path}: missing" in proc.stderr, proc.stderr
+    for pieces in (3, 4):
+        with pytest.raises(EgdbError, match="missing") as err:
+            EndgameDatabase(folder, 6, pieces)
+        assert str(path) in str(err.value)
+    # A run's ensure_database says which file is missing and builds it again.
+    lines: list[str] = []
+    db = ensure_database(folder, 6, 4, progress=lines.append)
+    assert f"{path}: missing" in lines[0] and path.read_bytes() == good
+    assert db.probe(Position.from_fen("W:WK1,K3:BK10", size=6)) == "win"
+
+
+def test_a_fifo_in_a_files_place_is_refused_never_waited_on(egdb_dirs, tmp_path):
+    folder = _copy_db(egdb_dirs[6], tmp_path / "db")
+    path = _four_piece_file(folder)
+    path.unlink()
+    os.mkfifo(path)
+    _refused_everywhere(folder, path, "not a regular file (a FIFO)")
+    with pytest.raises(EgdbError, match=re.escape("(a FIFO)")) as err:
+        build(folder, 6, 4)
+    assert str(path) in str(err.value)
+
+
+def test_a_directory_or_a_link_in_a_files_place_is_refused(egdb_dirs, tmp_path):
+    folder = _copy_db(egdb_dirs[6], tmp_path / "db")
+    path = _four_piece_file(folder)
+    elsewhere = tmp_path / "elsewhere.egdb"
+    path.rename(elsewhere)
+    path.mkdir()
+    _refused_everywhere(folder, path, "not a regular file (a directory)")
+    path.rmdir()
+    path.symlink_to(elsewhere)  # the right bytes, but outside the folder
+    _refused_everywhere(folder, path, "not a regular file (a symbolic link)")
+
+
+def test_an_extra_file_is_refused_by_name(egdb_dirs, tmp_path):
+    folder = _copy_db(egdb_dirs[6], tmp_path / "db")
+    for name in ("notes.txt", "6x6_2-1-1-1.egdb"):
+        extra = folder / name
+        extra.write_bytes(b"x")
+        _refused_everywhere(folder, extra, "not in the manifest")
+        extra.unlink()
+    # What a killed build leaves: refused by name, and a run's build removes it.
+    stale = folder / "6x6_1-0-0-0.egdb.tmp4242"
+    stale.write_bytes(b"partial")
+    proc = _egdb_cli("probe", "W:WK1:BK10", "--board", "6", "--dir", str(folder))
+    assert proc.returncode == 2 and f"{stale}: not in the manifest" in proc.stderr
+    assert "left by an unfinished build" in proc.stderr
+    lines: list[str] = []
+    ensure_database(folder, 6, 4, progress=lines.append)
+    assert str(stale) in lines[0] and not stale.exists()
+    sub = folder / "sub"
+    sub.mkdir()
+    _refused_everywhere(folder, sub, "not in the manifest")
+    sub.rmdir()
+    os.mkfifo(folder / "pipe")
+    _refused_everywhere(folder, folder / "pipe", "not in the manifest")
+    (folder / "pipe").unlink()
+    # Another board's files and manifest may share the folder.
+    for p in egdb_dirs[8].iterdir():
+        if p.name.startswith("8x8_1-0-0-0") or p.name.startswith("8x8.manifest"):
+            shutil.copy(p, folder / p.name)
+    assert EndgameDatabase(folder, 6, 4).max_pieces == 4
+    assert _egdb_cli("probe", "W:WK1,K3:BK10", "--board", "6", "--dir", str(folder)).returncode == 0
+
+
+def test_a_database_without_a_manifest_is_refused_until_one_is_written(egdb_dirs, tmp_path):
+    folder = _copy_db(egdb_dirs[6], tmp_path / "db")
+    manifest = manifest_path(folder, 6)
+    original = manifest.read_text()
+    manifest.unlink()
+    for args in (("probe", "W:WK1:BK10"), ("verify",)):
+        proc = _egdb_cli(*args, "--board", "6", "--dir", str(folder))
+        assert proc.returncode == 2, proc.stderr
+        assert f"python -m game.egdb manifest --board 6 --dir {folder}" in proc.stderr
+    with pytest.raises(EgdbError, match="without a manifest"):
+        EndgameDatabase(folder, 6, 4)
+    (folder / "notes.txt").write_text("mine")  # the manifest command refuses what is not a file
+    proc = _egdb_cli("manifest", "--board", "6", "--dir", str(folder))
+    assert proc.returncode == 2 and str(folder / "notes.txt") in proc.stderr
+    assert not manifest.exists()
+    (folder / "notes.txt").unlink()
+    proc = _egdb_cli("manifest", "--board", "6", "--dir", str(folder))
+    assert proc.returncode == 0 and "every signature up to 4 pieces" in proc.stdout
+    assert manifest.read_text() == original
+    proc = _egdb_cli("verify", "--board", "6", "--dir", str(folder), "--pieces", "3")
+    assert proc.returncode == 0 and "every position consistent" in proc.stdout
+    # A run adopts a database without one: the build checks every file and writes it.
+    manifest.unlink()
+    lines: list[str] = []
+    ensure_database(folder, 6, 4, progress=lines.append)
+    assert "without a manifest" in lines[0] and manifest.read_text() == original
+    help_text = _egdb_cli("--help").stdout
+    assert "manifest" in help_text and "missing, extra or non-regular" in " ".join(
+        help_text.split()
+    )
+
+
+def test_verify_compares_checksums_and_a_bad_manifest_is_named(egdb_dirs, tmp_path):
+    folder = _copy_db(egdb_dirs[6], tmp_path / "db")
+    manifest = manifest_path(folder, 6)
+    m = json.loads(manifest.read_text())
+    path = _four_piece_file(folder)
+    m["files"][path.name]["sha256"] = "0" * 64
+    manifest.write_text(json.dumps(m))
+    proc = _egdb_cli("verify", "--board", "6", "--dir", str(folder))
+    assert proc.returncode == 2 and f"{path}: its SHA-256 differs" in proc.stderr
+    assert EndgameDatabase(folder, 6, 4).max_pieces == 4  # opening checks sizes, not hashes
+    for text, match in (
+        ("{", "not valid JSON"),
+        ("[" * 100_000, "not valid JSON"),
+        (json.dumps({**m, "board": 8}), "for board 8"),
+        (json.dumps({**m, "pieces": 5}), "says 5 pieces, its files cover 4"),
+        (json.dumps({**m, "files": {"../6x6_1-0-0-0.egdb": {}}}), "not a 6x6 database file"),
+    ):
+        manifest.write_text(text)
+        with pytest.raises(EgdbError, match=match) as err:
+            EndgameDatabase(folder, 6, 4)
+        assert str(manifest) in str(err.value)
+    manifest.unlink()
+    os.mkfifo(manifest)
+    proc = _egdb_cli("probe", "W:WK1:BK10", "--board", "6", "--dir", str(folder))
+    assert proc.returncode == 2 and f"{manifest}: not a regular file (a FIFO)" in proc.stderr
 
 
 # --- uses: MCTS leaves, alpha-beta, self-play and match adjudication ---------------------------
@@ -457,7 +644,7 @@ def test_minimax_with_the_database(db8, egdb_dirs):
 
 
 def test_match_adjudicates_database_positions(egdb_dirs):
-    from evaluation.arena import play_game
+    from evaluation.game_play import play_game
     from evaluation.players import make_player
     from game.openings import Opening
 

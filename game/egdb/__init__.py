@@ -4,7 +4,9 @@ The database is built by retrograde analysis in the compiled core (``game/cpp/eg
 file per material signature (black men, black kings, white men, white kings) holding the value
 for Black to move of every placement at 2 bits each; a position with White to move is looked up
 turned round. Files are memory-mapped and checked (magic, format version, board, signature,
-length, CRC-32) when opened; a bad one is refused with an error that names it.
+length, CRC-32) when opened; a bad one is refused with an error that names it. A manifest
+(``game.egdb.manifest``) lists the folder's files: a missing, extra or non-regular file is refused
+by name before anything is opened.
 
 Build one with ``python -m game.egdb build --pieces 4``; open it with :func:`open_database` and
 ask ``db.probe(position)`` for ``"win"``, ``"draw"``, ``"loss"`` (side to move) or ``None``.
@@ -14,6 +16,7 @@ The 40-move and repetition rules are outside the database, as in the published o
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -69,6 +72,9 @@ def file_path(folder: str | Path, size: int, sig: Signature) -> Path:
 
 def check_file(path: str | Path, size: int, sig: Signature) -> int:
     """Maps and checks one file; returns its position count. Raises EgdbError naming the file."""
+    from game.egdb.manifest import regular_size
+
+    regular_size(Path(path))  # never open a FIFO or a device: the open would wait
     try:
         return _core.egdb_check_file(str(path), size, sig)
     except RuntimeError as e:
@@ -76,11 +82,15 @@ def check_file(path: str | Path, size: int, sig: Signature) -> int:
 
 
 def pair_complete(folder: str | Path, size: int, sig: Signature) -> bool:
-    """Both files of a pair are present and pass their checks."""
+    """Both files of a pair are present and pass their checks. Raises EgdbError naming a path
+    that is there but not a regular file (a build would not replace a directory or a FIFO)."""
+    from game.egdb.manifest import regular_size
+
     for s in {sig, swapped(sig)}:
         path = file_path(folder, size, s)
-        if not path.exists():
+        if not os.path.lexists(path):
             return False
+        regular_size(path)  # raises, naming a directory, FIFO or link in the file's place
         try:
             check_file(path, size, s)
         except EgdbError as e:
@@ -111,6 +121,9 @@ class EndgameDatabase:
         if max_pieces < 1:
             raise ValueError(f"max_pieces must be at least 1, got {max_pieces}")
         self.folder = Path(folder)
+        from game.egdb.manifest import check_folder
+
+        check_folder(folder, size, max_pieces)  # names a missing, extra or non-regular file
         try:
             self.core = _core.EndgameDatabase(str(folder), size, max_pieces)
         except RuntimeError as e:

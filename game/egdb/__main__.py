@@ -1,8 +1,13 @@
-"""``python -m game.egdb``: build, probe and verify an endgame database.
+"""``python -m game.egdb``: build, probe and verify an endgame database, or write its manifest.
 
 python -m game.egdb build --pieces 5 [--board 8|6] [--out DIR] [--workers K] [--ray]
 python -m game.egdb probe "W:W21,K30:B1,K9" [--board 8] [--dir DIR]
 python -m game.egdb verify [--board 8] [--dir DIR] [--pieces N]
+python -m game.egdb manifest [--board 8] [--dir DIR]
+
+The folder's manifest (NxN.manifest.json, written by build) lists its files; probe and verify
+refuse a folder with a missing, extra or non-regular file, naming it, and one without a manifest
+(a database built before manifests: ``manifest`` checks its files and writes one).
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ import os
 import sys
 import time
 
-from game.egdb import EgdbError, EndgameDatabase, available_pieces, describe, signatures
+from game.egdb import EgdbError, EndgameDatabase, describe, signatures
 from game.egdb.build import build
+from game.egdb.manifest import check_folder, manifest_from_files, manifest_path, read_manifest
 from game.position import Position
 
 DEFAULT_DIR = "egdb"  # relative to the working directory; not in git
@@ -21,7 +27,11 @@ DEFAULT_DIR = "egdb"  # relative to the working directory; not in git
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m game.egdb", description="Endgame database tools."
+        prog="python -m game.egdb",
+        description="Endgame database tools. A database folder holds one file per material "
+        "signature and a manifest (NxN.manifest.json) that build writes: probe, verify and a run "
+        "refuse a folder with a missing, extra or non-regular file, naming it. A folder built "
+        "before manifests existed is refused until the manifest command writes one.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build (or finish building) the database")
@@ -42,12 +52,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("fen")
     p.add_argument("--board", type=int, default=8, choices=(6, 8))
     p.add_argument("--dir", default=DEFAULT_DIR)
-    v = sub.add_parser("verify", help="check every file and every position against its moves")
+    v = sub.add_parser(
+        "verify",
+        help="check every file against the manifest (size, SHA-256) and its header, and every "
+        "position against its moves",
+    )
     v.add_argument("--board", type=int, default=8, choices=(6, 8))
     v.add_argument("--dir", default=DEFAULT_DIR)
     v.add_argument(
         "--pieces", type=int, default=0, help="up to this many pieces (default: all present)"
     )
+    m = sub.add_parser(
+        "manifest",
+        help="write the manifest of a database built before manifests existed (every file "
+        "checked first; anything else in the folder refused by name)",
+    )
+    m.add_argument("--board", type=int, default=8, choices=(6, 8))
+    m.add_argument("--dir", default=DEFAULT_DIR)
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
@@ -65,10 +86,19 @@ def main(argv: list[str] | None = None) -> int:
                 f"database {report.bytes:,} bytes"
             )
             return 0
-        pieces = getattr(args, "pieces", 0) or available_pieces(args.dir, args.board)
+        if args.command == "manifest":
+            written = manifest_from_files(args.dir, args.board)
+            print(
+                f"wrote {manifest_path(args.dir, args.board)}: {len(written['files'])} files, "
+                f"every signature up to {written['pieces']} pieces"
+            )
+            return 0
+        pieces = getattr(args, "pieces", 0) or read_manifest(args.dir, args.board)["pieces"]
         if pieces == 0:
             print(f"no {args.board}x{args.board} endgame database in {args.dir}", file=sys.stderr)
             return 2
+        if args.command == "verify":
+            check_folder(args.dir, args.board, pieces, checksums=True)
         db = EndgameDatabase(args.dir, args.board, pieces)
         if args.command == "probe":
             pos = Position.from_fen(args.fen, args.board)
@@ -93,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
         verdict = "consistent" if bad_total == 0 else f"{bad_total:,} inconsistent positions"
         print(
-            f"{args.board}x{args.board} up to {pieces} pieces: every file checked, "
+            f"{args.board}x{args.board} up to {pieces} pieces: every file checked "
+            "(manifest, SHA-256, header), "
             f"every position {verdict} "
             f"({time.monotonic() - start:.1f} s)"
         )

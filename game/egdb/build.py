@@ -4,7 +4,9 @@ A pair (a signature and its colour swap) depends only on the pairs its captures 
 reach, all with fewer pieces or fewer men. ``build()`` runs every pair whose dependencies are
 done, as many at a time as there are workers, and reports progress after each. Each file is
 written under a temporary name and renamed into place, so a killed build leaves only complete
-files; the next build checks those (header, length, checksum) and skips them.
+files; the next build checks those (header, length, checksum) and skips them. The folder's
+manifest (``game.egdb.manifest``) is written at the start, listing the complete files, and again
+after each pair, so it always names exactly the finished files.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import concurrent.futures as cf
 import functools
 import logging
 import multiprocessing
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +32,13 @@ from game.egdb import (
     pair_dependencies,
     pairs,
     swapped,
+)
+from game.egdb.manifest import (
+    entry_for,
+    manifest_path,
+    read_manifest,
+    regular_size,
+    write_manifest,
 )
 
 log = logging.getLogger(__name__)
@@ -79,8 +89,9 @@ def build(
     say = progress or log.info
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    for stale in folder.glob(f"{size}x{size}_*.egdb.tmp*"):  # left by a killed build
-        stale.unlink()
+    for pattern in (f"{size}x{size}_*.egdb.tmp*", f"{size}x{size}.manifest.json.tmp*"):
+        for stale in folder.glob(pattern):  # left by a killed build
+            stale.unlink()
     order = pairs(size, max_pieces)
     deps = {s: pair_dependencies(size, s) for s in order}
     sizes = {
@@ -89,6 +100,8 @@ def build(
         for s in order
     }
     done = {s for s in order if pair_complete(folder, size, s)}
+    manifest = _complete_entries(folder, size, order, done)
+    write_manifest(folder, size, manifest)
     skipped = len(done)
     todo = [s for s in order if s not in done]
     total_positions = sum(sizes[s] for s in todo)
@@ -104,6 +117,9 @@ def build(
     def report(sig: Signature) -> None:
         nonlocal last_report, solved
         done.add(sig)
+        for name in {file_name(size, sig), file_name(size, swapped(sig))}:
+            manifest[name] = entry_for(folder / name)
+        write_manifest(folder, size, manifest)
         solved += sizes[sig]
         now = time.monotonic()
         if now - last_report < PROGRESS_EVERY_S and len(done) < len(order):
@@ -153,6 +169,38 @@ def build(
     return BuildReport(len(order), len(todo), skipped, solved, seconds, db_bytes)
 
 
+def file_name(size: int, sig: Signature) -> str:
+    return _core.egdb_file_name(size, sig)
+
+
+def _complete_entries(folder: Path, size: int, order, done) -> dict[str, dict]:
+    """Manifest entries of the complete files: this build's finished pairs (an old manifest's
+    entry reused when the file's size agrees, else the file hashed) and, from an old manifest,
+    the files of a larger database still there at their listed size."""
+    try:
+        old = read_manifest(folder, size)["files"]
+    except EgdbError:
+        old = {}
+    ours = {file_name(size, t) for s in order for t in (s, swapped(s))}
+    entries = {}
+    for sig in done:
+        for name in {file_name(size, sig), file_name(size, swapped(sig))}:
+            size_now = regular_size(folder / name)
+            known = old.get(name)
+            entries[name] = (
+                known if known and known["bytes"] == size_now else entry_for(folder / name)
+            )
+    for name, known in old.items():
+        if name in ours:
+            continue
+        try:
+            if regular_size(folder / name) == known["bytes"]:
+                entries[name] = known
+        except EgdbError:
+            pass  # gone: no longer listed
+    return entries
+
+
 def _run_ray(folder, size, todo, deps, done, report) -> None:
     import ray  # optional: only a --ray build needs it
 
@@ -182,18 +230,20 @@ def ensure_database(
     progress: Callable[[str], None] | None = None,
 ) -> EndgameDatabase:
     """Opens the database, first building whatever part of it is missing or damaged (with
-    progress lines); complete files are kept."""
+    progress lines naming what was wrong); complete files are kept. A folder without a manifest
+    gets one (the build checks every file first). A file that is not a regular one, or one in the
+    folder that the manifest does not list, stops it with an error naming the file."""
     say = progress or log.info
-    if available_pieces(folder, size, max_pieces) >= max_pieces:
-        try:
-            return EndgameDatabase(folder, size, max_pieces)
-        except EgdbError as e:
-            say(f"{e}: rebuilding what is damaged")
-    else:
+    if available_pieces(folder, size, 1) == 0 and not os.path.lexists(manifest_path(folder, size)):
         say(
             f"endgame database {size}x{size} up to {max_pieces} pieces not found in {folder}: "
             "building it"
         )
+    else:
+        try:
+            return EndgameDatabase(folder, size, max_pieces)
+        except EgdbError as e:
+            say(f"{e}: building what is missing or damaged, and the manifest")
     build(folder, size, max_pieces, workers=workers, progress=say)
     return EndgameDatabase(folder, size, max_pieces)
 
