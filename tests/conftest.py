@@ -1,11 +1,9 @@
 """Shared test fixtures: the configuration, a private Redis, where the reference data lives.
 
-The configuration is composed by ``learner.config.compose`` exactly as every command line reads
+The configuration is composed by ``checkerzero.config.compose`` exactly as every command line reads
 it (``config``); a test shrinks it with overrides. Redis is a real ``redis-server`` per test
-(``server``, ``client``). The reference data (the OCA game archive, the ACF openings) sits in
-``shared/data`` beside the repository's root, both here and in CI's fresh clone. A test that
-needs it and cannot find it is skipped with a message saying where it looked, never silently
-passed.
+(``server``, ``client``). The reference data (the OCA game archive, the ACF openings) ships with
+the package in ``game/data``, so the tests that read it run on a fresh clone too.
 """
 
 from __future__ import annotations
@@ -16,33 +14,11 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from learner.config import compose
-from learner.redis_server import EmbeddedRedis, find_redis_server
-from learner.replay import connect
+from checkerzero.config import compose
+from checkerzero.store.redis_server import EmbeddedRedis, find_redis_server
+from checkerzero.store.replay import connect
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
-
-
-@pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """The ``shared/data`` folder beside the repository; skips the test when it is missing."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"reference data not found: looked for the folder {SHARED_DATA}")
-    return SHARED_DATA
-
-
-@pytest.fixture(scope="session")
-def shared_file(shared_data: Path) -> Callable[[str], Path]:
-    """``shared_file("OCA_2.0.pdn")``: a file of ``shared/data``; skips the test when missing."""
-
-    def find(name: str) -> Path:
-        path = shared_data / name
-        if not path.is_file():
-            pytest.skip(f"reference file not found: looked for {path}")
-        return path
-
-    return find
 
 
 # The run directory of composed test configs: never created (tests that run the loop pass

@@ -1,22 +1,20 @@
 """The Open Checkers Archive (22,621 expert games, latin-1 PDN) replays legally under our rules.
 
-The archive lives in ``shared/data`` beside the repository (see conftest.py); without it these
-tests are skipped with a message saying where they looked. The default test parses the whole file
-and replays every 25th game; the slow test replays every game as it is read.
+The archive is the one that ships with the package (``game/data/OCA_2.0.pdn.xz``, read and
+checked against its SHA-256 by ``game.archive.read_archive``), so these tests run on a fresh clone
+and in CI, never skipped. The default test parses the whole file and replays every 25th game; the
+slow test replays every game as it is read.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
+from game.archive import read_archive
 from game.pdn import PdnGame, iter_pdn
 
-ARCHIVE = "OCA_2.0.pdn"
-ARCHIVE_ENCODING = "latin-1"
 GAMES = 22621
 # From the archive's README: "1-0" is a win for Black, the first mover.
 RESULT_COUNTS = {"1/2-1/2": 14192, "0-1": 4803, "1-0": 3626}
@@ -24,8 +22,8 @@ SAMPLE_STRIDE = 25  # the fast test replays every 25th game (905 games)
 
 
 @pytest.fixture(scope="module")
-def archive_text(shared_file: Callable[[str], Path]) -> str:
-    return shared_file(ARCHIVE).read_text(encoding=ARCHIVE_ENCODING)
+def archive_text() -> str:
+    return read_archive()  # the shipped archive, its digest checked
 
 
 @pytest.fixture(scope="module")
