@@ -4,11 +4,17 @@
 #   head [OVERRIDES]  Ray's head (GCS on $RAY_PORT), then `python -m learner preset=cluster` with
 #                     OVERRIDES (Hydra, e.g. selfplay.actors=64). The run lives in
 #                     $CHECKERZERO_RUN_DIR, so a restarted container resumes it.
+#   ray-head          Ray's head alone, blocking (a learner started by hand or by `ray exec`).
 #   worker            joins the head at $RAY_HEAD (host:port) and blocks; the learner places
 #                     self-play actors on it, also when it joins after the run started.
 #   redis             the replay store: redis-server with the password from $REDIS_PASSWORD,
 #                     written into a config file of mode 0600 (never onto a command line, where
 #                     `ps` would show it), and an append-only file under $REDIS_DATA_DIR.
+#
+# Ray always runs with token authentication: every role that starts or joins Ray needs
+# RAY_AUTH_TOKEN_FILE, a file (a Docker or Kubernetes secret) holding the cluster's token, the same
+# on every node; a client without it is refused. Make one with `openssl rand -hex 32`. The token
+# never enters the environment or a command line: Ray reads it from the file (RAY_AUTH_TOKEN_PATH).
 #
 # Secrets: for REDIS_PASSWORD and WANDB_API_KEY, a variable NAME_FILE naming a file (a Docker or
 # Kubernetes secret) sets NAME from that file. Extra `ray start` flags: $RAY_START_ARGS.
@@ -30,6 +36,20 @@ from_file() { # from_file NAME: NAME takes the contents of the file named by NAM
 from_file REDIS_PASSWORD
 from_file WANDB_API_KEY
 
+ray_auth() { # token authentication for every Ray process this container starts, or refuse
+  case "${RAY_AUTH_MODE:-token}" in
+  token) ;;
+  *) die "RAY_AUTH_MODE=$RAY_AUTH_MODE: this image runs Ray only with token authentication" ;;
+  esac
+  [ -z "${RAY_AUTH_TOKEN:-}" ] || die "pass Ray's token as a file (RAY_AUTH_TOKEN_FILE), not in RAY_AUTH_TOKEN"
+  token=${RAY_AUTH_TOKEN_FILE:-${RAY_AUTH_TOKEN_PATH:-}}
+  [ -n "$token" ] || die "set RAY_AUTH_TOKEN_FILE to a file holding the cluster's Ray token \
+(e.g. openssl rand -hex 32 > docker/secrets/ray_token); Ray never runs here without one"
+  [ -f "$token" ] && [ -r "$token" ] || die "RAY_AUTH_TOKEN_FILE=$token is not a readable file"
+  [ -s "$token" ] || die "RAY_AUTH_TOKEN_FILE=$token is empty"
+  export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="$token"
+}
+
 RAY_PORT=${RAY_PORT:-6380} # never 6379, Redis's port
 RAY_START_ARGS=${RAY_START_ARGS:-}
 role=${1:-worker}
@@ -37,6 +57,7 @@ role=${1:-worker}
 
 case "$role" in
 head)
+  ray_auth
   # shellcheck disable=SC2086 # RAY_START_ARGS is a list of flags
   ray start --head --port="$RAY_PORT" --include-dashboard=false --disable-usage-stats \
     $RAY_START_ARGS
@@ -45,7 +66,14 @@ head)
   exec python -m learner preset=cluster cluster.address=auto \
     "run_dir=${CHECKERZERO_RUN_DIR:-$CHECKERZERO_HOME/runs/cluster}" "$@"
   ;;
+ray-head)
+  ray_auth
+  # shellcheck disable=SC2086
+  exec ray start --head --port="$RAY_PORT" --include-dashboard=false --disable-usage-stats --block \
+    $RAY_START_ARGS "$@"
+  ;;
 worker)
+  ray_auth
   [ -n "${RAY_HEAD:-}" ] || die "set RAY_HEAD to the head's host:port (Ray's port, e.g. head:6380)"
   # shellcheck disable=SC2086
   exec ray start --address="$RAY_HEAD" --block --disable-usage-stats $RAY_START_ARGS "$@"

@@ -155,13 +155,17 @@ def test_compose_roles_secrets_restart_and_wandb():
             value = spec.get("environment", {}).get(var)
             assert value is None or re.fullmatch(r"\$\{\w+(:-)?\}", value), (name, var)
         for file_var in (v for v in spec.get("environment", {}) if v.endswith("_FILE")):
-            assert file_var.removesuffix("_FILE") in entrypoint_secret_files(), file_var
+            # Ray's token file goes to Ray itself (RAY_AUTH_TOKEN_PATH); the others are read
+            assert file_var == "RAY_AUTH_TOKEN_FILE" or (
+                file_var.removesuffix("_FILE") in entrypoint_secret_files()
+            ), file_var
             secret = spec["environment"][file_var].removeprefix("/run/secrets/")
             assert secret in spec["secrets"] and secret in compose_file["secrets"], file_var
     head = services["head"]["environment"]
     assert head[env_vars["url"]].startswith("redis://redis:6379/")
     assert f"{env_vars['password']}_FILE" in head
-    assert "WANDB_MODE" in head and "WANDB_API_KEY" in head  # the preset reads WANDB_MODE
+    assert "WANDB_MODE" in head and "WANDB_API_KEY_FILE" in head  # the preset reads WANDB_MODE
+    assert "WANDB_API_KEY" not in head  # secrets only from files
     assert "oc.env:WANDB_MODE" in (SOURCE_CONF / "preset" / "cluster.yaml").read_text()
     host, port = services["worker"]["environment"]["RAY_HEAD"].split(":")
     assert host == "head" and int(port) == ray_port() != 6379
@@ -182,9 +186,19 @@ def test_raycluster_has_a_learner_head_and_cpu_and_gpu_selfplay_groups():
     env = env_of(head_container)
     env_vars = conf_env_vars()
     assert env[env_vars["url"]]["value"].startswith("redis://checkerzero-redis:6379/")
-    for var in (env_vars["password"], "WANDB_API_KEY"):
-        assert env[var]["valueFrom"]["secretKeyRef"]["name"] == "checkerzero", var
-        assert "value" not in env[var]
+    secret_dirs = {  # mount path -> the Secret mounted there
+        m["mountPath"]: v["secret"]
+        for v in head["template"]["spec"]["volumes"]
+        if "secret" in v
+        for m in head_container["volumeMounts"]
+        if m["name"] == v["name"]
+    }
+    for var in (env_vars["password"], "WANDB_API_KEY"):  # secrets only as files
+        assert var not in env, f"{var} as an environment variable: pass {var}_FILE"
+        path = Path(env[f"{var}_FILE"]["value"])
+        secret = secret_dirs[str(path.parent)]
+        assert secret["secretName"] == "checkerzero", var
+        assert path.name in {i["path"] for i in secret["items"]}, var
     assert env["WANDB_MODE"]["value"] in ("online", "offline", "disabled")
     assert head_container["image"].endswith(":gpu")
     assert head_container["resources"]["limits"]["nvidia.com/gpu"] == 1
@@ -280,3 +294,76 @@ def test_ray_cluster_launcher_config():
     assert not any(var in c for c in commands for var in SECRET_VARS)
     overrides = learner_overrides(re.search(r"'(python -m learner[^']*)'", text).group(1))
     assert_composes(overrides)
+
+
+# ---- Ray's token authentication and unprivileged containers, on every deploy path ------------
+def test_every_deploy_path_runs_ray_with_token_auth_from_a_secret_file():
+    """Ray 2.60 turns token authentication on for a local ``ray.init()`` but not for
+    ``ray start``: every way this project starts Ray on a cluster turns it on itself, with the
+    token from a file (tests/test_ray_auth.py shows a client without it refused)."""
+    # The image: token mode by default, and the entry point's every Ray role checks the file.
+    assert re.search(r"^\s*RAY_AUTH_MODE=token", (DOCKER / "Dockerfile").read_text(), re.MULTILINE)
+    script = entrypoint()
+    for role in ("head", "ray-head", "worker"):
+        body = re.search(rf"^{re.escape(role)}\)\n(.*?)^\s*;;", script, re.MULTILINE | re.DOTALL)
+        assert body and body.group(1).lstrip().startswith("ray_auth"), role
+    # compose: the head and every worker get the token from the same secret file.
+    compose_file = load(DOCKER / "compose.yaml")
+    for name in ("head", "worker"):
+        service = compose_file["services"][name]
+        path = service["environment"]["RAY_AUTH_TOKEN_FILE"]
+        assert path == "/run/secrets/ray_token" and "ray_token" in service["secrets"], name
+        assert "RAY_AUTH_TOKEN" not in service["environment"], name
+    assert compose_file["secrets"]["ray_token"]["file"].startswith("./secrets/")
+    # The cluster launcher: token mode and the token's file in every container, checked before
+    # Ray starts on the head and on each worker.
+    cfg = load(DEPLOY / "ray-cluster.yaml")
+    options = " ".join(cfg["docker"]["run_options"])
+    assert "--env RAY_AUTH_MODE=token" in options
+    token_path = re.search(r"--env RAY_AUTH_TOKEN_PATH=(\S+)", options).group(1)
+    mount = re.search(r"-v (\S+):(\S+):ro", options)
+    assert token_path.startswith(mount.group(2) + "/") and mount.group(1) in cfg["file_mounts"]
+    for commands in (cfg["head_start_ray_commands"], cfg["worker_start_ray_commands"]):
+        start = next(c for c in commands if "ray start" in c)
+        assert start.index('test -s "$RAY_AUTH_TOKEN_PATH"') < start.index("ray start")
+    # KubeRay: the operator's token mode, the token in a Secret, the job's submitter holds it.
+    (cluster, _) = load_all(KUBERAY / "raycluster.yaml")
+    auth = cluster["spec"]["authOptions"]
+    assert auth["mode"] == "token" and auth["secretName"]
+    (job,) = load_all(KUBERAY / "rayjob.yaml")
+    pod = job["spec"]["submitterPodTemplate"]["spec"]
+    (submitter,) = pod["containers"]
+    env = env_of(submitter)
+    assert env["RAY_AUTH_MODE"]["value"] == "token" and "RAY_AUTH_TOKEN" not in env
+    token_dir = str(Path(env["RAY_AUTH_TOKEN_PATH"]["value"]).parent)
+    (mount,) = [m for m in submitter["volumeMounts"] if m["mountPath"] == token_dir]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == auth["secretName"]
+
+
+def pod_templates(doc: dict) -> list[dict]:
+    """The pod templates of a Kubernetes document (RayCluster, StatefulSet, RayJob)."""
+    spec = doc.get("spec", {})
+    if doc["kind"] == "RayCluster":
+        groups = [spec["headGroupSpec"], *spec["workerGroupSpecs"]]
+        return [g["template"] for g in groups]
+    if doc["kind"] == "StatefulSet":
+        return [spec["template"]]
+    if doc["kind"] == "RayJob":
+        return [spec["submitterPodTemplate"]]
+    return []
+
+
+def test_containers_run_as_an_unprivileged_user():
+    text = (DOCKER / "Dockerfile").read_text()
+    runtime = text[text.index("AS worker") :]  # the stage every node runs
+    (user,) = re.findall(r"^USER (\S+)", runtime, re.MULTILINE)
+    uid = int(user.split(":")[0])
+    assert uid != 0
+    for path in KUBERAY.glob("*.yaml"):
+        for doc in load_all(path):
+            templates = pod_templates(doc)
+            for template in templates:
+                context = template["spec"]["securityContext"]
+                assert context["runAsNonRoot"] is True, (path.name, doc["kind"])
+                assert context["runAsUser"] == uid, (path.name, doc["kind"])

@@ -30,6 +30,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
+IMAGE_UID = 10001  # docker/Dockerfile's USER
 BASE_IMAGE = os.environ.get("CHECKERZERO_TEST_BASE_IMAGE", "checkerzero-base:bookworm")
 WHEELS = Path(os.environ.get("CHECKERZERO_TEST_WHEELS", "/opt/wheels"))
 CA_DIR = Path("/usr/local/share/ca-certificates")
@@ -117,13 +118,13 @@ def containers() -> Iterator[list[str]]:
 def test_image_has_the_installed_package_and_no_source(image):
     probe = docker(
         *("run", "--rm", image, "python", "-c"),
-        "import game, game._core, learner.config as c, ray, sys, os; "
+        "import game, game._core, checkerzero.config as c, ray, sys, os; "
         "print(game.__file__, c.config_path(), ray.__version__, sys.version.split()[0]); "
         "print(sorted(os.listdir('.')))",
     )
     first, listing = probe.stdout.strip().splitlines()
     game_file, conf, ray_version, _python = first.split()
-    assert game_file.startswith("/opt/venv/") and conf == "pkg://learner.conf"
+    assert game_file.startswith("/opt/venv/") and conf == "pkg://checkerzero.conf"
     assert ray_version == "2.60.0"
     assert listing == "[]"  # the working directory holds no source tree to shadow the package
     redis = docker("run", "--rm", image, "sh", "-c", "command -v redis-server")
@@ -137,8 +138,14 @@ def test_head_and_two_workers_run_a_smoke_run_with_actors_on_every_node(
     secret = tmp_path / "redis_password"
     secret.write_text(uuid.uuid4().hex + "\n")
     secret.chmod(0o644)  # read inside the container by its own user
+    token = tmp_path / "ray_token"  # Ray's token authentication: the head and workers share it
+    token.write_text(uuid.uuid4().hex)
+    token.chmod(0o644)
     runs = tmp_path / "runs"
     runs.mkdir()
+    os.chown(runs, IMAGE_UID, IMAGE_UID)  # the containers run as the image's unprivileged user
+    ray_auth = ("-e", "RAY_AUTH_TOKEN_FILE=/run/secrets/ray_token")
+    ray_auth += ("-v", f"{token}:/run/secrets/ray_token:ro")
     redis_port, ray_port = free_port(), free_port()
     ip = host_ip()
     host = ("--network", "host")
@@ -158,6 +165,7 @@ def test_head_and_two_workers_run_a_smoke_run_with_actors_on_every_node(
         "head",
         *("-e", f"RAY_PORT={ray_port}", "-e", f"CHECKERZERO_REDIS_URL=redis://{ip}:{redis_port}/0"),
         *("-e", "REDIS_PASSWORD_FILE=/run/secrets/redis_password", "--shm-size=512m"),
+        *ray_auth,
         # Two CPUs: one kept for the learner, one for an actor.
         *("-e", f"RAY_START_ARGS=--num-cpus=2 --dashboard-agent-listen-port={ports[0]}"),
         *("-v", f"{runs}:/var/lib/checkerzero/runs"),  # the run directory, read here after
@@ -170,6 +178,7 @@ def test_head_and_two_workers_run_a_smoke_run_with_actors_on_every_node(
             # compose's restart policy does) and the pool gives it actors when it joins.
             *("-e", f"RAY_HEAD={ip}:{ray_port}", "--shm-size=512m", "--restart=on-failure"),
             *("-e", f"RAY_START_ARGS=--num-cpus=1 --dashboard-agent-listen-port={ports[i + 1]}"),
+            *ray_auth,
             *(image, "worker"),
         )
     head = containers[1]
@@ -189,3 +198,4 @@ def test_head_and_two_workers_run_a_smoke_run_with_actors_on_every_node(
     assert (WORKERS + 1, WORKERS + 1) in counts, (counts, output[-6000:])
     assert summary["selfplay"]["nodes_with_games"] == WORKERS + 1, (summary, output[-6000:])
     assert secret.read_text().strip() not in output  # the password is never printed
+    assert token.read_text().strip() not in output  # nor Ray's token
