@@ -11,8 +11,16 @@ answer per query, tagged with the query's ``id``. A query::
 ``sims`` or ``ms`` the budget (the default simulations otherwise); ``network`` a checkpoint
 relative to the models folder (the default network otherwise). ``"action": "move"`` asks any
 player spec for its move instead. The answer carries the query's ``id`` and the analysis (move,
-wdl, score, visits, pv, top) or ``{"id": ..., "error": "..."}``. Queries are answered in order;
-an empty line is skipped, end of input ends the engine.
+wdl, score, visits, pv, top) with the network and the budget it searched with
+(``"network": "long-320min.safetensors:sims=400"``, ``"budget": {"sims": 400}``), or
+``{"id": ..., "error": "..."}``. Queries are answered in order; an empty line is skipped, end of
+input or a closed output ends the engine.
+
+Every line gets an answer and the engine carries on: a line longer than
+``limits.max_request_bytes`` is refused unread, and JSON that Python will not read (an integer
+of thousands of digits, arrays nested thousands deep) or a query that fails in any way gets an
+error object, clipped to ``MAX_ERROR_CHARS``. A query's work is bounded by the play settings'
+limits (simulations, time, depth, moves, and ``limits.max_request_simulations`` in all).
 
     echo '{"id": 1, "moves": ["11-15"], "sims": 100}' | python -m play.engine
 """
@@ -21,21 +29,87 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 from collections.abc import Iterable, Iterator
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 
 from play.analysis import position_from
 from play.engines import Engines
 from play.paths import Roots
 from play.settings import load_settings, models_dir
 
+logger = logging.getLogger(__name__)
+
 QUERY_KEYS = {"id", "fen", "moves", "sims", "ms", "network", "action", "player"}
+MAX_ERROR_CHARS = 500  # an error quotes at most this much (a 20 MB move was echoed twice, 40 MB)
+MAX_ID_CHARS = 100  # query ids are echoed back, as the server's
+_SKIP_CHUNK = 1 << 16  # the rest of an over-long line is read and dropped this much at a time
+
+
+class LineRefused:
+    """A line answered with an error before it is parsed (too long, or not UTF-8)."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+def read_lines(stream: IO[Any], limit: int) -> Iterator[str | LineRefused]:
+    """The lines of ``stream`` (bytes or text), each at most ``limit`` long without its newline;
+    a longer line is read on in chunks and dropped, never held whole, and yields a LineRefused."""
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        newline = b"\n" if isinstance(line, bytes) else "\n"
+        if len(line) > limit and not line.endswith(newline):
+            while line and not line.endswith(newline):
+                line = stream.readline(_SKIP_CHUNK)
+            yield LineRefused(f"line longer than {limit} bytes; a query is a short JSON object")
+            continue
+        if isinstance(line, bytes):
+            try:
+                line = line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                yield LineRefused(f"not UTF-8: {e}")
+                continue
+        yield line
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    return f"{text[:MAX_ERROR_CHARS]}... ({len(text)} characters)"
+
+
+def _decode(line: str) -> Any:
+    """The JSON value of ``line``; ValueError for anything Python's reader refuses."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not JSON: {e}") from None
+    except RecursionError:
+        raise ValueError("not a query: JSON nested too deep") from None
+    except ValueError as e:  # an integer beyond Python's int-string limit
+        raise ValueError(f"not a query: {e}") from None
+
+
+def _query_id(query: Any) -> Any:
+    qid = query.get("id") if isinstance(query, dict) else None
+    if qid is None or (isinstance(qid, (int, float)) and not isinstance(qid, bool)):
+        return qid
+    if isinstance(qid, str) and len(qid) <= MAX_ID_CHARS:
+        return qid
+    raise ValueError(f"id must be a number or a string of at most {MAX_ID_CHARS} characters")
 
 
 def answer(engines: Engines, query: Any, default_network: str) -> dict[str, Any]:
     """The answer to one decoded query (errors become ``{"id", "error"}``)."""
-    qid = query.get("id") if isinstance(query, dict) else None
+    try:
+        qid = _query_id(query)
+    except ValueError as e:
+        return {"id": None, "error": str(e)}
     try:
         if not isinstance(query, dict):
             raise ValueError("a query is a JSON object")
@@ -53,25 +127,45 @@ def answer(engines: Engines, query: Any, default_network: str) -> dict[str, Any]
         if action != "analyse":
             raise ValueError(f"unknown action {action!r}; use analyse or move")
         spec = engines.parse(query.get("network") or default_network)
+        if not spec.searches:
+            raise ValueError(f"player {spec.text!r} does not analyse; name a network")
         sims, ms = query.get("sims"), query.get("ms")
-        budget = engines.budget(sims, ms) if (sims or ms) else None
-        result = engines.analyse([pos], spec, budget)[0]
-        return {"id": qid, "network": spec.text, **result.to_dict()}
+        if sims is not None or ms is not None:
+            spec = engines.with_budget(spec, engines.budget(sims, ms))
+        result = engines.analyse([pos], spec)[0]
+        budget = (
+            {"sims": spec.budget.simulations} if spec.budget.simulations else {"ms": spec.budget.ms}
+        )
+        return {"id": qid, "network": spec.text, "budget": budget, **result.to_dict()}
     except (ValueError, TypeError) as e:
-        return {"id": qid, "error": str(e)}
+        return {"id": qid, "error": _clip(str(e))}
 
 
-def serve(engines: Engines, lines: Iterable[str], default_network: str) -> Iterator[str]:
-    """One JSON answer line per non-empty input line."""
+def serve(
+    engines: Engines, lines: Iterable[str | LineRefused], default_network: str
+) -> Iterator[str]:
+    """One JSON answer line per non-empty input line, whatever the line holds."""
     for line in lines:
+        if isinstance(line, LineRefused):
+            yield json.dumps({"id": None, "error": _clip(line.why)})
+            continue
         if not line.strip():
             continue
         try:
-            query = json.loads(line)
-        except json.JSONDecodeError as e:
-            yield json.dumps({"id": None, "error": f"not JSON: {e}"})
+            query = _decode(line)
+        except ValueError as e:
+            yield json.dumps({"id": None, "error": _clip(str(e))})
             continue
-        yield json.dumps(answer(engines, query, default_network))
+        try:
+            out = answer(engines, query, default_network)
+        except Exception as e:  # one bad query must not end the engine
+            logger.exception("query failed")
+            try:
+                qid = _query_id(query)
+            except ValueError:
+                qid = None
+            out = {"id": qid, "error": _clip(f"internal error: {type(e).__name__}: {e}")}
+        yield json.dumps(out)
 
 
 def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> None:
@@ -84,8 +178,16 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> None:
     parser.add_argument("--network", default=settings["default_player"], help="default network")
     args = parser.parse_args(argv)
     engines = Engines(settings, Roots(args.runs, models_dir(args.models)))
-    for out in serve(engines, stdin or sys.stdin, args.network):
-        print(out, flush=True)
+    source = stdin or sys.stdin.buffer
+    lines = read_lines(source, int(settings["limits"]["max_request_bytes"]))
+    try:
+        for out in serve(engines, lines, args.network):
+            sys.stdout.write(out + "\n")
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader has gone: stop quietly, and point stdout at /dev/null so that the flush
+        # at exit does not report the broken pipe again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":

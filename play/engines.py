@@ -15,8 +15,8 @@ for networks:
     a random legal move.
 
 Every budget is checked against the ``limits`` of the play settings before anything runs, and
-networks are read only through ``learner.checkpoint.load_checkpoint`` (safetensors, never
-unpickled), a few kept loaded (least recently used dropped first).
+networks are read only through ``checkerzero.network.checkpoint.load_checkpoint`` (safetensors,
+never unpickled), a few kept loaded (least recently used dropped first).
 """
 
 from __future__ import annotations
@@ -27,18 +27,18 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from checkerzero.network.checkpoint import load_checkpoint
+from checkerzero.network.inference import NetworkEvaluator
 from evaluation.network_player import default_mcts_settings, play_settings
 from evaluation.players import MATE_THRESHOLD, make_player
 from game.mcts import Evaluator, UniformEvaluator
 from game.position import Position
-from learner.checkpoint import load_checkpoint
-from learner.inference import NetworkEvaluator
 from play.analysis import Analysis, Budget, analyse
 from play.paths import Roots
 
@@ -96,6 +96,21 @@ class Engines:
         if not 1 <= sims <= self.limits["max_simulations"]:
             raise LimitError(f"sims must be 1..{self.limits['max_simulations']}, got {sims}")
         return Budget(simulations=sims)
+
+    def with_budget(self, spec: PlayerSpec, budget: Budget) -> PlayerSpec:
+        """``spec`` searching with ``budget`` instead, its text naming the budget it searches
+        with (``net.safetensors:sims=10``; a ``cpuct`` option is kept)."""
+        if not spec.searches:
+            raise ValueError(f"player {spec.text!r} does not search; name a network")
+        m = _NETWORK_SPEC.fullmatch(spec.text)
+        assert m is not None  # a searching spec was parsed from this form
+        parts = [
+            m["source"],
+            f"sims={budget.simulations}" if budget.simulations else f"ms={budget.ms}",
+        ]
+        if spec.c_puct is not None:
+            parts.append(f"cpuct={spec.c_puct:g}")
+        return replace(spec, text=":".join(parts), budget=budget)
 
     def parse(self, spec: str) -> PlayerSpec:
         """The player ``spec`` names, checked against the roots and the limits (ValueError)."""
@@ -195,6 +210,13 @@ class Engines:
             )
         budget = budget or spec.budget
         assert budget is not None
+        total = len(positions) * budget.simulations
+        if total > self.limits["max_request_simulations"]:
+            raise LimitError(
+                f"{len(positions)} positions x {budget.simulations} simulations = {total}; at "
+                f"most {self.limits['max_request_simulations']} in one request "
+                "(limits.max_request_simulations)"
+            )
         return analyse(
             positions,
             self.evaluator(spec),

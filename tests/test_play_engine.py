@@ -6,11 +6,13 @@ import json
 import subprocess
 import sys
 
+import pytest
 from play_helpers import REPO, SHIPPED
 
 from game import Position
 from play.cli import play_game
-from play.engines import Engines
+from play.engine import answer
+from play.engines import Engines, LimitError
 from play.paths import Roots
 from play.settings import load_settings, shipped_network
 
@@ -45,6 +47,10 @@ def test_engine_answers_each_query_in_order_by_id():
     assert [a["id"] for a in answers] == ["a", 2, "m", "bad", "big", "out", None]
     a = answers[0]
     assert a["turn"] == "W" and a["visits"] == 16 and a["pv"][0] == a["move"]
+    # The answer names the budget searched with, not the default network's (sims=200).
+    assert a["network"] == "long-320min.safetensors:sims=16" and a["budget"] == {"sims": 16}
+    assert answers[1]["network"] == "laptop-60min.safetensors:ms=50"
+    assert answers[1]["budget"] == {"ms": 50}
     assert sum(m["visits"] for m in a["top"]) == 16
     assert answers[1]["move"] in ("9x18x25", "10x17x26") and answers[1]["visits"] > 0
     assert answers[2]["move"] in START_LEGAL and answers[2]["minimax"]["depth"] == 4
@@ -52,6 +58,69 @@ def test_engine_answers_each_query_in_order_by_id():
     assert "sims must be" in answers[4]["error"]
     assert "'..'" in answers[5]["error"]
     assert "not JSON" in answers[6]["error"]
+
+
+def test_engine_answers_lines_python_will_not_read_and_carries_on():
+    lines = [
+        '{"id": "digits", "sims": ' + "1" * 5000 + "}",  # beyond int()'s 4,300 digits
+        "[" * 200_000 + "]" * 200_000,  # deeper than the JSON reader's recursion
+        '{"id": "huge", "moves": ["' + "1" * 20_000_000 + '"]}',  # a 20 MB line
+        '{"id": "long", "moves": ["' + "1" * 500_000 + '"]}',  # under the line cap
+        json.dumps({"id": "x" * 1000, "action": "move", "player": "random"}),
+        "\udcff\udcfe not text",  # bytes that are not UTF-8 (surrogateescape below)
+        json.dumps({"id": "after", "action": "move", "player": "random:1"}),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "play.engine", "--models", str(SHIPPED.parent)],
+        input="\n".join(lines).encode("utf-8", "surrogateescape") + b"\n",
+        capture_output=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert b"Traceback" not in done.stderr, done.stderr[-2000:]
+    assert len(done.stdout) < 5000  # no echo of the 20 MB line nor of the 500 KB move
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a["id"] for a in answers] == [None, None, None, "long", None, None, "after"]
+    errors = [a.get("error", "") for a in answers]
+    assert "Exceeds the limit (4300 digits)" in errors[0]
+    assert errors[1] == "not a query: JSON nested too deep"
+    assert errors[2] == "line longer than 1000000 bytes; a query is a short JSON object"
+    assert errors[3].startswith("move 1 ('1111") and errors[3].endswith("characters)")
+    assert len(errors[3]) < 600  # the message quoted the move twice, a megabyte
+    assert errors[4] == "id must be a number or a string of at most 100 characters"
+    assert errors[5].startswith("not UTF-8")
+    assert answers[6]["move"] in START_LEGAL and answers[6]["player"] == "random:1"
+
+
+def test_engine_stops_quietly_when_its_reader_goes():
+    engine = subprocess.Popen(
+        [sys.executable, "-m", "play.engine", "--models", str(SHIPPED.parent)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
+    engine.stdout.close()  # the reader goes before the first answer
+    query = json.dumps({"id": 1, "action": "move", "player": "random"}) + "\n"
+    _, err = engine.communicate((query * 3).encode(), timeout=300)
+    assert engine.returncode == 0, err.decode()
+    assert err == b"", err.decode()
+
+
+def test_a_query_beyond_the_total_simulations_is_refused_with_an_error_object():
+    settings = load_settings({"torch_threads": 1, "limits": {"max_request_simulations": 50}})
+    engines = Engines(settings, Roots("runs", SHIPPED.parent))
+    refused = answer(engines, {"id": "q", "network": "uniform-mcts", "sims": 60}, "random")
+    assert refused == {
+        "id": "q",
+        "error": "1 positions x 60 simulations = 60; at most 50 in one request "
+        "(limits.max_request_simulations)",
+    }
+    done = answer(engines, {"id": "r", "network": "uniform-mcts", "sims": 50}, "random")
+    assert done["visits"] == 50 and done["network"] == "uniform-mcts:sims=50"
+    with pytest.raises(LimitError, match=r"2 positions x 30 simulations = 60; at most 50"):
+        engines.analyse([Position(), Position()], engines.parse("uniform-mcts:sims=30"))
 
 
 def test_terminal_game_loop_plays_undoes_and_writes_pdn():
