@@ -5,8 +5,9 @@
     python -m play.cli --ballot 12 --player long-320min.safetensors:ms=500
 
 Type a move in standard notation (``11-15``, a capture as ``15x22`` or with every landing square
-``15x22x31``), or ``hint``, ``undo``, ``moves``, ``pdn``, ``quit``. The board is printed with
-its square numbers beside each row.
+``15x22x31``), or ``hint``, ``undo``, ``moves``, ``pdn``, ``quit``. The board is printed with a
+numbered board beside it (the square numbers of the notation), and only when it has changed
+since it was last printed: a bad move, ``help`` or ``moves`` print their answer alone.
 """
 
 from __future__ import annotations
@@ -23,6 +24,36 @@ from play.paths import Roots
 from play.settings import load_settings, models_dir
 
 HELP = "moves like 11-15 or 15x22x31; hint, undo, moves, pdn, quit"
+
+
+def board_with_squares(pos: Position) -> str:
+    """The board (Black at the top: b/w men, B/W kings, '.' empty) with the same board's square
+    numbers beside it, row for row, and the side to move."""
+    setup = pos.setup()
+    size, per_row = setup.size, setup.size // 2
+    rule = "+" + "-" * (3 * size + 1) + "+"  # three characters a square, as the numbers
+    lines = [f"  {rule}   {rule}"]
+    for row in range(size):
+        cells, numbers = [], []
+        for col in range(size):
+            if (row + col) % 2 == 0:  # a light square: never played on
+                cells.append(" ")
+                numbers.append("   ")
+                continue
+            square = row * per_row + col // 2 + 1
+            bit = 1 << (square - 1)
+            king = bool(setup.kings & bit)
+            if setup.black & bit:
+                cells.append("B" if king else "b")
+            elif setup.white & bit:
+                cells.append("W" if king else "w")
+            else:
+                cells.append(".")
+            numbers.append(f"{square:>3}")
+        lines.append(f"  |{''.join(f'{c:>3}' for c in cells)} |   |{''.join(numbers)} |")
+    lines.append(f"  {rule}   {rule}")
+    lines.append(f"  {'White' if setup.white_to_move else 'Black'} to move (b w men, B W kings)")
+    return "\n".join(lines)
 
 
 def _wdl(answer: dict) -> str:
@@ -44,13 +75,25 @@ def play_game(
     read: Callable[[str], str],
     write: Callable[[str], None],
 ) -> Position:
-    """The game loop; returns the final position. ``read`` returns None-like '' at end of input."""
+    """The game loop; returns the final position. ``read`` raises EOFError at end of input.
+
+    The board is written when it is the user's turn or the game is over, and only when it
+    differs from the board last written (an opponent's reply is written as its move).
+    """
     start_fen = start.fen()
     moves = list(opening)
     pos = position_from(start_fen, moves)
+    shown: str | None = None  # the FEN of the board last written
+
+    def show() -> None:
+        nonlocal shown
+        if pos.fen() != shown:
+            write(board_with_squares(pos))
+            shown = pos.fen()
+
     while True:
-        write(str(pos))
         if pos.is_over():
+            show()
             write(f"Game over: {pos.result()} ({pos.end_reason})")
             break
         if colour in ("B", "W") and pos.turn != colour:
@@ -59,6 +102,7 @@ def play_game(
             moves.append(answer["move"])
             pos.play(answer["move"])
             continue
+        show()
         captures = " (a capture is compulsory)" if pos.legal_moves()[0].is_capture else ""
         try:
             text = read(f"{'Black' if pos.turn == 'B' else 'White'} to move{captures}> ").strip()

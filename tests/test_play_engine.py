@@ -150,6 +150,28 @@ def test_terminal_player_command():
     assert bad.returncode == 2 and "'..'" in bad.stderr
 
 
+CLI_START = (REPO / "tests" / "golden" / "cli_start_8x8.txt").read_text()
+
+
+def test_terminal_player_numbers_the_squares_and_redraws_only_a_changed_board():
+    done = run("play.cli", "help\nmoves\n9-14x\n11-15\nundo\nquit\n", "--player", "random:1")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    # The board and its numbered twin, as the golden file shows them.
+    assert out.count(CLI_START) == 2  # at the start, and again after the undo
+    assert "|     9    10    11    12 |" in out
+    # Three boards: the start, after 11-15 and the reply, after the undo. Help, the move list
+    # and the bad move print their answers alone.
+    footer = CLI_START.splitlines()[-1]
+    assert out.count(footer) == 3
+    _, first, second, third = out.split(footer)  # what follows each board
+    for said in ("moves like 11-15", "legal: 9-13 10-14", "malformed move '9-14x'"):
+        assert said in first and said not in second + third
+    assert "random:1 plays" in first and "b     .     b |" in first  # the second board: 11-15
+    assert CLI_START.removesuffix(footer + "\n") in second  # after the undo, the start again
+    assert "random:1 plays" not in second + third
+
+
 def test_the_shipped_network_is_the_default_opponent_and_is_installed():
     network = shipped_network()
     assert network.is_file(), f"{network} is named by conf/play/default.yaml but missing"
