@@ -2,7 +2,7 @@
 
     python -m actors --games 8 --simulations 64 --out games.pdn [--checkpoint PATH]
 
-The settings are the composed config's (`learner.config.compose`), as `python -m learner` uses
+The settings are the composed config's (`checkerzero.config.compose`), as `python -m learner` uses
 them; the flags override a few keys, and trailing ``key=value`` arguments override any key.
 """
 
@@ -15,14 +15,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from actors.self_play import record_to_pdn, resign_false_positive_rate, run_self_play
+from checkerzero.config import ConfigError, compose
+from checkerzero.network.inference import NetworkEvaluator, load_evaluator
+from checkerzero.network.model import CheckersNet, model_config
 from game import openings as op
 from game.mcts import Evaluator, UniformEvaluator
 from game.pdn import write_pdn
 from game.records import Result
-from learner.config import ConfigError, compose
-from learner.inference import NetworkEvaluator, load_evaluator
-from learner.network import CheckersNet
-from learner.trainer import model_config
 
 GAME_GROUP = {8: "english", 6: "small"}  # the conf/game file of each board side
 

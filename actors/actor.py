@@ -25,11 +25,11 @@ import ray
 import torch
 
 from actors.self_play import run_self_play
-from learner.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
-from learner.inference import NetworkEvaluator
-from learner.live import publish as publish_live
-from learner.replay import ReplayStore, connect
-from learner.weights import WeightsChannel
+from checkerzero.network.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
+from checkerzero.network.inference import NetworkEvaluator
+from checkerzero.store.live import publish as publish_live
+from checkerzero.store.replay import ReplayStore, connect
+from checkerzero.store.weights import WeightsChannel
 
 logger = logging.getLogger(__name__)
 

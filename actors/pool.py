@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.actor import STATS_FIELDS, SelfPlayActor, games_by_node_key, stats_key
-from learner.supervisor import RunLoop, stop_loops
+from checkerzero.cluster.supervisor import RunLoop, stop_loops
 
 logger = logging.getLogger(__name__)
 

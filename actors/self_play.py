@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from checkerzero.store.live import make_live
 from game import _core
 from game import openings as op
 from game.egdb import DRAW, WIN
@@ -40,7 +41,6 @@ from game.mcts import Evaluator, PlayoutCap, StepTimes, draw_search, new_search,
 from game.pdn import PdnGame, game_from_position
 from game.position import END_REASONS, RESULT_TEXT, Position
 from game.records import RESIGNED, GameRecord, Result, Termination, sparse_visits
-from learner.live import make_live
 
 log = logging.getLogger(__name__)
 
@@ -238,8 +238,9 @@ def play_games(
     `openings` None takes them from the config (`selfplay.openings`: deck or start). The same
     seed, evaluator and config give the same games. `stop`, checked once per forward pass,
     ends early when it returns True: the finished games are returned, games in progress dropped.
-    `on_live`, when given, gets slot 0's game so far (a `learner.live.make_live` dict: the moves
-    in notation, the opening, the weights version, the actor id) at its start and after each move.
+    `on_live`, when given, gets slot 0's game so far (a `checkerzero.store.live.make_live`
+    dict: the moves in notation, the opening, the weights version, the actor id) at its start
+    and after each move.
     """
     return run_self_play(
         evaluator,

@@ -12,9 +12,9 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from learner.config import SOURCE_CONF, compose
+from checkerzero.config import SOURCE_CONF, compose
 
-PACKAGE_CONF = Path(__file__).resolve().parents[1] / "learner" / "conf"  # non-editable installs
+PACKAGE_CONF = Path(__file__).resolve().parents[1] / "checkerzero" / "conf"  # non-editable installs
 CONFIG_FILE = "config.yaml"
 
 

@@ -1,7 +1,7 @@
 """A deep Q-learning agent on the project's encoder, action space and network.
 
-    python -m baselines.dqn --out runs/dqn-1                     # 30 minutes of training
-    python -m baselines.dqn --out runs/dqn-1 time_limit_min=60   # resume, and train longer
+    python -m baseline_training.dqn --out runs/dqn-1                     # 30 minutes of training
+    python -m baseline_training.dqn --out runs/dqn-1 time_limit_min=60   # resume, and train longer
 
 The network is the project's ``CheckersNet``; its action head is read as Q(s, a) =
 tanh(logit) in [-1, 1], the mover's expected result (+1 a win, 0 a draw, -1 a loss) after taking
@@ -49,22 +49,20 @@ import torch
 import torch.nn.functional as F
 from hydra.utils import instantiate
 
-from baselines.config import load_config, save_config
+from baseline_training.config import load_config, save_config
+from checkerzero.network.checkpoint import load_checkpoint, save_checkpoint
+from checkerzero.network.model import CheckersNet, model_config
 from evaluation.players import Player, make_player
 from evaluation.policy_player import AGENT_KEY, Q_AGENT
 from game import _core, encoding
 from game.openings import load_openings
 from game.position import Position
-from learner.checkpoint import (
+from learner.training_state import (
     capture_rng_state,
-    load_checkpoint,
     load_training_state,
     restore_rng_state,
-    save_checkpoint,
     save_training_state,
 )
-from learner.network import CheckersNet
-from learner.trainer import model_config
 
 logger = logging.getLogger(__name__)
 
@@ -515,7 +513,7 @@ class DQNRun:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m baselines.dqn",
+        prog="python -m baseline_training.dqn",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -1,12 +1,12 @@
 """Supervised learning from expert games: the project's network learns the OCA archive's moves.
 
-    python -m baselines.supervised --out runs/sl-1                 # 2 epochs, default 4x32 net
-    python -m baselines.supervised --out runs/sl-1 --time-limit-min 60
-    python -m baselines.supervised --out runs/sl-1 epochs=3        # resume, and train longer
+    python -m baseline_training.supervised --out runs/sl-1           # 2 epochs, default 4x32 net
+    python -m baseline_training.supervised --out runs/sl-1 --time-limit-min 60
+    python -m baseline_training.supervised --out runs/sl-1 epochs=3  # resume, and train longer
 
 Targets: the policy target is the expert's action at each decision (a multi-jump is several
 decisions of the same player, as in self-play), the value target the game's result from the
-mover's view. The archive is deduplicated and split by game (``baselines.expert_games``).
+mover's view. The archive is deduplicated and split by game (``baseline_training.expert_games``).
 
 Agreement is counted by whole move, what a player sees: at each position where a move starts
 (until the rules end the game: players sometimes play on past a repetition), the network's move
@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from baselines.config import load_config, save_config
-from baselines.expert_games import (
+from baseline_training.config import load_config, save_config
+from baseline_training.expert_games import (
     SPLITS,
     Decisions,
     load_games,
@@ -49,13 +49,13 @@ from baselines.expert_games import (
     split_games,
     write_split_summary,
 )
+from checkerzero.network.inference import NetworkEvaluator
+from checkerzero.network.model import num_actions
 from evaluation.policy_player import move_log_probs
-from evaluation.wdl_calibration import calibrate, format_table, sample_positions
+from evaluation.value_head_wdl import calibrate, format_table, sample_positions
 from game import encoding
 from game.pdn import PdnGame
-from learner.inference import NetworkEvaluator
 from learner.losses import NUM_WDL, TrainBatch
-from learner.network import num_actions
 from learner.trainer import Trainer
 
 logger = logging.getLogger(__name__)
@@ -290,7 +290,7 @@ def finish(cfg, run_dir: Path, model: torch.nn.Module, test: Sequence[PdnGame], 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m baselines.supervised",
+        prog="python -m baseline_training.supervised",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -32,16 +32,15 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from learner.config import ConfigError, compose
-from learner.inference import (
+from checkerzero.config import ConfigError, compose
+from checkerzero.network.inference import (
     NetworkEvaluator,
     compute_dtype,
     preferred_memory_format,
     select_device,
 )
-from learner.network import CheckersNet, ModelConfig, count_parameters
-from learner.precision import PRECISIONS
-from learner.trainer import model_config
+from checkerzero.network.model import CheckersNet, ModelConfig, count_parameters, model_config
+from checkerzero.network.precision import PRECISIONS
 
 WARMUP_CALLS = 3  # first calls pay allocator growth and oneDNN/cuDNN algorithm selection
 WARMUP_CALLS_COMPILED = 6  # torch.compile recompiles once for dynamic shapes, then settles

@@ -11,7 +11,8 @@ Beside it, in the same run:
   (a random playout to the end instead of a network call; no priors), the usual reference.
 
 Self-play mode (``--selfplay``): positions/s of `actors.self_play` with the default network on
-CPU (learner.inference), and the share of the time in the network, the tree and Python glue;
+CPU (checkerzero.network.inference), and the share of the time in the network, the tree and
+Python glue;
 ``--precision float32`` or ``bfloat16`` fixes the network's arithmetic (default: auto, bf16 on a
 CPU with native bf16).
 
@@ -42,9 +43,9 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from actors.self_play import run_self_play
+from checkerzero.config import compose
 from game import _core
 from game.mcts import Evaluator, UniformEvaluator, new_search, step
-from learner.config import compose
 
 TARGET_SIMS_PER_S = 500_000  # issue 4: the tree must not be what limits self-play
 TARGET_TREE_GLUE_SHARE = 0.20  # issue 4: tree + glue under 20% of self-play time on CPU
@@ -153,9 +154,8 @@ def tree_mode(args: argparse.Namespace) -> None:
 
 def network_evaluator(checkpoint: str | None, precision: str = "auto") -> tuple[Evaluator, str]:
     # torch only for this mode: the tree benchmark's numbers come from a process without it.
-    from learner.inference import NetworkEvaluator, load_evaluator
-    from learner.network import CheckersNet
-    from learner.trainer import model_config
+    from checkerzero.network.inference import NetworkEvaluator, load_evaluator
+    from checkerzero.network.model import CheckersNet, model_config
 
     if checkpoint is not None:
         evaluator = load_evaluator(checkpoint, 8, dtype=precision)

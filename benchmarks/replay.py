@@ -40,8 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from learner.redis_server import EmbeddedRedis, find_redis_server
-from learner.replay import ReplayStore, connect
+from checkerzero.store.redis_server import EmbeddedRedis, find_redis_server
+from checkerzero.store.replay import ReplayStore, connect
 
 NAMESPACE = "bench"
 CEILING_CLIENTS = 50  # redis-benchmark's default client count: what the server can take

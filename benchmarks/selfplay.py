@@ -45,15 +45,14 @@ import ray
 from omegaconf import OmegaConf
 
 from actors.actor import SelfPlayActor, stats_key
-from learner.checkpoint import encode_checkpoint
-from learner.cluster import start_ray
-from learner.config import compose
-from learner.inference import compute_dtype
-from learner.network import CheckersNet
-from learner.redis_server import EmbeddedRedis
-from learner.replay import connect
-from learner.trainer import model_config
-from learner.weights import WeightsChannel
+from checkerzero.cluster.start import start_ray
+from checkerzero.config import compose
+from checkerzero.network.checkpoint import encode_checkpoint
+from checkerzero.network.inference import compute_dtype
+from checkerzero.network.model import CheckersNet, model_config
+from checkerzero.store.redis_server import EmbeddedRedis
+from checkerzero.store.replay import connect
+from checkerzero.store.weights import WeightsChannel
 
 CALL_SLACK_S = 600.0  # beyond its own length, what a call may take (actor start on a busy host)
 OBJECT_STORE_MB = 256  # nothing big travels through Ray here; weights and games go via Redis
@@ -126,7 +125,7 @@ def _bare_worker(job: tuple[dict, int, float, float]) -> dict:
     import torch
 
     from actors.self_play import run_self_play
-    from learner.inference import NetworkEvaluator
+    from checkerzero.network.inference import NetworkEvaluator
 
     cfg, seed, warmup, seconds = job
     torch.set_num_threads(int(cfg["selfplay"].get("torch_threads", 1)))

@@ -65,10 +65,9 @@ def random_init_checkpoint(directory: Path, seed: int) -> Path:
     """A randomly initialised network of the default model config, saved for the workers."""
     import torch
 
-    from learner.checkpoint import save_checkpoint
-    from learner.config import compose
-    from learner.network import CheckersNet
-    from learner.trainer import model_config
+    from checkerzero.config import compose
+    from checkerzero.network.checkpoint import save_checkpoint
+    from checkerzero.network.model import CheckersNet, model_config
 
     cfg = compose(["run_dir=unused"])
     torch.manual_seed(seed)
@@ -230,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             import ray
 
-            from learner.cluster import start_ray
+            from checkerzero.cluster.start import start_ray
 
             if not ray.is_initialized():
                 # Started once here, so its workers (and their torch import) serve every match.

@@ -36,14 +36,14 @@ import numpy as np
 import torch
 
 from actors.self_play import run_self_play
+from checkerzero.config import compose
+from checkerzero.network.model import count_parameters
+from checkerzero.store.redis_server import EmbeddedRedis
+from checkerzero.store.replay import ReplayStore, connect
 from game import encoding, records
 from game.mcts import UniformEvaluator
-from learner.config import compose
 from learner.losses import TrainBatch
 from learner.mirror import MirrorPrefetcher, ReplayMirror
-from learner.network import count_parameters
-from learner.redis_server import EmbeddedRedis
-from learner.replay import ReplayStore, connect
 from learner.trainer import Trainer
 
 NAMESPACE = "bench"

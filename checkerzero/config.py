@@ -20,11 +20,11 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from checkerzero.network.precision import PRECISIONS
 from game.encoding import NUM_PLANES
-from learner.precision import PRECISIONS
 
 SOURCE_CONF = Path(__file__).resolve().parents[1] / "conf"
-PACKAGE_CONF = "pkg://learner.conf"  # where a non-editable install puts conf/ (CMakeLists.txt)
+PACKAGE_CONF = "pkg://checkerzero.conf"  # where a non-editable install puts conf/ (CMakeLists.txt)
 
 # `${encoder_planes:}` in conf/model: the network's input planes are the encoder's, not a choice.
 OmegaConf.register_new_resolver("encoder_planes", lambda: NUM_PLANES, replace=True)
@@ -55,7 +55,7 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
     try:
         with _COMPOSE_LOCK:  # the initialize objects set GlobalHydra when made, not entered
             if path == PACKAGE_CONF:
-                ctx = initialize_config_module("learner.conf", version_base="1.3")
+                ctx = initialize_config_module("checkerzero.conf", version_base="1.3")
             else:
                 ctx = initialize_config_dir(config_dir=path, version_base="1.3")
             with ctx:

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from learner.replay import redact_url
+from checkerzero.store.replay import redact_url
 
 logger = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from checkerzero.network.inference import load_evaluator
 from evaluation.wdl_calibration import calibrate, format_table, sample_positions
 from game.archive import ArchiveError, read_archive
 from game.pdn import iter_pdn
-from learner.inference import load_evaluator
 
 
 def main(argv: list[str] | None = None) -> None:

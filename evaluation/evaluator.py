@@ -1,18 +1,19 @@
 """The evaluator: gate each candidate against the best, play it against the ladder, fit Elo.
 
 :class:`EvaluatorWorker` owns the loop and its state, all of it in the run's Redis
-(evaluation.keys) so that a restarted evaluator loses nothing and repeats nothing; the work is
-done by plain functions that the tests call too: the gate (evaluation.gate), the ladder and
-its rungs (evaluation.ladder). evaluation.evaluator_actor is its Ray shell.
+(checkerzero.store.keys) so that a restarted evaluator loses nothing and repeats nothing; the work
+is done by plain functions that the tests call too: the gate (evaluation.gate), the ladder and its
+rungs (evaluation.ladder). evaluation.evaluator_actor is its Ray shell.
 
-Weights come from the weights channel (learner.weights): every ``evaluation.every_versions``-th
-published version is a candidate, the newest first (older ones not yet evaluated are skipped:
-the evaluator only ever falls behind, never catches up on stale weights); the first version the
-evaluator sees becomes the best. Games are written as PDN under ``<run_dir>/eval/``, with
-``decisions.jsonl``, ``ratings.csv`` and ``ratings.png`` (every candidate's rating by version,
-the ladder's rungs as lines), ``curve.csv`` and ``elo.png`` (every candidate's rating against
-training step, wall time and self-play positions, which the weights channel publishes beside
-each version; weights published without them fall back on the step in their header).
+Weights come from the weights channel (checkerzero.store.weights): every
+``evaluation.every_versions``-th published version is a candidate, the newest first (older ones not
+yet evaluated are skipped: the evaluator only ever falls behind, never catches up on stale weights);
+the first version the evaluator sees becomes the best. Games are written as PDN under
+``<run_dir>/eval/``, with ``decisions.jsonl``, ``ratings.csv`` and ``ratings.png`` (every
+candidate's rating by version, the ladder's rungs as lines), ``curve.csv`` and ``elo.png`` (every
+candidate's rating against training step, wall time and self-play positions, which the weights
+channel publishes beside each version; weights published without them fall back on the step in their
+header).
 
 Two ways to rate: without a table (``evaluation.ladder_table: null``) the rungs play each other
 once per run and every candidate plays ``ladder_pairs`` pairs against every rung; with a rated
@@ -33,11 +34,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from evaluation.arena import MatchResult, PairPlan, PairRecord, play_pair, play_pairs, schedule
-from evaluation.elo import PairResult, Ratings
-from evaluation.gate import gate
-from evaluation.gating import ACCEPT, CONTINUE, REJECT, SPRT
-from evaluation.keys import (
+from checkerzero.network.checkpoint import decode_checkpoint
+from checkerzero.store.keys import (
     decisions_key,
     done_key,
     gate_pairs_key,
@@ -46,6 +44,12 @@ from evaluation.keys import (
     results_key,
     versions_key,
 )
+from checkerzero.store.replay import connect
+from checkerzero.store.weights import WeightsChannel
+from evaluation.arena import MatchResult, PairPlan, PairRecord, play_pair, play_pairs, schedule
+from evaluation.elo import PairResult, Ratings
+from evaluation.gate import gate
+from evaluation.gating import ACCEPT, CONTINUE, REJECT, SPRT
 from evaluation.ladder import (
     CurvePoint,
     fit_all,
@@ -70,9 +74,6 @@ from evaluation.settings import EvalSettings
 from game.egdb.build import database_from_config
 from game.openings import Opening, extend_openings, load_openings
 from game.pdn import write_pdn
-from learner.checkpoint import decode_checkpoint
-from learner.replay import connect
-from learner.weights import WeightsChannel
 
 logger = logging.getLogger(__name__)
 
@@ -223,9 +224,9 @@ class EvaluatorWorker:
         model, meta = decode_checkpoint(data, source=f"weights v{version}")
         self._steps[version] = meta.step
         # Where the run stood at publication, read now: the channel drops a version's metadata
-        # with its bytes, learner.weights.KEEP_VERSIONS publications later, often before the games
-        # end when the learner publishes fast (a small network), which left the curve without
-        # positions and with the rating's time as its wall time.
+        # with its bytes, checkerzero.store.weights.KEEP_VERSIONS publications later, often before
+        # the games end when the learner publishes fast (a small network), which left the curve
+        # without positions and with the rating's time as its wall time.
         self.version_info(version)
         return network_player(
             model,

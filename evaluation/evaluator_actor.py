@@ -12,9 +12,9 @@ import ray
 from omegaconf import DictConfig, OmegaConf
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from checkerzero.cluster.supervisor import RunLoop, stop_loops
 from evaluation.evaluator import EvaluatorWorker
 from evaluation.settings import EvalSettings
-from learner.supervisor import RunLoop, stop_loops
 
 logger = logging.getLogger(__name__)
 

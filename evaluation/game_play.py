@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from multiprocessing import get_context
 from typing import Any
 
+from checkerzero.cluster.start import start_ray
 from evaluation.elo import EloEstimate, match_elo
 from evaluation.players import Player, make_player, player_stats
 from game.egdb import EndgameDatabase, describe, result_of
@@ -41,7 +42,6 @@ from game.mcts import search_many
 from game.openings import Opening
 from game.pdn import PdnGame
 from game.position import Position
-from learner.cluster import start_ray
 
 logger = logging.getLogger(__name__)
 

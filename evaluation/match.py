@@ -22,13 +22,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from checkerzero.config import compose
 from evaluation.arena import DEFAULT_MAX_PLIES, SIDE_BY_SIDE, PairRecord, run_match
 from evaluation.network_player import eval_mcts_settings
 from evaluation.players import minimax_options
 from game.openings import KINDS as OPENING_KINDS
 from game.openings import load_openings
 from game.pdn import write_pdn
-from learner.config import compose
 
 
 def main(argv: Sequence[str] | None = None) -> int:

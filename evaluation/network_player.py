@@ -38,7 +38,7 @@ Options after the colon, separated by ``,`` or ``:``: ``sims`` (simulations per 
 temperature), ``device`` (auto, cpu, cuda, ...), ``threads`` (torch intra-op threads; 1 by
 default so parallel workers do not oversubscribe), ``precision`` (auto, float32, bfloat16: the
 network's arithmetic; auto is bf16 on CUDA and on a CPU with native bf16,
-learner.inference.compute_dtype).
+checkerzero.network.inference.compute_dtype).
 Defaults come from the composed config: the ``mcts`` group with ``simulations`` and
 ``leaves_per_game`` from the ``evaluation`` group, and for a player with a time per move that
 group's ``timed_leaves_per_game`` (a ``leaves`` option wins over both).
@@ -54,6 +54,8 @@ from collections.abc import Generator, Mapping
 from pathlib import Path
 from typing import Any
 
+from checkerzero.config import compose
+from checkerzero.network.precision import PRECISIONS
 from evaluation.policy_player import PolicyPlayer, is_q_network
 from game import _core
 from game.mcts import (
@@ -65,8 +67,6 @@ from game.mcts import (
     search_until,
 )
 from game.position import Move, Position
-from learner.config import compose
-from learner.precision import PRECISIONS
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ def _composed_mcts_settings() -> tuple[tuple[str, Any], ...]:
 
 
 def default_mcts_settings() -> dict[str, Any]:
-    """The search settings of evaluation players: the composed config's (learner.config.compose)
+    """The search settings of evaluation players: the composed config's (checkerzero.config.compose)
     mcts group with the evaluation group's simulations and leaves per game. Noise is always off
     here (see :func:`play_settings`)."""
     return dict(_composed_mcts_settings())
@@ -336,8 +336,8 @@ def _learner_side() -> tuple[Any, Any]:
     here (measured), and every match worker (a Ray task or a pool process) that plays only
     minimax or random players would pay it for nothing.
     """
-    from learner.checkpoint import load_checkpoint
-    from learner.inference import NetworkEvaluator
+    from checkerzero.network.checkpoint import load_checkpoint
+    from checkerzero.network.inference import NetworkEvaluator
 
     return load_checkpoint, NetworkEvaluator
 
@@ -384,7 +384,7 @@ def checkpoint_player(
     time_ms: int = 0,
     precision: str = "auto",
 ) -> MCTSPlayer:
-    """An MCTSPlayer over a model checkpoint file (learner.checkpoint.save_checkpoint);
+    """An MCTSPlayer over a model checkpoint file (checkerzero.network.checkpoint.save_checkpoint);
     ``time_ms`` > 0: milliseconds per move instead of simulations."""
     load_checkpoint, _ = _learner_side()
     path = Path(path)

@@ -29,7 +29,7 @@ from game.position import Move, Position
 MODES = ("policy", "greedy")
 # Smallest probability taken into a log: the evaluator's softmax can underflow to exactly 0.
 MIN_PROB = 1e-30
-# Header key and value that mark a Q-network checkpoint (written by baselines.dqn).
+# Header key and value that mark a Q-network checkpoint (written by baseline_training.dqn).
 AGENT_KEY = "agent"
 Q_AGENT = "dqn"
 

@@ -38,6 +38,8 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from checkerzero.config import compose
+from checkerzero.revision import git_revision
 from evaluation.arena import DEFAULT_MAX_PLIES, PairRecord
 from evaluation.elo import PairResult, Ratings
 from evaluation.ladder import (
@@ -57,8 +59,6 @@ from evaluation.ladder import (
     write_table,
 )
 from evaluation.players import minimax_options
-from learner.config import compose
-from learner.revision import git_revision
 
 # Adjacent rungs about 150-250 Elo apart: close enough that a candidate anywhere on the ladder
 # has a rung within ~100-125 Elo (where its games tell most about it), and that each match is

@@ -14,7 +14,7 @@ Everything that asks about positions goes through an ``Evaluator``: NumPy in (pl
 ``(N, C, S, S)`` float32, legal mask ``(N, A)`` bool), NumPy out (priors ``(N, A)`` float32 that
 are a softmax over the legal actions only, exactly 0 on illegal ones; WDL probabilities
 ``(N, 3)`` float32 from the mover's view). The search stays free of torch and of devices: the
-network's evaluator is ``learner.inference.NetworkEvaluator``.
+network's evaluator is ``checkerzero.network.inference.NetworkEvaluator``.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from learner.config import ConfigError, config_path
-from learner.preflight import PreflightError, check_environment
+from checkerzero.cluster.preflight import PreflightError, check_environment
+from checkerzero.config import ConfigError, config_path
 from learner.run_record import LOG_FILE, prepare, write_record
 
 

@@ -15,11 +15,11 @@
   loses the small probabilities that the policy target cares about.
 - ``train_step`` is a plain function (the learner actor owns the loop, logging and checkpoints).
   Its ``dtype`` is the forward pass's autocast dtype (``learner.precision``, resolved by
-  ``learner.inference.compute_dtype``: bf16 on CUDA and on CPUs with native bf16, where it is
-  faster; float32 elsewhere, where CPU autocast is slower). bf16 needs no loss scaling (unlike
-  fp16); weights, gradients and optimizer state stay float32. Weight decay lives in the
-  optimizer (SGD with momentum or AdamW), not as an L2 term in the loss, so the reported losses
-  are pure prediction losses that can be compared across weight-decay settings.
+  ``checkerzero.network.inference.compute_dtype``: bf16 on CUDA and on CPUs with native bf16,
+  where it is faster; float32 elsewhere, where CPU autocast is slower). bf16 needs no loss
+  scaling (unlike fp16); weights, gradients and optimizer state stay float32. Weight decay lives
+  in the optimizer (SGD with momentum or AdamW), not as an L2 term in the loss, so the reported
+  losses are pure prediction losses that can be compared across weight-decay settings.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def batch_to_device(
     batch: TrainBatch, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Tensors of ``batch`` on ``device`` (planes channels_last on CUDA and CPU, matching the
-    trainer's model: ``learner.inference.preferred_memory_format``)."""
+    trainer's model: ``checkerzero.network.inference.preferred_memory_format``)."""
     cuda = device.type == "cuda"
     planes = torch.from_numpy(batch.planes)
     planes = planes.pin_memory().to(device, non_blocking=True) if cuda else planes.to(device)

@@ -42,12 +42,12 @@ from typing import Self
 
 import numpy as np
 
+from checkerzero.store.replay import ReplayEmpty, ReplayStore
 from game import encoding
 from game.encoding import HISTORY, NUM_WDL, PACKED_WORDS, num_actions
 from game.records import GameRecord, mover_outcome, value_targets
 from learner.losses import TrainBatch
 from learner.moves_left import moves_left_targets
-from learner.replay import ReplayEmpty, ReplayStore
 
 logger = logging.getLogger(__name__)
 

@@ -28,9 +28,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from checkerzero.network.model import MOVES_LEFT_SCALE
 from game.encoding import META_WHITE_TO_MOVE
 from game.records import RESIGNED, GameRecord, Termination
-from learner.network import MOVES_LEFT_SCALE
 
 # Terminations that cut a game short: its plies left are lower bounds (module docstring).
 CENSORED = frozenset({Termination.PLY_CAP, Termination.RESIGNATION, Termination.DATABASE})

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from learner.checkpoint import decode_checkpoint
+from checkerzero.network.checkpoint import decode_checkpoint
 
 logger = logging.getLogger(__name__)
 

@@ -33,26 +33,32 @@ from omegaconf import DictConfig, OmegaConf
 
 from actors.pool import ActorPool
 from actors.self_play import record_to_pdn
+from checkerzero.cluster.preflight import PreflightError, check_cluster
+from checkerzero.cluster.start import start_ray
+from checkerzero.metrics import WALL_METRIC, MetricsLogger
+from checkerzero.network.checkpoint import read_checkpoint_meta
+from checkerzero.revision import git_revision
+from checkerzero.store.keys import promoted_versions, read_eval_metrics
+from checkerzero.store.live import copy_live
+from checkerzero.store.redis_server import EmbeddedRedis, RedisServerError
+from checkerzero.store.replay import (
+    ReplayStats,
+    ReplayStore,
+    ReplayUnavailable,
+    SampleRatio,
+    connect,
+)
+from checkerzero.store.weights import WeightsChannel
 from evaluation.evaluator import CURVE_CSV, EVAL_DIR
 from evaluation.evaluator_actor import start_evaluator
-from evaluation.keys import promoted_versions, read_eval_metrics
 from game.egdb.build import ensure_database
 from game.openings import load_openings
 from game.pdn import write_pdn
 from game.records import GameRecord
-from learner.checkpoint import read_checkpoint_meta
-from learner.cluster import start_ray
-from learner.live import copy_live
 from learner.losses import Losses
-from learner.metrics import WALL_METRIC, MetricsLogger
 from learner.mirror import MirrorPrefetcher, ReplayMirror
-from learner.preflight import PreflightError, check_cluster
-from learner.redis_server import EmbeddedRedis, RedisServerError
-from learner.replay import ReplayStats, ReplayStore, ReplayUnavailable, SampleRatio, connect
 from learner.retention import WEIGHTS_DIR, prune_weights, save_promoted
-from learner.revision import git_revision
 from learner.trainer import Trainer
-from learner.weights import WeightsChannel
 
 logger = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
-from learner.config import ConfigError, validate
-from learner.replay import redact_url
+from checkerzero.config import ConfigError, validate
+from checkerzero.store.replay import redact_url
 
 logger = logging.getLogger(__name__)
 

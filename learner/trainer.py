@@ -27,22 +27,23 @@ from typing import Any
 import torch
 from hydra.utils import instantiate
 
-from game import encoding
-from learner.checkpoint import (
+from checkerzero.network.checkpoint import (
     MAX_CHECKPOINT_BYTES,
-    capture_rng_state,
     encode_checkpoint,
     load_checkpoint,
-    load_training_state,
     non_finite_tensors,
-    restore_rng_state,
     save_checkpoint,
+)
+from checkerzero.network.inference import compute_dtype, preferred_memory_format, select_device
+from checkerzero.network.model import CheckersNet, model_config
+from learner.ema import WeightsEma, check_decay
+from learner.losses import Losses, TrainBatch, train_step
+from learner.training_state import (
+    capture_rng_state,
+    load_training_state,
+    restore_rng_state,
     save_training_state,
 )
-from learner.ema import WeightsEma, check_decay
-from learner.inference import compute_dtype, preferred_memory_format, select_device
-from learner.losses import Losses, TrainBatch, train_step
-from learner.network import CheckersNet, ModelConfig
 
 logger = logging.getLogger(__name__)
 
@@ -53,18 +54,6 @@ SKIPPED_LOG_EVERY = 100  # log the first step skipped for a non-finite loss, the
 
 class NonFiniteWeightsError(ValueError):
     """The model holds NaN or infinite values: it is neither published nor checkpointed."""
-
-
-def model_config(model_cfg: Mapping[str, Any], board_size: int) -> ModelConfig:
-    values = dict(model_cfg)
-    if values.get("board_size", board_size) != board_size:
-        raise ValueError(
-            f"model.board_size={values['board_size']} does not match game.size={board_size}"
-        )
-    values["board_size"] = board_size
-    if values.get("in_planes", encoding.NUM_PLANES) != encoding.NUM_PLANES:
-        raise ValueError(f"model.in_planes must equal the encoder's {encoding.NUM_PLANES} planes")
-    return ModelConfig(**values)
 
 
 def _nonnegative(value: Any, key: str = "learner.moves_left_weight") -> float:

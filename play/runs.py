@@ -18,9 +18,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from checkerzero.metrics import read_metrics
+from checkerzero.store.live import LIVE_FILE, read_live_file
 from game.pdn import read_pdn
-from learner.live import LIVE_FILE, read_live_file
-from learner.metrics import read_metrics
 from play.paths import NotFound, Roots
 
 METRICS = "metrics.csv"

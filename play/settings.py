@@ -16,8 +16,10 @@ import yaml
 import game
 
 SOURCE_CONF = Path(__file__).resolve().parents[1] / "conf" / "play" / "default.yaml"
-# A non-editable install carries conf/ inside the learner package (CMakeLists.txt).
-PACKAGE_CONF = Path(__file__).resolve().parents[1] / "learner" / "conf" / "play" / "default.yaml"
+# A non-editable install carries conf/ inside the checkerzero package (CMakeLists.txt).
+PACKAGE_CONF = (
+    Path(__file__).resolve().parents[1] / "checkerzero" / "conf" / "play" / "default.yaml"
+)
 GAME_DATA = Path(game.__file__).resolve().parent / "data"  # where the shipped network lives
 
 

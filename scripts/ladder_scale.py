@@ -17,9 +17,9 @@ import json
 import sys
 from pathlib import Path
 
+from checkerzero.config import compose
 from evaluation.elo import PairResult
 from evaluation.ladder import fit_all, read_table, table_path
-from learner.config import compose
 
 
 def ladder_rating(match: dict, table_setting: str) -> tuple[str, str, float, float, float]:

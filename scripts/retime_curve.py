@@ -25,8 +25,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from checkerzero.metrics import read_metrics
 from evaluation.ladder import CurvePoint, plot_curve, read_curve_csv, write_curve_csv
-from learner.metrics import read_metrics
 
 CURVE = Path("eval") / "curve.csv"
 RATINGS = Path("eval") / "ratings.csv"

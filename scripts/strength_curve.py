@@ -19,11 +19,11 @@ import re
 import sys
 from pathlib import Path
 
+from checkerzero.metrics import read_metrics
 from evaluation.arena import MatchResult, run_match
 from evaluation.elo import fit_ratings
 from evaluation.ladder import pair_results, rung_results
 from game.openings import load_openings
-from learner.metrics import read_metrics
 
 STEP = re.compile(r"step_(\d+)\.safetensors$")
 

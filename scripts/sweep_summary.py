@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from checkerzero.metrics import read_metrics
 from evaluation.ladder import CurvePoint, reach_time, read_curve_csv, read_table, table_path
-from learner.metrics import read_metrics
 
 LOSS_SMOOTHING = 12  # log lines (10 s apart) averaged in the loss curve: one noisy batch each
 FINISHED = re.compile(r"run finished: (\{.*\})")

@@ -14,10 +14,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from checkerzero.metrics import MetricsLogger
+from checkerzero.store.live import LIVE_FILE, encode, make_live
 from game import Position
 from game.pdn import game_from_position, write_pdn
-from learner.live import LIVE_FILE, encode, make_live
-from learner.metrics import MetricsLogger
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "game" / "data" / "laptop-60min.safetensors"

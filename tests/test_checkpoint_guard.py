@@ -19,14 +19,10 @@ import torch
 from test_nonfinite import nan_checkpoint_bytes
 from test_trainer import LEARNER, MODEL, batches
 
-from learner.checkpoint import (
-    capture_rng_state,
-    decode_checkpoint,
-    load_checkpoint,
-    save_training_state,
-)
+from checkerzero.network.checkpoint import decode_checkpoint, load_checkpoint
+from checkerzero.store.weights import WeightsChannel
 from learner.trainer import Trainer
-from learner.weights import WeightsChannel
+from learner.training_state import capture_rng_state, save_training_state
 
 SHIPPED = Path(__file__).resolve().parents[1] / "game" / "data" / "laptop-60min.safetensors"
 

@@ -30,13 +30,12 @@ from ray.cluster_utils import Cluster
 
 from actors.actor import games_by_node_key, stats_key
 from actors.pool import ActorPool
+from checkerzero.network.checkpoint import encode_checkpoint
+from checkerzero.network.model import CheckersNet, model_config
+from checkerzero.store.redis_server import EmbeddedRedis
+from checkerzero.store.replay import ReplayStore, connect
+from checkerzero.store.weights import WeightsChannel
 from game.records import GameRecord
-from learner.checkpoint import encode_checkpoint
-from learner.network import CheckersNet
-from learner.redis_server import EmbeddedRedis
-from learner.replay import ReplayStore, connect
-from learner.trainer import model_config
-from learner.weights import WeightsChannel
 
 NODES = 3  # the head and two workers
 CALL_TIMEOUT_S = 120.0  # one actor call; 3 actors importing torch at once on 2 cores take a while

@@ -12,10 +12,9 @@ from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from checkerzero.config import ConfigError, validate
+from checkerzero.network.model import CheckersNet, ModelConfig, model_config
 from game.encoding import NUM_PLANES
-from learner.config import ConfigError, validate
-from learner.network import CheckersNet, ModelConfig
-from learner.trainer import model_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,7 +138,7 @@ def test_threads_can_compose_at_once() -> None:
     make one of two concurrent compositions fail ("GlobalHydra is already initialized")."""
     import threading
 
-    from learner.config import compose
+    from checkerzero.config import compose
 
     start = threading.Barrier(6)
     errors: list[BaseException] = []

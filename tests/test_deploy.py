@@ -19,7 +19,7 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
-from learner.config import SOURCE_CONF, validate
+from checkerzero.config import SOURCE_CONF, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"

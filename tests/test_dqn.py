@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from baselines import dqn
-from baselines.config import load_config
+from baseline_training import dqn
+from baseline_training.config import load_config
+from checkerzero.network.model import CheckersNet, ModelConfig
 from evaluation.arena import play_match
 from evaluation.players import make_player
 from evaluation.policy_player import PolicyPlayer
 from game import Position, encoding
 from game.openings import load_openings
-from learner.network import CheckersNet, ModelConfig
 
 TINY = ModelConfig(blocks=1, channels=16, policy_channels=8, value_channels=2, value_hidden=16)
 # Black to move: 14x23x30 and 14x23x32 share their first jump, 21x30 is a single one.

@@ -14,10 +14,14 @@ import torch
 from omegaconf import OmegaConf
 from scipy.optimize import minimize_scalar
 
+from checkerzero.network.checkpoint import encode_checkpoint
+from checkerzero.network.model import CheckersNet, ModelConfig
+from checkerzero.store.keys import read_eval_metrics
+from checkerzero.store.replay import connect
+from checkerzero.store.weights import KEEP_VERSIONS, WeightsChannel
 from evaluation import rate_ladder
 from evaluation.elo import ELO_PER_NATURAL_UNIT, PairResult, game_information, logistic_score
 from evaluation.evaluator import CURVE_CSV, CURVE_PNG, EVAL_DIR, EvaluatorWorker
-from evaluation.keys import read_eval_metrics
 from evaluation.ladder import (
     PACKAGE_TABLE,
     LadderTable,
@@ -38,10 +42,6 @@ from evaluation.ladder import (
     write_table,
 )
 from evaluation.settings import EvalSettings
-from learner.checkpoint import encode_checkpoint
-from learner.network import CheckersNet, ModelConfig
-from learner.replay import connect
-from learner.weights import KEEP_VERSIONS, WeightsChannel
 
 TINY = ModelConfig(blocks=1, channels=8, policy_channels=4, value_channels=2, value_hidden=16)
 SMALL_RUNGS = "random,noisy:0.5:minimax:1,minimax:1,minimax:2"

@@ -13,10 +13,10 @@ from omegaconf import OmegaConf
 from safetensors.torch import load as safetensors_load
 from test_trainer import LEARNER, MODEL, batches
 
-from learner.checkpoint import decode_checkpoint, load_checkpoint
+from checkerzero.network.checkpoint import decode_checkpoint, load_checkpoint
+from checkerzero.store.weights import WeightsChannel
 from learner.ema import WeightsEma
 from learner.trainer import NonFiniteWeightsError, Trainer
-from learner.weights import WeightsChannel
 
 GOLDEN_V1 = Path(__file__).resolve().parent / "golden" / "training_state_v1"
 # The network of the schema-1 training state in GOLDEN_V1, written by the code before the

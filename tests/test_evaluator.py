@@ -11,10 +11,15 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from checkerzero.network.checkpoint import encode_checkpoint, save_checkpoint
+from checkerzero.network.inference import compute_dtype
+from checkerzero.network.model import CheckersNet, ModelConfig
+from checkerzero.store.keys import decisions_key, read_eval_metrics, results_key
+from checkerzero.store.replay import connect
+from checkerzero.store.weights import WeightsChannel
 from evaluation.arena import play_match, run_match
 from evaluation.evaluator import EvaluatorWorker
 from evaluation.gate import gate
-from evaluation.keys import decisions_key, read_eval_metrics, results_key
 from evaluation.ladder import fit_all, in_process, ladder_results, pair_results, rung_results
 from evaluation.network_player import MCTSPlayer, parse_spec
 from evaluation.players import make_player
@@ -22,11 +27,6 @@ from evaluation.settings import EvalSettings
 from game.openings import extend_openings, load_openings, random_openings
 from game.pdn import read_pdn, write_pdn
 from game.position import Position
-from learner.checkpoint import encode_checkpoint, save_checkpoint
-from learner.inference import compute_dtype
-from learner.network import CheckersNet, ModelConfig
-from learner.replay import connect
-from learner.weights import WeightsChannel
 
 MAX_PLIES = 300
 # A gate for tests: H1 far away, so a decision needs only a few dozen games.

@@ -26,11 +26,11 @@ import torch
 from record_cases import CRC_BYTES, frame, random_game_record, with_crc
 from test_trainer import LEARNER, MODEL, batches
 
+from checkerzero.network.checkpoint import decode_checkpoint, encode_checkpoint
+from checkerzero.store.replay import ReplayStore
 from game import encoding
 from game.records import GameRecord, training_samples
-from learner.checkpoint import decode_checkpoint, encode_checkpoint
 from learner.mirror import ReplayMirror
-from learner.replay import ReplayStore
 from learner.trainer import Trainer
 
 RECORD_CASES = 3000  # default lane: about 2 s here

@@ -4,7 +4,7 @@ against it with no peer implementation installed.
 
 This catches what an editable install hides: a source tree that shadows the installed package
 (`No module named 'game._core'`), files missing from the wheel, and Hydra's configs not found once
-`conf/` is no longer beside the code (`pkg://learner.conf`). To stay fast the fresh environment
+`conf/` is no longer beside the code (`pkg://checkerzero.conf`). To stay fast the fresh environment
 borrows this environment's dependencies through a path entry (its own site-packages come first,
 and the borrowed directory's editable-install hook is not run), and the wheel is built without
 isolation in a build folder of its own that later runs reuse.
@@ -67,7 +67,7 @@ def test_non_editable_install_runs_a_smoke_run_from_outside_the_checkout(tmp_pat
         [
             str(python),
             "-c",
-            "import game, game._core, learner.conf, learner.config as c; "
+            "import game, game._core, checkerzero.conf, checkerzero.config as c; "
             "print(game.__file__); print(c.config_path())",
         ],
         capture_output=True,
@@ -79,7 +79,7 @@ def test_non_editable_install_runs_a_smoke_run_from_outside_the_checkout(tmp_pat
     assert probe.returncode == 0, probe.stderr[-3000:]
     game_file, conf_path = probe.stdout.split()
     assert Path(game_file).is_relative_to(site), f"game imported from {game_file}, not {site}"
-    assert conf_path == "pkg://learner.conf"
+    assert conf_path == "pkg://checkerzero.conf"
 
     run_dir = tmp_path / "run"
     proc = subprocess.run(

@@ -8,9 +8,9 @@ import json
 import pytest
 from conftest import load_script
 
+from checkerzero.config import compose
 from evaluation.elo import PairResult
 from evaluation.ladder import LadderTable, TableRow, fit_all, read_table, write_table
-from learner.config import compose
 
 
 @pytest.fixture(scope="module")

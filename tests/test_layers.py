@@ -1,11 +1,13 @@
 """The package graph: imports run one way, and the rules and the search never load torch.
 
-Layers, bottom to top (README, "Layout"): ``game`` <- ``learner``'s library modules <- ``actors``
-and ``evaluation`` (peers: neither imports the other) <- the wiring of ``python -m learner``
-(``learner.run``, ``learner.__main__``), the command-line front ends and the play server. A
-module may import its own layer and the ones below, never one above. Every import counts, those
-inside functions too; a project import inside a function must be one of ``DEFERRED``, each kept
-for a start-up cost measured and stated where it is made.
+Floors, bottom to top (docs/architecture.md, "The package floors"): ``game`` (the rules, the
+search, records) <- ``checkerzero`` (the library the processes share: network, store, cluster,
+config, run files) <- ``actors`` and ``evaluation`` (peers: neither imports the other) <-
+``learner`` (the training process and the wiring of a run), the command-line front ends
+(``actors.__main__``), the play server (``play``) and ``baseline_training``. A module may import
+its own floor and the ones below, never one above. Every import counts, those inside functions
+too; a project import inside a function must be one of ``DEFERRED``, each kept for a start-up
+cost measured and stated where it is made.
 """
 
 from __future__ import annotations
@@ -19,26 +21,25 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("game", "learner", "actors", "evaluation", "play", "baselines")
+PACKAGES = ("game", "checkerzero", "actors", "evaluation", "learner", "play", "baseline_training")
 # Rank of each layer; the first matching prefix (longest first) names a module's layer.
 LAYERS: dict[str, int] = {
     "game": 0,
-    "learner": 1,
+    "checkerzero": 1,
     "actors": 2,
     "evaluation": 2,
-    "learner.run": 3,
-    "learner.__main__": 3,
+    "learner": 3,
     "actors.__main__": 3,
     "play": 3,
-    "baselines": 3,  # uses evaluation's players and calibration; nothing below imports it
+    "baseline_training": 3,  # uses evaluation's players and the learner's trainer
 }
 # Layers of one rank that must not import each other.
 PEERS = (("actors", "evaluation"),)
 # (importer, imported) pairs allowed inside a function, each for a measured start-up cost.
 DEFERRED = {
     # torch's import (1.0-1.4 s) is paid only by match workers that build a network player.
-    ("evaluation.network_player", "learner.checkpoint"),
-    ("evaluation.network_player", "learner.inference"),
+    ("evaluation.network_player", "checkerzero.network.checkpoint"),
+    ("evaluation.network_player", "checkerzero.network.inference"),
     # a bad command line fails before torch and Ray load (see learner/__main__.py).
     ("learner.__main__", "learner.run"),
 }
@@ -127,19 +128,31 @@ def project_sources() -> dict[str, tuple[str, bool]]:
 
 def test_the_project_has_no_upward_peer_or_hidden_import():
     sources = project_sources()
-    assert {"game.mcts", "game.records", "learner.inference", "actors.self_play"} <= set(sources)
+    assert {
+        "game.mcts",
+        "game.records",
+        "checkerzero.network.inference",
+        "actors.self_play",
+    } <= set(sources)
     assert violations(sources) == []
 
 
 @pytest.mark.parametrize(
     ("module", "source", "complaint"),
     [
-        ("game.mcts", "from learner.inference import NetworkEvaluator\n", "upward"),
-        ("learner.mirror", "def f():\n    from actors import self_play\n", "upward"),
-        ("learner.replay", "import learner.run\n", "upward"),
+        ("game.mcts", "from checkerzero.network.inference import NetworkEvaluator\n", "upward"),
+        ("checkerzero.store.live", "def f():\n    from actors import self_play\n", "upward"),
+        ("checkerzero.network.model", "import evaluation.elo\n", "upward"),
+        ("actors.actor", "from learner.trainer import Trainer\n", "upward"),
+        ("evaluation.evaluator", "import learner\n", "upward"),
+        ("checkerzero.store.replay", "import learner.run\n", "upward"),
         ("evaluation.match", "from actors.self_play import play_games\n", "peers"),
         ("actors.actor", "import evaluation.elo\n", "peers"),
-        ("actors.actor", "def f():\n    from learner.weights import WeightsChannel\n", "inside"),
+        (
+            "actors.actor",
+            "def f():\n    from checkerzero.store.weights import WeightsChannel\n",
+            "inside",
+        ),
         ("game.records", "from .. import learner\n", "upward"),
     ],
 )
@@ -149,12 +162,15 @@ def test_the_check_catches_a_bad_import(module, source, complaint):
 
 
 def test_downward_imports_pass_the_check():
-    ok = "from game.records import GameRecord\nfrom learner.weights import WeightsChannel\n"
+    ok = "from game.records import GameRecord\nfrom checkerzero.store.weights import WeightsChannel"
     assert violations({"actors.actor": (ok, False), "learner.run": (ok, False)}) == []
 
 
 def test_the_rules_the_search_and_self_play_load_no_torch():
-    modules = "game, game.mcts, game.records, game.pdn, actors.self_play, evaluation.arena"
+    modules = (
+        "game, game.mcts, game.records, game.pdn, actors.self_play, evaluation.game_play, "
+        "evaluation.match_workers"
+    )
     code = f"import sys\nimport {modules}\nprint('torch' in sys.modules, 'ray' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120

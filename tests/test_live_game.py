@@ -10,11 +10,8 @@ import time
 import pytest
 
 from actors.self_play import play_games, record_moves
-from game import Position
-from game.mcts import UniformEvaluator
-from game.openings import load_openings
-from learner.config import compose
-from learner.live import (
+from checkerzero.config import compose
+from checkerzero.store.live import (
     LIVE_FILE,
     MAX_LIVE_BYTES,
     copy_live,
@@ -25,6 +22,9 @@ from learner.live import (
     read_live,
     read_live_file,
 )
+from game import Position
+from game.mcts import UniformEvaluator
+from game.openings import load_openings
 from learner.run import Run
 
 

@@ -37,12 +37,12 @@ import torch
 import yaml
 from safetensors.torch import load as safetensors_load
 
+from checkerzero.metrics import read_metrics
+from checkerzero.network.checkpoint import load_checkpoint, read_checkpoint_meta
+from checkerzero.store.live import LIVE_FILE, read_live_file
 from evaluation.players import make_player
 from game import Position
 from game.pdn import read_pdn
-from learner.checkpoint import load_checkpoint, read_checkpoint_meta
-from learner.live import LIVE_FILE, read_live_file
-from learner.metrics import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 # One tiny configuration for every run here: the smoke preset (1-block net, 20 steps), one actor

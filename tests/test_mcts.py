@@ -367,7 +367,7 @@ def test_playout_cap_config_is_off_by_default_and_checked(config):
         )
     with pytest.raises(ValueError, match=r"selfplay\.playout_cap\.fast_simulations is missing"):
         PlayoutCap.from_config({"playout_cap": {"enabled": True, "full_share": 0.5}}, on.mcts)
-    from learner.config import ConfigError
+    from checkerzero.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"selfplay\.playout_cap\.fast_simulations=500"):
         config("selfplay.playout_cap.enabled=true", "selfplay.playout_cap.fast_simulations=500")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from learner.metrics import MetricsLogger
+from checkerzero.metrics import MetricsLogger
 
 wandb_pb = pytest.importorskip("wandb.proto.wandb_internal_pb2")
 

@@ -19,13 +19,13 @@ import numpy as np
 import pytest
 
 from actors.self_play import play_games
+from checkerzero.store.redis_server import EmbeddedRedis
+from checkerzero.store.replay import ReplayEmpty, ReplayStore, ReplayUnavailable, connect
 from game import encoding
 from game.mcts import UniformEvaluator
 from game.records import GameRecord, Result, training_samples
 from learner.losses import TrainBatch
 from learner.mirror import MIN_ROWS, MirrorPrefetcher, ReplayMirror, _Column
-from learner.redis_server import EmbeddedRedis
-from learner.replay import ReplayEmpty, ReplayStore, ReplayUnavailable, connect
 
 pytestmark = pytest.mark.skipif(
     shutil.which("redis-server") is None and not os.environ.get("CHECKERZERO_REDIS_SERVER"),

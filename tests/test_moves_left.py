@@ -21,20 +21,20 @@ from omegaconf import OmegaConf
 from record_cases import random_game_record
 from safetensors.torch import load as safetensors_load
 
-from game import Position, encoding
-from game.records import RESIGNED, GameRecord, Result, Termination
-from learner.checkpoint import (
+from checkerzero.network.checkpoint import (
     decode_checkpoint,
     encode_checkpoint,
     load_checkpoint,
     save_checkpoint,
 )
-from learner.inference import NetworkEvaluator
+from checkerzero.network.inference import NetworkEvaluator
+from checkerzero.network.model import CheckersNet, ModelConfig
+from checkerzero.store.replay import ReplayStore
+from game import Position, encoding
+from game.records import RESIGNED, GameRecord, Result, Termination
 from learner.losses import TrainBatch, train_step
 from learner.mirror import ReplayMirror
 from learner.moves_left import moves_left_loss, moves_left_targets, plies_left
-from learner.network import CheckersNet, ModelConfig
-from learner.replay import ReplayStore
 from learner.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,20 +13,19 @@ import safetensors.torch
 import torch
 from torch import nn
 
+from checkerzero.network.checkpoint import load_checkpoint, save_checkpoint
+from checkerzero.network.inference import NetworkEvaluator, compute_dtype
+from checkerzero.network.model import CheckersNet, ModelConfig
+from checkerzero.network.precision import cpu_has_native_bf16
 from game.encoding import num_actions
 from game.mcts import Evaluator, UniformEvaluator
-from learner.checkpoint import (
+from learner.losses import TrainBatch, policy_loss, train_step, value_loss
+from learner.training_state import (
     capture_rng_state,
-    load_checkpoint,
     load_training_state,
     restore_rng_state,
-    save_checkpoint,
     save_training_state,
 )
-from learner.inference import NetworkEvaluator, compute_dtype
-from learner.losses import TrainBatch, policy_loss, train_step, value_loss
-from learner.network import CheckersNet, ModelConfig
-from learner.precision import cpu_has_native_bf16
 
 TINY = ModelConfig(
     board_size=8, blocks=2, channels=16, policy_channels=8, value_channels=2, value_hidden=32

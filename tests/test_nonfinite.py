@@ -16,8 +16,8 @@ import torch
 from safetensors.torch import save as safetensors_save
 from test_trainer import LEARNER, MODEL, batches
 
-from learner import checkpoint
-from learner.checkpoint import encode_checkpoint, load_checkpoint, save_checkpoint
+from checkerzero.network import checkpoint
+from checkerzero.network.checkpoint import encode_checkpoint, load_checkpoint, save_checkpoint
 from learner.losses import TrainBatch
 from learner.trainer import NonFiniteWeightsError, Trainer
 

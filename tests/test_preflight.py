@@ -12,15 +12,15 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from learner.config import SOURCE_CONF
-from learner.metrics import redact_urls
-from learner.preflight import (
+from checkerzero.cluster.preflight import (
     PreflightError,
     check_cluster,
     check_environment,
     is_loopback_url,
     wandb_key_available,
 )
+from checkerzero.config import SOURCE_CONF
+from checkerzero.metrics import redact_urls
 
 ROOT = Path(__file__).resolve().parents[1]
 

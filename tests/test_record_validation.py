@@ -21,10 +21,10 @@ import pytest
 from omegaconf import OmegaConf
 from record_cases import frame, random_game_record
 
+from checkerzero.store.replay import ReplayStore
 from game import _core, encoding
 from game.records import GameRecord, Result, Termination
 from learner.mirror import ReplayMirror
-from learner.replay import ReplayStore
 
 
 @pytest.fixture(scope="module")

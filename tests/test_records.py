@@ -514,10 +514,9 @@ def test_an_actor_counts_a_dropped_game_where_the_run_reads_it(
 
     from actors import self_play
     from actors.actor import SelfPlayWorker, stats_key
-    from learner.checkpoint import encode_checkpoint
-    from learner.network import CheckersNet
-    from learner.trainer import model_config
-    from learner.weights import WeightsChannel
+    from checkerzero.network.checkpoint import encode_checkpoint
+    from checkerzero.network.model import CheckersNet, model_config
+    from checkerzero.store.weights import WeightsChannel
 
     cfg = small_config()
     namespace = cfg.replay.namespace

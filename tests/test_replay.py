@@ -1,4 +1,5 @@
-"""The replay store against a real redis-server (learner/redis_server.py, learner/replay.py)."""
+"""The replay store against a real redis-server (checkerzero/store/redis_server.py and
+replay.py)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,13 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from scipy import stats as scipy_stats
 
-from learner.redis_server import EmbeddedRedis, RedisServerError, find_redis_server, free_port
-from learner.replay import (
+from checkerzero.store.redis_server import (
+    EmbeddedRedis,
+    RedisServerError,
+    find_redis_server,
+    free_port,
+)
+from checkerzero.store.replay import (
     ReplayEmpty,
     ReplayStore,
     ReplayUnavailable,
@@ -213,8 +219,8 @@ def test_a_server_orphaned_by_a_killed_run_is_shut_down_before_restart(tmp_path)
     run_dir = tmp_path / "run"
     script = (
         "import sys, time\n"
-        "from learner.redis_server import EmbeddedRedis\n"
-        "from learner.replay import ReplayStore, connect\n"
+        "from checkerzero.store.redis_server import EmbeddedRedis\n"
+        "from checkerzero.store.replay import ReplayStore, connect\n"
         "srv = EmbeddedRedis(sys.argv[1]).start()\n"
         "store = ReplayStore(connect(srv.url, srv.password, retries=0, backoff_s=0),"
         " window_positions=100)\n"

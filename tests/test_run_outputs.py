@@ -14,21 +14,21 @@ import pytest
 import torch
 
 from actors.self_play import play_games, record_moves, record_to_pdn
+from checkerzero.config import compose
+from checkerzero.metrics import draw_plot
+from checkerzero.network.checkpoint import encode_checkpoint, load_checkpoint, save_checkpoint
+from checkerzero.network.model import CheckersNet, ModelConfig
+from checkerzero.store.keys import decisions_key, promoted_versions
+from checkerzero.store.replay import ReplayStats, ReplayStore, SampleRatio
+from checkerzero.store.weights import WeightsChannel
 from evaluation.elo import PairResult, fit_ratings
-from evaluation.keys import decisions_key, promoted_versions
 from evaluation.ladder import draw_ratings, write_ratings_csv
 from game.mcts import UniformEvaluator
 from game.openings import load_openings
 from game.pdn import read_pdn, write_pdn
-from learner.checkpoint import encode_checkpoint, load_checkpoint, save_checkpoint
-from learner.config import compose
-from learner.metrics import draw_plot
-from learner.network import CheckersNet, ModelConfig
-from learner.replay import ReplayStats, ReplayStore, SampleRatio
 from learner.retention import best_name, prune_weights, save_promoted, step_files, step_name
 from learner.run import GAMES_FILE, Run, describe_summary
 from learner.trainer import Counters
-from learner.weights import WeightsChannel
 
 TINY = ModelConfig(board_size=8, blocks=0, channels=4, policy_channels=2, value_channels=1)
 

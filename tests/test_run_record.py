@@ -17,7 +17,7 @@ import yaml
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 
-from learner.config import SOURCE_CONF, ConfigError, validate
+from checkerzero.config import SOURCE_CONF, ConfigError, validate
 from learner.run_record import RESUMABLE, prepare, resumable, write_record
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from baselines.expert_games import (
+from baseline_training.expert_games import (
     DRAWN,
     LOST,
     WON,
@@ -20,16 +20,16 @@ from baselines.expert_games import (
     replay_decisions,
     split_games,
 )
-from baselines.supervised import Agreement, agreement, batch_of, snapshot_evaluator
+from baseline_training.supervised import Agreement, agreement, batch_of, snapshot_evaluator
+from checkerzero.config import SOURCE_CONF, ConfigError, validate
+from checkerzero.network.checkpoint import save_checkpoint
+from checkerzero.network.model import CheckersNet, ModelConfig
 from evaluation.network_player import MCTSPlayer
 from evaluation.players import make_player
 from evaluation.policy_player import PolicyPlayer, move_log_probs
 from game import Position, encoding
 from game.archive import read_archive
 from game.pdn import PdnGame, iter_pdn
-from learner.checkpoint import save_checkpoint
-from learner.config import SOURCE_CONF, ConfigError, validate
-from learner.network import CheckersNet, ModelConfig
 from learner.trainer import Trainer
 
 TINY = ModelConfig(blocks=1, channels=16, policy_channels=8, value_channels=2, value_hidden=16)

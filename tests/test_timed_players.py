@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from checkerzero.config import compose
+from checkerzero.network.checkpoint import save_checkpoint
+from checkerzero.network.model import CheckersNet, ModelConfig
 from evaluation.arena import MatchResult, PairRecord, PlayedGame, play_match
 from evaluation.network_player import MCTSPlayer, parse_spec
 from evaluation.players import MinimaxPlayer, make_player, player_stats
@@ -23,9 +26,6 @@ from evaluation.policy_player import AGENT_KEY, Q_AGENT
 from game.mcts import UniformEvaluator, new_search, search_until
 from game.openings import load_openings
 from game.position import Position
-from learner.checkpoint import save_checkpoint
-from learner.config import compose
-from learner.network import CheckersNet, ModelConfig
 from play.analysis import Budget
 from play.engines import Engines
 from play.paths import Roots

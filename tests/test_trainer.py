@@ -110,11 +110,11 @@ def test_the_run_clock_sums_resumes_and_skips_the_time_between(tmp_path, monkeyp
 
 
 def test_a_state_saved_before_the_run_clock_leaves_it_unknown(tmp_path, monkeypatch):
-    from learner import checkpoint
+    from learner import training_state
 
     a = Trainer(LEARNER, MODEL, 8)
     a.step(batches(1)[0])
-    real = checkpoint.save_training_state
+    real = training_state.save_training_state
 
     def without_clock(*args, counters, **kwargs):  # what a learner before the counter wrote
         return real(*args, counters={k: v for k, v in counters.items() if k != "run_s"}, **kwargs)

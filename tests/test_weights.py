@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from learner.weights import KEEP_VERSIONS, WeightsChannel
+from checkerzero.store.weights import KEEP_VERSIONS, WeightsChannel
 
 
 def test_publish_and_follow_latest(client):

@@ -1,7 +1,7 @@
 """Checks at start that a run can work where it is started, before any actor is spawned.
 
-`learner.config.validate` rejects values that are wrong anywhere; these checks reject values that
-are wrong *here*: on this machine, with this environment, on this Ray cluster. Each problem is
+`checkerzero.config.validate` rejects values that are wrong anywhere; these checks reject values
+that are wrong *here*: on this machine, with this environment, on this Ray cluster. Each problem is
 one line naming the key and the way out, so a cluster run fails in its first seconds instead of
 idling for minutes:
 

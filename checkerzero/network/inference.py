@@ -38,11 +38,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from checkerzero.network.checkpoint import load_checkpoint
+from checkerzero.network.model import CheckersNet
+from checkerzero.network.precision import PRECISIONS, cpu_has_native_bf16
 from game.encoding import NUM_WDL
 from game.mcts import check_mask
-from learner.checkpoint import load_checkpoint
-from learner.network import CheckersNet
-from learner.precision import PRECISIONS, cpu_has_native_bf16
 
 logger = logging.getLogger(__name__)
 

@@ -100,6 +100,20 @@ class ModelConfig:
         return cls(**{k: data[k] for k in data})
 
 
+def model_config(model_cfg: Mapping[str, Any], board_size: int) -> ModelConfig:
+    """The ``ModelConfig`` of the config's ``model`` group for a ``board_size`` board: the
+    group may not name another board or another input plane count than the encoder's."""
+    values = dict(model_cfg)
+    if values.get("board_size", board_size) != board_size:
+        raise ValueError(
+            f"model.board_size={values['board_size']} does not match game.size={board_size}"
+        )
+    values["board_size"] = board_size
+    if values.get("in_planes", NUM_PLANES) != NUM_PLANES:
+        raise ValueError(f"model.in_planes must equal the encoder's {NUM_PLANES} planes")
+    return ModelConfig(**values)
+
+
 def policy_gather_index(board_size: int) -> torch.Tensor:
     """Flat indices into a ``(4, S, S)`` map, one per action: ``dir * S*S + row * S + col``."""
     cells = board_size * board_size

@@ -1,6 +1,6 @@
 """The `precision` settings (``selfplay.precision``, ``learner.precision``) and whether this CPU
 computes bf16 in hardware; torch-free, so the config check can import it cheaply.
-``learner.inference.compute_dtype`` turns a setting into the dtype for a device."""
+``checkerzero.network.inference.compute_dtype`` turns a setting into the dtype for a device."""
 
 from __future__ import annotations
 

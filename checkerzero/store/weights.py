@@ -2,7 +2,7 @@
 
 The channel is the run's Redis, beside the replay store, so it reaches every node of a cluster
 and survives the restart of any process. Weights are the checkpoint bytes of
-`learner.checkpoint.encode_checkpoint` (safetensors + JSON header, never pickled). Keys:
+`checkerzero.network.checkpoint.encode_checkpoint` (safetensors + JSON header, never pickled). Keys:
 
 - ``<ns>:weights:<version>``  the bytes of each published version (the newest few are kept)
 - ``<ns>:weights:latest``     the newest version number the learner published

@@ -1,0 +1,1 @@
+"""Ray: starting or joining a cluster, supervising an actor's loop, the cluster's preflight."""

@@ -1,0 +1,1 @@
+"""What the processes of a run share through Redis, and the private redis-server."""
