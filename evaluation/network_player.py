@@ -190,6 +190,7 @@ class MCTSPlayer:
         self.reuse_tree = reuse_tree
         self.simulations = int(self.settings.get("simulations", _core.MctsConfig().simulations))
         self.time_ms = time_ms  # milliseconds per move; 0: `simulations` per decision
+        self.clock = time.perf_counter  # what the time per move is read from (a test sets its own)
         # One batch of the timed search: the leaves one tree gathers per forward pass.
         self._chunk = int(self.settings.get("leaves_per_game", _core.MctsConfig().leaves_per_game))
         self._mcts: _core.BatchedMCTS | None = None
@@ -251,7 +252,7 @@ class MCTSPlayer:
             raise ValueError(f"{self.name}: the game is over in {position.fen()}")
         if game.mid_jump:
             raise ValueError(f"{self.name}: asked for a move in the middle of a multi-jump")
-        deadline = time.perf_counter() + self.time_ms / 1000.0  # the whole move's budget
+        deadline = self.clock() + self.time_ms / 1000.0  # the whole move's budget
         self._sync(game)
         self.decisions += 1
         mcts = self._mcts
@@ -271,7 +272,9 @@ class MCTSPlayer:
         while True:
             before = mcts.root_child_visits(0)
             if self.time_ms:
-                leaves = search_until(mcts, self.evaluator, deadline, chunk=self._chunk).leaves
+                leaves = search_until(
+                    mcts, self.evaluator, deadline, chunk=self._chunk, clock=self.clock
+                ).leaves
                 if not actions and mcts.root_child_visits(0) == before and not mcts.done(0):
                     # the budget went before a visit (a stalled machine, a tiny budget): one
                     # batch all the same, so a searched move never rests on the priors alone

@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -293,9 +293,15 @@ def search_many(
 
 
 def search_until(
-    mcts: _core.BatchedMCTS, evaluator: Evaluator, deadline: float, *, chunk: int
+    mcts: _core.BatchedMCTS,
+    evaluator: Evaluator,
+    deadline: float,
+    *,
+    chunk: int,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> SearchStats:
-    """Searches every unfinished game until ``deadline`` (a ``time.perf_counter()`` reading).
+    """Searches every unfinished game until ``deadline`` (a reading of ``clock``, by default
+    ``time.perf_counter()``; a test passes a clock of its own).
 
     One round trip (``step``) at a time, the clock read between them, so the search ends at most
     one batch after the deadline. Each round raises the target to ``chunk`` visits past the
@@ -313,7 +319,7 @@ def search_until(
         while True:
             live = [i for i in games if not mcts.done(i)]
             unexpanded = any(mcts.tree_size(i) == 1 for i in live)
-            if not live or (time.perf_counter() >= deadline and not unexpanded):
+            if not live or (clock() >= deadline and not unexpanded):
                 break
             visits = [mcts.root_child_visits(i) for i in live]
             mcts.simulations = max(visits) + chunk

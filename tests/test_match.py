@@ -11,16 +11,10 @@ import time
 
 import pytest
 
-from evaluation.arena import (
-    MatchResult,
-    PairRecord,
-    PlayedGame,
-    play_game,
-    play_match,
-    run_match,
-    schedule,
-)
+from evaluation.game_play import play_game, play_match, schedule
+from evaluation.game_records import MatchResult, PairRecord, PlayedGame
 from evaluation.match import main
+from evaluation.match_workers import run_match
 from evaluation.players import MinimaxPlayer, RandomPlayer
 from game import Position
 from game.openings import Opening, load_openings
@@ -181,28 +175,40 @@ def test_match_elo_comes_from_the_games() -> None:
 
 
 def test_worker_processes_end_with_a_killed_match(tmp_path) -> None:
-    """A match killed outright (SIGKILL: no cleanup runs) takes its worker processes with it
-    within seconds; they used to play their current pair to the end, minutes at a time."""
+    """A match killed outright (SIGKILL: no cleanup runs) takes its worker processes with it;
+    they used to play their current pair to the end, many minutes at 5 s a move.
+
+    Nothing here depends on the machine's speed: the match is killed once both workers have
+    loaded the core (their imports done, they start a pair next), not after a guessed sleep, and
+    the waits are only guards against a hang, far shorter than one pair (about 40 moves of 5 s
+    at the least) and far longer than a worker needs to notice (it looks twice a second)."""
     import os
     import signal
     import subprocess
     import sys
 
     psutil = pytest.importorskip("psutil")
-    cmd = [sys.executable, "-m", "evaluation.match", "minimax:t1000", "minimax:t1000"]
+
+    def loaded_core(proc) -> bool:
+        with contextlib.suppress(psutil.Error):
+            return any("_core" in os.path.basename(m.path) for m in proc.memory_maps())
+        return False
+
+    cmd = [sys.executable, "-m", "evaluation.match", "minimax:t5000", "minimax:t5000"]
     cmd += ["--games", "4", "--workers", "2", "--ray", "off", "--out", str(tmp_path / "m.pdn")]
     parent = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     workers = []
     try:
-        deadline = time.monotonic() + 60
-        while len(workers := psutil.Process(parent.pid).children(recursive=True)) < 2:
-            assert time.monotonic() < deadline, "the match started no worker processes"
+        guard = time.monotonic() + 180
+        while (
+            len(workers := [w for w in psutil.Process(parent.pid).children() if loaded_core(w)]) < 2
+        ):
+            assert time.monotonic() < guard, "the match's workers never started"
+            assert parent.poll() is None, "the match ended before it could be killed"
             time.sleep(0.2)
-        time.sleep(5.0)  # the workers import and start their first pairs (1 s a move)
-        assert parent.poll() is None, "the match ended before it could be killed"
         os.kill(parent.pid, signal.SIGKILL)
-        parent.wait(10)
-        _, alive = psutil.wait_procs(workers, timeout=15)
+        parent.wait(30)
+        _, alive = psutil.wait_procs(workers, timeout=120)
         assert not alive, f"{len(alive)} worker process(es) outlived the killed match"
     finally:
         for p in workers:

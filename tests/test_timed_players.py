@@ -1,8 +1,9 @@
 """Players with a time budget per move: the spec, the search driver that serves them and the play
 server, the counters a match reports, and the time-equal strength table end to end.
 
-No assertion here is about how long anything took: the bounds on simulations are orders of
-magnitude wide, and the one-batch overshoot is checked by counting batches, not by a clock.
+No assertion here is about how long anything took, and none depends on the machine's speed: the
+timed searches run on a simulated clock that only the evaluator moves (each batch takes a fixed
+time of it), so they play the same batches on any machine, however busy.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import torch
 from checkerzero.config import compose
 from checkerzero.network.checkpoint import save_checkpoint
 from checkerzero.network.model import CheckersNet, ModelConfig
-from evaluation.arena import MatchResult, PairRecord, PlayedGame, play_match
+from evaluation.game_play import play_match
+from evaluation.game_records import MatchResult, PairRecord, PlayedGame
 from evaluation.network_player import MCTSPlayer, parse_spec
 from evaluation.players import MinimaxPlayer, make_player, player_stats
 from evaluation.policy_player import AGENT_KEY, Q_AGENT
@@ -137,28 +139,36 @@ def test_a_q_network_refuses_a_time(tmp_path) -> None:
 # ----------------------------------------------------------------------------- the driver
 
 
-class StampedUniform(UniformEvaluator):
-    """The uniform evaluator, noting the clock at the start of every batch."""
+class SimulatedTime:
+    """An evaluator on a simulated clock: each batch it passes on to ``inner`` (the uniform
+    evaluator by default) takes ``batch_s`` seconds of the clock ``now``, and nothing else moves
+    it, so a timed search plays the same batches on any machine."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.starts: list[float] = []
+    def __init__(self, batch_s: float, inner=None) -> None:
+        self.inner = inner if inner is not None else UniformEvaluator()
+        self.batch_s = batch_s
+        self.t = 0.0
+        self.starts: list[float] = []  # the clock when each batch began
+
+    def now(self) -> float:
+        return self.t
 
     def evaluate(self, planes, mask):
-        self.starts.append(time.perf_counter())
-        return super().evaluate(planes, mask)
+        self.starts.append(self.t)
+        self.t += self.batch_s
+        return self.inner.evaluate(planes, mask)
 
 
 def test_search_until_stops_within_one_batch_of_the_deadline() -> None:
     settings = {"leaves_per_game": 8, "dirichlet_epsilon": 0.0}
     mcts = new_search(2, 8, settings)
     mcts.reset(1, Position.from_fen("W:W23:B18,19").game)
-    evaluator = StampedUniform()
-    deadline = time.perf_counter() + 0.05
-    stats = search_until(mcts, evaluator, deadline, chunk=8)
-    assert stats.batches == len(evaluator.starts) > 1
-    # The clock is read between batches: at most the last one began after the deadline.
-    assert sum(t >= deadline for t in evaluator.starts) <= 1
+    evaluator = SimulatedTime(batch_s=0.25)
+    stats = search_until(mcts, evaluator, 0.9, chunk=8, clock=evaluator.now)
+    # The clock is read between batches: the batches that began before the deadline ran, the
+    # last of them ending past it (at 1.0), and none began after it.
+    assert evaluator.starts == [0.0, 0.25, 0.5, 0.75]
+    assert stats.batches == 4 and evaluator.now() == 1.0
     # A round adds at most `chunk` visits past the most-searched root, so batches stay small.
     assert stats.leaves <= 2 * 8 * stats.batches
     visits = [mcts.root_child_visits(i) for i in range(2)]
@@ -189,8 +199,12 @@ def test_search_until_returns_at_once_on_a_forced_root() -> None:
 def test_a_timed_move_searches_and_reports_its_simulations(tiny_checkpoint) -> None:
     for spec in ("uniform-mcts:t60", f"{tiny_checkpoint}:t60,threads=1"):
         player = make_player(spec)
+        # 25 ms of the simulated clock a batch: batches begin at 0, 25 and 50 ms of the 60.
+        player.evaluator = timed = SimulatedTime(batch_s=0.025, inner=player.evaluator)
+        player.clock = timed.now
         position = Position()
         move = player.choose(position)
+        assert timed.starts == [0.0, 0.025, 0.05]
         assert move in position.legal_moves()
         assert 0 < player.last_simulations < HUGE
         assert player.last_visits == player.last_simulations  # a fresh tree: all are new
