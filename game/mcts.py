@@ -65,6 +65,7 @@ SEARCH_KEYS = (
     "forced_playouts_k",
     "policy_temperature",
     "seed",
+    "solver",
 )
 
 

@@ -33,7 +33,8 @@ void cz::bind::bind_mcts(nb::module_& m) {
       .def_rw("skip_forced_root", &cz::MctsConfig::skip_forced_root)
       .def_rw("forced_playouts_k", &cz::MctsConfig::forced_playouts_k)
       .def_rw("policy_temperature", &cz::MctsConfig::policy_temperature)
-      .def_rw("seed", &cz::MctsConfig::seed);
+      .def_rw("seed", &cz::MctsConfig::seed)
+      .def_rw("solver", &cz::MctsConfig::solver);
 
   using cz::BatchedMcts;
   using F32Rows = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
@@ -167,7 +168,9 @@ void cz::bind::bind_mcts(nb::module_& m) {
           },
           "game_index"_a,
           "The policy target, int32 (A,): root_visits() less the forced visits that policy target\n"
-          "pruning takes out when this root had forced playouts, else root_visits() itself.")
+          "pruning takes out when this root had forced playouts, else root_visits() itself. With\n"
+          "the solver: only the proven wins' visits when one exists, else proven losses at 0 (see\n"
+          "game/cpp/mcts.h).")
       .def(
           "root_priors",
           [f32_out](const BatchedMcts& s, int i) {
@@ -205,8 +208,24 @@ void cz::bind::bind_mcts(nb::module_& m) {
           "game_index"_a, "path"_a,
           "(priors, visits) of the children of the node reached from the root by `path` (actions).")
       .def("tree_size", &BatchedMcts::tree_size, "game_index"_a)
+      .def("root_proof", &BatchedMcts::root_proof, "game_index"_a,
+           "Solver: the root's proven result for its mover, 1 win, 2 loss, 3 draw; 0 not proven\n"
+           "(always 0 with the solver off).")
+      .def(
+          "root_child_proofs",
+          [](const BatchedMcts& s, int i) {
+            auto* buf = new uint8_t[size_t(s.num_actions())];
+            nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
+            s.root_child_proofs(i, buf);
+            return nb::ndarray<nb::numpy, uint8_t, nb::ndim<1>>(buf, {size_t(s.num_actions())}, owner);
+          },
+          "game_index"_a,
+          "Solver: each root action's proven result from the root mover's view, uint8 (A,):\n"
+          "1 win, 2 loss, 3 draw, 0 not proven (or not legal).")
       .def("choose", &BatchedMcts::choose, "game_index"_a, "temperature"_a,
-           "An action sampled from visit counts ^ (1/temperature); temperature <= 0: the most visited.")
+           "An action sampled from visit counts ^ (1/temperature); temperature <= 0: the most visited.\n"
+           "With the solver: a proven win when there is one, never a proven loss while another move\n"
+           "is not proven lost.")
       .def("set_egdb", &BatchedMcts::set_egdb, "db"_a.none(), nb::keep_alive<1, 2>(),
            "Leaves in this EndgameDatabase take its exact value (None: off); the root is always searched.")
       .def_prop_ro("egdb_hits", &BatchedMcts::egdb_hits, "leaves scored by the endgame database")

@@ -24,6 +24,15 @@ constexpr int kMaxLeavesPerGame = 65535;
 // about 4 GB on 8x8, far more than one forward pass holds, and sizes stay well inside int.
 constexpr int64_t kMaxCapacity = int64_t(1) << 20;
 
+// A child's Proof seen by its parent's mover: a win and a loss swap where the side changes
+// (kFlip); a multi-jump continuation keeps the side, and with it the child's win or loss.
+uint8_t parent_view(const Node& c) {
+  if (!(c.flags & kFlip) || c.proof == kProvenDraw) return c.proof;
+  return c.proof == kProvenWin ? kProvenLoss : c.proof == kProvenLoss ? kProvenWin : kUnproven;
+}
+
+float proof_value(uint8_t proof) { return proof == kProvenWin ? 1.0f : proof == kProvenLoss ? -1.0f : 0.0f; }
+
 std::string float_text(float x) {
   if (std::isnan(x)) return "nan";
   if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
@@ -204,6 +213,7 @@ bool BatchedMcts::needs_search(const Tree& t) const {
   if (t.root_legal == 1 && config_.skip_forced_root) return false;
   const Node& root = t.nodes[0];
   if (!(root.flags & kExpanded)) return !(root.flags & kInFlight);
+  if (root.proof) return false;  // solver: the root's result is known
   const int below = int(root.visits) - ((root.flags & kEvaluated) ? 1 : 0);
   return below + t.inflight < budget(t);
 }
@@ -223,6 +233,52 @@ void BatchedMcts::refresh(Node& n) const {
   const float sum = (n.flags & kFlip) ? -n.q_sum : n.q_sum;  // parent mover's view
   n.q_eff = n_eff > 0.0f ? (sum - vl * float(n.pending)) / n_eff : 0.0f;
   n.u_scale = n.prior / (1.0f + n_eff);
+  if (n.proof) n.q_eff = proof_value(parent_view(n));  // solver: the exact value, for selection
+}
+
+uint8_t BatchedMcts::proof_of(const Tree& t, const Node& n) const {
+  if (!(n.flags & kExpanded)) return kUnproven;
+  bool all = true, draw = false;
+  for (uint32_t k = 0; k < n.num_children; ++k) {
+    const uint8_t v = parent_view(t.nodes[n.first_child + k]);
+    if (v == kProvenWin) return kProvenWin;  // one winning move decides the node
+    if (v == kUnproven) all = false;
+    draw |= v == kProvenDraw;
+  }
+  return all ? (draw ? kProvenDraw : kProvenLoss) : kUnproven;
+}
+
+void BatchedMcts::prove_path(Tree& t) {
+  // path_ ends at a node just proven (or revisited); each ancestor is decided from its children
+  // until one stays open. Only nodes on this path can have changed.
+  for (int i = int(path_.size()) - 2; i >= 0; --i) {
+    Node& n = t.nodes[path_[i]];
+    if (n.proof) break;
+    const uint8_t p = proof_of(t, n);
+    if (p == kUnproven) break;
+    n.proof = p;
+    refresh(n);
+  }
+}
+
+int BatchedMcts::playable(const Tree& t, bool* ok) const {
+  if (!config_.solver) return 0;
+  const Node& root = t.nodes[0];
+  const Node* child = t.nodes.data() + root.first_child;
+  const int n = root.num_children;
+  bool win = false;
+  int lost = 0;
+  for (int k = 0; k < n; ++k) {
+    const uint8_t v = parent_view(child[k]);
+    win |= v == kProvenWin;
+    lost += v == kProvenLoss;
+  }
+  if (!win && (lost == 0 || lost == n)) return 0;
+  for (int k = 0; k < n; ++k) {
+    const uint8_t v = parent_view(child[k]);
+    ok[k] = win ? v == kProvenWin : v != kProvenLoss;
+  }
+  return win ? 2 : 1;
 }
 
 uint32_t BatchedMcts::select_child(const Tree& t, uint32_t node) const {
@@ -238,6 +294,7 @@ uint32_t BatchedMcts::select_child(const Tree& t, uint32_t node) const {
     uint32_t forced = p.num_children;
     for (uint32_t k = 0; k < p.num_children; ++k) {
       const Node& ch = child[k];
+      if (ch.proof && parent_view(ch) == kProvenLoss) continue;  // solver: never worth a visit
       const float deficit =
           std::sqrt(config_.forced_playouts_k * ch.prior * total) - float(ch.visits + ch.pending);
       if (deficit > most) {
@@ -255,6 +312,7 @@ uint32_t BatchedMcts::select_child(const Tree& t, uint32_t node) const {
   float best_score = -std::numeric_limits<float>::infinity();
   for (uint32_t k = 0; k < p.num_children; ++k) {
     const Node& ch = child[k];
+    if (ch.proof && parent_view(ch) == kProvenLoss) continue;  // solver: never worth a visit
     const float q = (ch.visits | ch.pending) ? ch.q_eff : fpu;
     const float score = q + explore * ch.u_scale;
     if (score > best_score) {
@@ -354,6 +412,15 @@ BatchedMcts::Descent BatchedMcts::descend(int gi) {
       const float q = draw ? 0.0f : (flags & kTerminalWin) ? 1.0f : -1.0f;
       backup(t, path_.data(), int(path_.size()), q, draw ? 1.0f : 0.0f, false);
       ++terminal_hits_;
+      if (config_.solver) prove_path(t);
+      outcome = Descent::Terminal;
+      break;
+    }
+    if (node != 0 && t.nodes[node].proof) {
+      // Solver: decided below here; back up the exact value as at a terminal, search no deeper.
+      const uint8_t p = t.nodes[node].proof;
+      backup(t, path_.data(), int(path_.size()), proof_value(p), p == kProvenDraw ? 1.0f : 0.0f, false);
+      ++terminal_hits_;
       outcome = Descent::Terminal;
       break;
     }
@@ -374,6 +441,10 @@ BatchedMcts::Descent BatchedMcts::descend(int gi) {
       }
       if (terminal) {
         t.nodes[node].flags |= kTerminal | (draw ? kTerminalDraw : 0);
+        if (config_.solver) {
+          t.nodes[node].proof = draw ? kProvenDraw : kProvenLoss;  // no legal move: the mover lost
+          refresh(t.nodes[node]);
+        }
         continue;  // scored by the branch above
       }
       if (egdb_ && node != 0 && !g.mid_jump()) {
@@ -382,6 +453,10 @@ BatchedMcts::Descent BatchedMcts::descend(int gi) {
           ++egdb_hits_;
           t.nodes[node].flags |=
               kTerminal | (v == egdb::kDraw ? kTerminalDraw : 0) | (v == egdb::kWin ? kTerminalWin : 0);
+          if (config_.solver) {
+            t.nodes[node].proof = uint8_t(v);  // egdb::Value and Proof number the same results
+            refresh(t.nodes[node]);
+          }
           continue;  // exact, scored by the branch above
         }
       }
@@ -519,21 +594,52 @@ void BatchedMcts::root_target(int i, int32_t* out) const {
   const Tree& t = tree(i);
   const Node& root = t.nodes[0];
   const int n = root.num_children;
-  if (!forcing(t) || n <= 1) return;
-  std::array<float, kMaxLegalActions> prior, q;
-  std::array<int32_t, kMaxLegalActions> visits;
-  int best = 0;
-  for (int k = 0; k < n; ++k) {
-    const Node& c = t.nodes[root.first_child + k];
-    prior[k] = c.prior;
-    visits[k] = int32_t(c.visits);
-    q[k] = c.visits ? ((c.flags & kFlip) ? -c.q_sum : c.q_sum) / float(c.visits) : 0.0f;
-    // The most visited child, ties to the higher prior (as choose() at temperature 0).
-    if (k && (visits[k] > visits[best] || (visits[k] == visits[best] && prior[k] > prior[best]))) best = k;
+  const Node* child = t.nodes.data() + root.first_child;
+  std::array<bool, kMaxLegalActions> ok;
+  const int only = playable(t, ok.data());  // solver: the moves choose() may play
+  if (only == 2) {  // a proven win: the target is the winning moves' visits (raw, no pruning)
+    for (int k = 0; k < n; ++k)
+      if (!ok[k]) out[child[k].action] = 0;
+    return;
   }
-  const float scale = explore_scale(config_.c_puct, config_.c_puct_base, float(root.visits));
-  prune_forced_visits(n, prior.data(), q.data(), visits.data(), best, config_.forced_playouts_k, scale);
-  for (int k = 0; k < n; ++k) out[t.nodes[root.first_child + k].action] = visits[k];
+  if (forcing(t) && n > 1) {
+    std::array<float, kMaxLegalActions> prior, q;
+    std::array<int32_t, kMaxLegalActions> visits;
+    int best = -1;
+    for (int k = 0; k < n; ++k) {
+      const Node& c = child[k];
+      prior[k] = c.prior;
+      visits[k] = int32_t(c.visits);
+      q[k] = c.visits ? ((c.flags & kFlip) ? -c.q_sum : c.q_sum) / float(c.visits) : 0.0f;
+      // The most visited child that may be played, ties to the higher prior (as choose() at
+      // temperature 0).
+      if (only && !ok[k]) continue;
+      if (best < 0 || visits[k] > visits[best] || (visits[k] == visits[best] && prior[k] > prior[best]))
+        best = k;
+    }
+    const float scale = explore_scale(config_.c_puct, config_.c_puct_base, float(root.visits));
+    prune_forced_visits(n, prior.data(), q.data(), visits.data(), best, config_.forced_playouts_k, scale);
+    for (int k = 0; k < n; ++k) out[child[k].action] = visits[k];
+  }
+  if (only == 1) {  // proven losses leave the target; if nothing else had a visit, the rest share it
+    int64_t left = 0;
+    for (int k = 0; k < n; ++k) {
+      if (!ok[k]) out[child[k].action] = 0;
+      left += out[child[k].action];
+    }
+    if (left == 0)
+      for (int k = 0; k < n; ++k) out[child[k].action] = ok[k] ? 1 : 0;
+  }
+}
+
+void BatchedMcts::root_child_proofs(int i, uint8_t* out) const {
+  const Tree& t = tree(i);
+  std::fill(out, out + num_actions_, uint8_t(kUnproven));
+  const Node& root = t.nodes[0];
+  for (uint32_t k = 0; k < root.num_children; ++k) {
+    const Node& c = t.nodes[root.first_child + k];
+    out[c.action] = parent_view(c);
+  }
 }
 
 void BatchedMcts::root_priors(int i, float* out) const {
@@ -615,14 +721,20 @@ int BatchedMcts::choose(int i, float temperature) {
   }
   const Node* child = t.nodes.data() + root.first_child;
   const int n = root.num_children;
+  // Solver: a proven win is always played (the most visited one), a proven loss never while
+  // another move is not proven lost. Without proofs every child may be played.
+  std::array<bool, kMaxLegalActions> ok;
+  const int only = playable(t, ok.data());
+  const auto allowed = [&](int k) { return !only || ok[k]; };
   uint32_t vmax = 0;
-  for (int k = 0; k < n; ++k) vmax = std::max(vmax, child[k].visits);
-  if (vmax == 0 || temperature <= 0.0f) {
+  for (int k = 0; k < n; ++k)
+    if (allowed(k)) vmax = std::max(vmax, child[k].visits);
+  if (vmax == 0 || temperature <= 0.0f || only == 2) {
     // Argmax of visits, ties (and the no-visit case) to the higher prior, then the lower index.
-    int best = 0;
-    for (int k = 1; k < n; ++k)
-      if (child[k].visits > child[best].visits ||
-          (child[k].visits == child[best].visits && child[k].prior > child[best].prior))
+    int best = -1;
+    for (int k = 0; k < n; ++k)
+      if (allowed(k) && (best < 0 || child[k].visits > child[best].visits ||
+                         (child[k].visits == child[best].visits && child[k].prior > child[best].prior)))
         best = k;
     return child[best].action;
   }
@@ -630,7 +742,8 @@ int BatchedMcts::choose(int i, float temperature) {
   double total = 0.0;
   const double inv_t = 1.0 / double(temperature);
   for (int k = 0; k < n; ++k) {
-    const double w = child[k].visits ? std::pow(double(child[k].visits) / double(vmax), inv_t) : 0.0;
+    const double w =
+        allowed(k) && child[k].visits ? std::pow(double(child[k].visits) / double(vmax), inv_t) : 0.0;
     weights_[k] = float(w);
     total += w;
   }

@@ -42,6 +42,27 @@
 // root's child visits, leaves in flight included) is selected regardless of PUCT. root_target()
 // then takes those visits back out of the policy target (prune_forced_visits below); the move is
 // still chosen from the plain visit counts (choose()).
+//
+// MCTS-solver (config solver = true; off by default, and then nothing below applies). Exact
+// results are proven and carried up the tree, in Node::proof, from the view of the side to move
+// at the node: a terminal position (by the rules) and a leaf the endgame database knows are
+// proven; a node is a proven win when some child is a proven win for the node's mover (a child
+// with kFlip has the other side to move, so its win is the node's loss; a multi-jump continuation
+// keeps the side, so its win is the node's win), a proven loss when every child is a proven win
+// for the opponent, a proven draw when every child is proven and the best of them is a draw.
+//   - A proven node below the root is not searched further: a descent that reaches it backs up
+//     its exact value (+1, 0, -1) at once, as at a terminal, and selection reads its exact Q.
+//   - Selection skips a child proven lost for the mover (it can never be worth a visit).
+//   - A proven root needs no more search: search_done() then holds with fewer visits than the
+//     budget, and the root's visit counts sum to less than `simulations`.
+//   - choose() plays a proven win when the root has one (the most visited proven win, whatever
+//     the temperature) and never a proven loss while some move is not proven lost.
+//   - The policy target (root_target()) then holds the visits of the moves choose() may play:
+//     only the proven wins' visits when there is one, else every move's visits but the proven
+//     losses' (they are 0), unless every move is a proven loss (the raw visits). root_visits()
+//     stays the raw visit counts.
+// Proofs are exact for the path the tree took (repetitions and the forty-move count included),
+// so a subtree kept by advance() keeps its proofs.
 #pragma once
 
 #include <cstdint>
@@ -72,6 +93,7 @@ struct MctsConfig {
   float policy_temperature = 1.0f; // priors raised to 1/T and renormalised (lc0's policy softmax
                                    // temperature): T > 1 flattens them; 1: as the network gives
   uint64_t seed = 0;               // RNG seed (noise, move sampling): same seed, same games
+  bool solver = false;             // MCTS-solver: prove wins/losses/draws up the tree (see above)
 };
 
 // Throws std::invalid_argument naming the first field out of range (non-finite values included).
@@ -109,7 +131,11 @@ struct Node {
   uint8_t action = 0;    // mover-relative action of the edge into this node
   uint8_t num_children = 0;
   uint8_t flags = 0;
+  uint8_t proof = 0;  // Proof (solver only) from the view of the side to move here
 };
+
+// A node's proven result for the side to move there (the same numbers as egdb::Value).
+enum Proof : uint8_t { kUnproven = 0, kProvenWin = 1, kProvenLoss = 2, kProvenDraw = 3 };
 
 enum NodeFlags : uint8_t {
   kExpanded = 1,      // children exist
@@ -174,6 +200,10 @@ class BatchedMcts {
   // Node reached from the root by `path` (actions); its children's priors and visits (A,).
   void node_stats(int i, const std::vector<int>& path, float* priors, int32_t* visits) const;
   int tree_size(int i) const { return int(tree(i).nodes.size()); }
+  // Solver: the root's Proof for its mover (kUnproven when not proven or the solver is off), and
+  // each root action's Proof from the root mover's view (A,), kUnproven where none.
+  int root_proof(int i) const { return tree(i).nodes[0].proof; }
+  void root_child_proofs(int i, uint8_t* out) const;
   // Visit-count sampling with temperature (<= 0: argmax, ties to the higher prior).
   int choose(int i, float temperature);
   // Plays an action in game i and keeps the subtree below it (noise goes on the new root).
@@ -217,6 +247,12 @@ class BatchedMcts {
   void expand_node(Tree& t, uint32_t node, const uint8_t* actions, int n, const float* priors);
   void backup(Tree& t, const uint32_t* path, int len, float q, float d, bool release);
   void refresh(Node& n) const;
+  uint8_t proof_of(const Tree& t, const Node& n) const;  // from its children, kUnproven if open
+  void prove_path(Tree& t);                               // carry a proof at path_'s end upwards
+  // Which root children choose() and root_target() may take, in ok[k] (set only when not 0):
+  // 2: only the proven wins; 1: every child but the proven losses; 0: every child (the solver is
+  // off, nothing at the root is proven, or every child is a proven loss).
+  int playable(const Tree& t, bool* ok) const;
   void add_noise(Tree& t);
   void remove_noise(Tree& t);
   bool needs_search(const Tree& t) const;
