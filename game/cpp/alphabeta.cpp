@@ -9,6 +9,7 @@
 #include <string>
 
 #include "egdb.h"
+#include "nneval.h"
 
 namespace cz {
 
@@ -188,6 +189,8 @@ struct SearchScratch {
   std::array<std::array<Move, kKillersPerPly>, kMaxSearchPly + 1> killers;
   int history[2][32][32];  // [side][from][to] cutoff credit of quiet moves
   std::vector<uint64_t> keys;  // hashes of the game's positions, then of the search path
+  // Learned-evaluation accumulators of the board at each ply of the current path.
+  std::array<nn::Accumulator, kMaxSearchPly + 2> accs;
 
   void reset() {
     for (auto& k : killers) k.fill(Move{});
@@ -202,8 +205,15 @@ template <int S>
 class Searcher {
  public:
   Searcher(std::vector<TTEntry>& tt, uint8_t generation, SearchScratch& scratch, const EvalWeights& w,
-           const Game& game, const SearchLimits& limits, const egdb::Database* db)
-      : tt_(tt), generation_(generation), s_(scratch), w_(w), game_(game), limits_(limits), db_(db) {}
+           const Game& game, const SearchLimits& limits, const egdb::Database* db, const nn::Weights* nn)
+      : tt_(tt),
+        generation_(generation),
+        s_(scratch),
+        w_(w),
+        game_(game),
+        limits_(limits),
+        db_(db),
+        nn_(nn) {}
 
   SearchResult run() {
     const auto start = Clock::now();
@@ -217,6 +227,7 @@ class Searcher {
     s_.keys.resize(s_.keys.size() + kMaxSearchPly + 1);
     root_ply_ = game_.state().ply;
     if (limits_.time_ms > 0) deadline_ = start + std::chrono::milliseconds(limits_.time_ms);
+    if (nn_) nn::refresh(*nn_, game_.board(), s_.accs[0]);
 
     MoveList root_moves;
     generate_moves<S>(game_.board(), root_moves);
@@ -307,7 +318,8 @@ class Searcher {
     }
     const bool capture = moves[0].is_capture();
     // Quiescence: below the horizon keep going only while the mover must capture.
-    if ((depth <= 0 && !capture) || ply >= kMaxSearchPly) return evaluate_board<S>(b, w_);
+    if ((depth <= 0 && !capture) || ply >= kMaxSearchPly)
+      return nn_ ? nn::evaluate(*nn_, s_.accs[ply], b.side) : evaluate_board<S>(b, w_);
     depth = std::max(depth, 0);
     const bool pv_node = beta - alpha > 1;
     const int alpha_in = alpha;
@@ -342,6 +354,7 @@ class Searcher {
 
       Board child = b;
       apply_move<S>(child, m);
+      if (nn_) nn::update(*nn_, s_.accs[ply], b, child, s_.accs[ply + 1]);
       const uint64_t child_hash = hash ^ move_hash_delta<S>(b, m);
       const bool progress = m.is_capture() || !(b.kings & bit(m.from));
       const int child_progress = progress ? 0 : no_progress + 1;
@@ -408,6 +421,7 @@ class Searcher {
   const Game& game_;
   const SearchLimits limits_;
   const egdb::Database* db_;
+  const nn::Weights* nn_;  // the learned evaluation, or null for the hand-written one
   int root_index_ = 0;
   int root_ply_ = 0;
   uint64_t nodes_ = 0;
@@ -428,7 +442,7 @@ AlphaBeta::AlphaBeta(size_t tt_megabytes) : scratch_(std::make_unique<SearchScra
 AlphaBeta::~AlphaBeta() = default;
 
 SearchResult AlphaBeta::search(const Game& game, const SearchLimits& limits, const EvalWeights& weights,
-                               const egdb::Database* db) {
+                               const egdb::Database* db, const nn::Weights* nn) {
   if (game.mid_jump()) throw std::invalid_argument("alpha-beta search in the middle of a multi-jump");
   if (limits.depth < 0 || limits.time_ms < 0)
     throw std::invalid_argument("search depth and time must be >= 0, got depth " +
@@ -443,8 +457,11 @@ SearchResult AlphaBeta::search(const Game& game, const SearchLimits& limits, con
     generation_ = 1;
   }
   if (db && db->size() != game.size()) throw std::invalid_argument("endgame database of another board size");
-  if (game.size() == 8) return Searcher<8>(tt_, generation_, *scratch_, weights, game, limits, db).run();
-  return Searcher<6>(tt_, generation_, *scratch_, weights, game, limits, db).run();
+  if (nn && nn->size != game.size())
+    throw std::invalid_argument("learned evaluation for boards of side " + std::to_string(nn->size) +
+                                ", the game is on side " + std::to_string(game.size()));
+  if (game.size() == 8) return Searcher<8>(tt_, generation_, *scratch_, weights, game, limits, db, nn).run();
+  return Searcher<6>(tt_, generation_, *scratch_, weights, game, limits, db, nn).run();
 }
 
 int evaluate(int size, const Board& board, const EvalWeights& weights) {

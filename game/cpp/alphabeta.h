@@ -23,6 +23,9 @@ namespace cz {
 namespace egdb {
 class Database;
 }
+namespace nn {
+struct Weights;
+}
 
 // Score of a side to move with no legal move at the root (it has lost); wins found n plies from
 // the root score kMateScore - n. Fits an int16 transposition-table slot with room to spare.
@@ -93,9 +96,11 @@ class AlphaBeta {
   AlphaBeta& operator=(const AlphaBeta&) = delete;
   // Throws std::invalid_argument on a game in the middle of a multi-jump or with no limit.
   // With `db`, positions below the root that are in the endgame database score its exact value
-  // (kDatabaseWin - ply, 0, or the negation) instead of being searched.
+  // (kDatabaseWin - ply, 0, or the negation) instead of being searched. With `nn`, leaves are
+  // scored by the learned evaluation (nneval.h, accumulators updated move by move) instead of
+  // the hand-written one; `weights` is then unused.
   SearchResult search(const Game& game, const SearchLimits& limits, const EvalWeights& weights,
-                      const egdb::Database* db = nullptr);
+                      const egdb::Database* db = nullptr, const nn::Weights* nn = nullptr);
   size_t tt_entries() const { return tt_.size(); }
 
  private:

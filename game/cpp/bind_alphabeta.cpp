@@ -6,6 +6,7 @@
 #include "alphabeta.h"
 #include "bind_common.h"
 #include "egdb.h"
+#include "nneval.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -16,6 +17,144 @@ using cz::Game;
 using cz::Move;
 using cz::bind::make_board;
 using cz::bind::move_text;
+
+namespace {
+
+template <typename T>
+using Array = nb::ndarray<const T, nb::c_contig, nb::device::cpu>;
+
+template <typename T, typename Out>
+std::vector<Out> flat(const char* name, const Array<T>& a, size_t ndim) {
+  if (a.ndim() != ndim)
+    throw nb::value_error(("learned evaluation: " + std::string(name) + " must have " + std::to_string(ndim) +
+                           " dimension(s), got " + std::to_string(a.ndim()))
+                              .c_str());
+  return std::vector<Out>(a.data(), a.data() + a.size());
+}
+
+nb::ndarray<nb::numpy, int16_t, nb::ndim<2>> accumulator_array(const cz::nn::Weights& w,
+                                                               const cz::nn::Accumulator& a) {
+  const size_t h = size_t(w.hidden);
+  auto* out = new int16_t[2 * h];
+  for (size_t c = 0; c < 2; ++c)
+    for (size_t j = 0; j < h; ++j) out[c * h + j] = a.v[c][j];
+  nb::capsule owner(out, [](void* p) noexcept { delete[] static_cast<int16_t*>(p); });
+  return nb::ndarray<nb::numpy, int16_t, nb::ndim<2>>(out, {2, h}, owner);
+}
+
+// The learned evaluation's quantised weights, its scoring and its incremental tracker
+// (game/cpp/nneval.h); game/nneval.py reads and checks the file and builds the weights.
+void bind_nneval(nb::module_& m) {
+  namespace nn = cz::nn;
+  m.attr("NNEVAL_ACTIVATION_ONE") = nn::kActivationOne;
+  m.attr("NNEVAL_WEIGHT_SHIFT") = nn::kWeightShift;
+  m.attr("NNEVAL_SCORE_LIMIT") = nn::kScoreLimit;
+  m.attr("NNEVAL_MAX_HIDDEN") = nn::kMaxHidden;
+  m.attr("NNEVAL_MAX_DENSE") = nn::kMaxDense;
+  m.attr("NNEVAL_MAX_OUTPUT_SCALE") = nn::kMaxOutputScale;
+  nb::class_<nn::Weights>(m, "NNEvalWeights",
+                          "Quantised weights of the learned alpha-beta evaluation (checked when built).")
+      .def(
+          "__init__",
+          [](nn::Weights* self, int size, int output_scale, const Array<int16_t>& ft_w, const Array<int16_t>& ft_b,
+             const Array<int8_t>& l1_w, const Array<int32_t>& l1_b, const Array<int8_t>& l2_w,
+             const Array<int32_t>& l2_b, const Array<int16_t>& out_w, int32_t out_b) {
+            nn::Weights w;
+            w.size = size;
+            w.squares = size * size / 2;
+            w.inputs = nn::kFeatureKinds * w.squares;
+            w.output_scale = output_scale;
+            w.ft_w = flat<int16_t, int16_t>("ft_w", ft_w, 2);
+            w.ft_b = flat<int16_t, int16_t>("ft_b", ft_b, 1);
+            w.l1_w = flat<int8_t, int16_t>("l1_w", l1_w, 2);
+            w.l1_b = flat<int32_t, int32_t>("l1_b", l1_b, 1);
+            w.l2_w = flat<int8_t, int16_t>("l2_w", l2_w, 2);
+            w.l2_b = flat<int32_t, int32_t>("l2_b", l2_b, 1);
+            w.out_w = flat<int16_t, int16_t>("out_w", out_w, 1);
+            w.out_b = out_b;
+            w.hidden = int(w.ft_b.size());
+            w.dense1 = int(w.l1_b.size());
+            w.dense2 = int(w.l2_b.size());
+            if (ft_w.shape(0) != size_t(w.inputs) || l1_w.shape(1) != 2 * ft_b.shape(0) ||
+                l2_w.shape(1) != l1_b.shape(0))
+              throw nb::value_error(("learned evaluation: layer shapes do not chain: ft_w (" +
+                                     std::to_string(ft_w.shape(0)) + ", " + std::to_string(ft_w.shape(1)) +
+                                     "), l1_w (" + std::to_string(l1_w.shape(0)) + ", " +
+                                     std::to_string(l1_w.shape(1)) + "), l2_w (" +
+                                     std::to_string(l2_w.shape(0)) + ", " + std::to_string(l2_w.shape(1)) +
+                                     ") on a board of side " + std::to_string(size))
+                                        .c_str());
+            try {
+              nn::check_weights(w);
+            } catch (const std::invalid_argument& e) {
+              throw nb::value_error(e.what());
+            }
+            new (self) nn::Weights(std::move(w));
+          },
+          "size"_a, "output_scale"_a, "ft_w"_a, "ft_b"_a, "l1_w"_a, "l1_b"_a, "l2_w"_a, "l2_b"_a, "out_w"_a,
+          "out_b"_a)
+      .def_ro("size", &nn::Weights::size)
+      .def_ro("hidden", &nn::Weights::hidden)
+      .def_ro("dense1", &nn::Weights::dense1)
+      .def_ro("dense2", &nn::Weights::dense2)
+      .def_ro("output_scale", &nn::Weights::output_scale)
+      .def("__repr__", [](const nn::Weights& w) {
+        return "NNEvalWeights(size=" + std::to_string(w.size) + ", hidden=" + std::to_string(w.hidden) +
+               ", dense1=" + std::to_string(w.dense1) + ", dense2=" + std::to_string(w.dense2) + ")";
+      });
+
+  auto check_size = [](const nn::Weights& w, const Game& g) {
+    if (w.size != g.size())
+      throw nb::value_error(("learned evaluation for boards of side " + std::to_string(w.size) +
+                             ", the game is on side " + std::to_string(g.size()))
+                                .c_str());
+  };
+  m.def(
+      "nneval_evaluate",
+      [check_size](const nn::Weights& w, const Game& g) {
+        check_size(w, g);
+        return nn::evaluate_board(w, g.board());
+      },
+      "weights"_a, "game"_a, "Learned evaluation of the game's board (centi-men, mover's view), from scratch.");
+  m.def(
+      "nneval_accumulator",
+      [check_size](const nn::Weights& w, const Game& g) {
+        check_size(w, g);
+        nn::Accumulator a;
+        nn::refresh(w, g.board(), a);
+        return accumulator_array(w, a);
+      },
+      "weights"_a, "game"_a, "First-layer accumulators (2, hidden) of the board, Black's view first.");
+
+  nb::class_<nn::Tracker>(m, "NNEvalTracker",
+                          "Accumulators along a line of play, updated move by move as the search does.")
+      .def(
+          "__init__",
+          [check_size](nn::Tracker* self, const nn::Weights& w, const Game& g) {
+            check_size(w, g);
+            new (self) nn::Tracker(w, g.board());
+          },
+          "weights"_a, "game"_a)
+      .def(
+          "push", [](nn::Tracker& t, const Game& g) { t.push(g.board()); }, "game"_a,
+          "Update to the game's board, one move after the current one.")
+      .def(
+          "pop",
+          [](nn::Tracker& t) {
+            try {
+              t.pop();
+            } catch (const std::invalid_argument& e) {
+              throw nb::value_error(e.what());
+            }
+          },
+          "Take back the latest push.")
+      .def("evaluate", &nn::Tracker::evaluate, "Score of the current board from its accumulators.")
+      .def_prop_ro("depth", &nn::Tracker::depth)
+      .def("accumulator", [](const nn::Tracker& t, const nn::Weights& w) { return accumulator_array(w, t.top()); },
+           "weights"_a, "Current accumulators (2, hidden).");
+}
+
+}  // namespace
 
 void cz::bind::bind_alphabeta(nb::module_& m) {
   using cz::EvalWeights;
@@ -73,10 +212,12 @@ void cz::bind::bind_alphabeta(nb::module_& m) {
                ", nodes=" + std::to_string(r.nodes) + ", pv='" + pv + "')";
       });
 
+  bind_nneval(m);
+
   m.def(
       "alphabeta_search",
       [](const Game& g, int depth, int time_ms, std::optional<EvalWeights> weights, int tt_mb,
-         const cz::egdb::Database* egdb) {
+         const cz::egdb::Database* egdb, const cz::nn::Weights* nneval) {
         if (tt_mb < 1) throw nb::value_error(("tt_mb must be >= 1, got " + std::to_string(tt_mb)).c_str());
         const EvalWeights w = weights.value_or(EvalWeights{});
         cz::SearchLimits limits;
@@ -93,14 +234,15 @@ void cz::bind::bind_alphabeta(nb::module_& m) {
             searcher = std::make_unique<cz::AlphaBeta>(size_t(tt_mb));
             searcher_mb = tt_mb;
           }
-          return searcher->search(g, limits, w, egdb);
+          return searcher->search(g, limits, w, egdb, nneval);
         } catch (const std::invalid_argument& e) {
           throw nb::value_error(e.what());
         }
       },
       "game"_a, "depth"_a = 0, "time_ms"_a = 0, "weights"_a = nb::none(), "tt_mb"_a = 16,
-      "egdb"_a = nb::none(),
-      "Iterative-deepening alpha-beta from the game's position, limited by depth and/or time (ms).");
+      "egdb"_a = nb::none(), "nneval"_a = nb::none(),
+      "Iterative-deepening alpha-beta from the game's position, limited by depth and/or time (ms);\n"
+      "with `nneval` (NNEvalWeights) the learned evaluation scores its leaves.");
 
   m.def(
       "evaluate",

@@ -1,0 +1,244 @@
+"""The learned alpha-beta evaluation: incremental accumulators, exact quantised arithmetic, the
+weights file's checks, and the search with it."""
+
+from __future__ import annotations
+
+import json
+import random
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from game import _core, nneval
+from game.position import Position
+
+SHOT_FEN = "B:W21,22,24,28,32:B1,7,10,13,14"  # tests/test_alphabeta.py: 14-17 wins a man
+
+
+def random_net(
+    seed: int, size: int = 8, hidden: int = 32, dense1: int = 16, dense2: int = 8
+) -> nneval.NNEvalNet:
+    """Random float weights, quantised: scaled so that activations spread over [0, 1]."""
+    rng = np.random.default_rng(seed)
+    inputs = 4 * size * size // 2
+    floats = {
+        "ft_w": rng.normal(0, 0.25, (inputs, hidden)),
+        "ft_b": rng.normal(0.3, 0.2, hidden),
+        "l1_w": rng.normal(0, 0.4, (dense1, 2 * hidden)),
+        "l1_b": rng.normal(0.1, 0.2, dense1),
+        "l2_w": rng.normal(0, 0.5, (dense2, dense1)),
+        "l2_b": rng.normal(0.1, 0.2, dense2),
+        "out_w": rng.normal(0, 2.0, dense2),
+        "out_b": rng.normal(0, 0.2, 1),
+    }
+    return nneval.quantise(floats, size=size, output_scale=300)
+
+
+def material_net() -> nneval.NNEvalNet:
+    """A hand-built net that scores material only: 100 a man, 129.7 a king (the total truncated).
+
+    Four first-layer units count own men, own kings, the opponent's men and kings (10 each, so a
+    full side stays under the clip at 127); the dense layers pass them through (weight 64 = 1.0)
+    and the output weighs them 64 and 83 for 1270 centi-men per logit: 10 * 64 * 1270 / 8128 = 100.
+    """
+    squares = 32
+    ft_w = np.zeros((4 * squares, 4), np.int16)
+    for kind in range(4):
+        ft_w[kind * squares : (kind + 1) * squares, kind] = 10
+    eye = np.eye(4, dtype=np.int8) * 64
+    tensors = {
+        "ft_w": ft_w,
+        "ft_b": np.zeros(4, np.int16),
+        "l1_w": np.concatenate([eye, np.zeros((4, 4), np.int8)], axis=1),
+        "l1_b": np.zeros(4, np.int32),
+        "l2_w": eye.copy(),
+        "l2_b": np.zeros(4, np.int32),
+        "out_w": np.array([64, 83, -64, -83], np.int16),
+        "out_b": np.zeros(1, np.int32),
+    }
+    return nneval.NNEvalNet(8, 1270, tensors)
+
+
+@pytest.mark.parametrize("size", [8, 6])
+def test_incremental_updates_equal_a_full_recompute(size: int) -> None:
+    net = random_net(1, size=size)
+    core = net.core()
+    rng = random.Random(7)
+    checked = 0
+    for _ in range(30):  # games
+        game = _core.Game(size)
+        tracker = _core.NNEvalTracker(core, game)
+        for _ in range(120):  # random makes and unmakes
+            moves = game.legal_moves()
+            if moves and game.result() == 0 and (game.depth == 0 or rng.random() < 0.75):
+                game.make(rng.choice(moves))
+                tracker.push(game)
+            elif game.depth > 0:
+                game.undo()
+                tracker.pop()
+            else:
+                break
+            assert tracker.depth == game.depth
+            full = _core.nneval_accumulator(core, game)
+            assert np.array_equal(tracker.accumulator(core), full)
+            assert tracker.evaluate() == _core.nneval_evaluate(core, game)
+            checked += 1
+    assert checked > 2000
+
+
+def test_quantised_core_equals_the_numpy_reference() -> None:
+    rng = random.Random(3)
+    for seed in range(3):
+        net = random_net(seed + 10)
+        core = net.core()
+        scores = set()
+        for _ in range(150):
+            game = _core.Game(8)
+            for _ in range(rng.randrange(0, 60)):
+                moves = game.legal_moves()
+                if not moves or game.result() != 0:
+                    break
+                game.make(rng.choice(moves))
+            acc = nneval.reference_accumulators(net, game.black, game.white, game.kings)
+            assert np.array_equal(_core.nneval_accumulator(core, game), acc)
+            want = nneval.reference_evaluate(
+                net, game.black, game.white, game.kings, game.white_to_move
+            )
+            assert _core.nneval_evaluate(core, game) == want
+            scores.add(want)
+        assert len(scores) > 50  # the positions really differ in score
+
+
+def test_material_net_scores_material() -> None:
+    core = material_net().core()
+    for fen, want in [
+        ("B:W21,22:B1,7,10", 100),
+        ("W:W21,22:B1,7,10", -100),
+        ("B:WK21:B1", -29),  # 100 - 129.7, truncated towards zero
+        ("W:WK21,K22:B1,2,3", -40),  # 2 * 129.7 - 300
+    ]:
+        assert _core.nneval_evaluate(core, Position.from_fen(fen).game) == want, fen
+
+
+def test_search_with_the_learned_evaluation_finds_the_shot() -> None:
+    core = material_net().core()
+    pos = Position.from_fen(SHOT_FEN)
+    for depth in (3, 6):
+        result = _core.alphabeta_search(pos.game, depth, 0, None, 4, None, core)
+        assert str(result.move) == "14-17"
+        assert [str(m) for m in result.pv[:3]] == ["14-17", "21x14", "10x17x26"]
+        assert 100 <= result.score < _core.MATE_THRESHOLD
+
+
+def test_search_with_a_random_net_plays_legal_moves_to_the_end() -> None:
+    core = random_net(5).core()
+    pos = Position()
+    while not pos.is_over() and pos.ply < 80:
+        result = _core.alphabeta_search(pos.game, 3, 0, None, 4, None, core)
+        assert result.move in pos.legal_moves()
+        assert abs(result.score) <= nneval.SCORE_LIMIT or abs(result.score) >= _core.MATE_THRESHOLD
+        pos.play(result.move)
+
+
+def test_wrong_board_size_is_refused() -> None:
+    core = random_net(1, size=6).core()
+    with pytest.raises(ValueError, match="side 6, the game is on side 8"):
+        _core.alphabeta_search(_core.Game(8), 2, 0, None, 4, None, core)
+
+
+# ---- the file ----
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    net = random_net(2)
+    path = nneval.save(net, tmp_path / "n.safetensors")
+    back = nneval.load(path)
+    assert back.size == 8 and back.output_scale == 300
+    for name in nneval.TENSORS:
+        assert np.array_equal(back.tensors[name], net.tensors[name])
+    game = Position.from_fen(SHOT_FEN).game
+    assert _core.nneval_evaluate(back.core(), game) == _core.nneval_evaluate(net.core(), game)
+
+
+def _rewrite(path: Path, edit) -> None:
+    """Re-encode a file after ``edit(header_dict, body_bytes) -> (header, body)``."""
+    data = path.read_bytes()
+    (n,) = struct.unpack_from("<Q", data)
+    header = json.loads(data[8 : 8 + n])
+    header, body = edit(header, data[8 + n :])
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + body)
+
+
+def _meta(key: str, value: str):
+    def edit(h, body):
+        h["__metadata__"][key] = value
+        return h, body
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda p: p.write_bytes(p.read_bytes()[:-40]), "outside the file"),
+        (lambda p: p.write_bytes(p.read_bytes()[:5]), "truncated"),
+        (
+            lambda p: p.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!"),
+            "unreadable",
+        ),
+        (lambda p: p.write_bytes(b"\0" * (nneval.MAX_FILE_BYTES + 1)), "cap"),
+        (lambda p: _rewrite(p, _meta("format", "checkerzero-book")), "format 'checkerzero-book'"),
+        (lambda p: _rewrite(p, _meta("version", "2")), "version 2"),
+        (lambda p: _rewrite(p, _meta("output_scale", "nan")), "not a finite integer"),
+        (lambda p: _rewrite(p, _meta("output_scale", "inf")), "not a finite integer"),
+        (lambda p: _rewrite(p, _meta("output_scale", "0")), "output scale 0"),
+        (lambda p: _rewrite(p, _meta("board_size", "10")), "board_size 10"),
+    ],
+)
+def test_damaged_files_are_refused(tmp_path: Path, damage, message: str) -> None:
+    path = nneval.save(random_net(2), tmp_path / "n.safetensors")
+    damage(path)
+    with pytest.raises(nneval.NNEvalFileError, match=message) as err:
+        nneval.load(path)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_wrong_shapes_dtypes_and_floats_are_refused(tmp_path: Path) -> None:
+    from safetensors.numpy import save_file
+
+    good = random_net(2)
+    meta = {"format": nneval.FORMAT, "version": "1", "board_size": "8", "output_scale": "300"}
+    cases = [
+        ({"l1_w": good.tensors["l1_w"][:, :-1]}, "l1_w has shape"),
+        ({"ft_w": good.tensors["ft_w"][:-4]}, "ft_w has shape"),
+        ({"l2_w": good.tensors["l2_w"].astype(np.int16)}, "l2_w is int16, expected int8"),
+        ({"out_w": np.full(8, np.nan, np.float32)}, "only integer tensors"),
+        ({"extra": np.zeros(3, np.int8)}, "unexpected tensors \\['extra'\\]"),
+    ]
+    for change, message in cases:
+        tensors = {**good.tensors, **change}
+        path = tmp_path / "bad.safetensors"
+        save_file(
+            {k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(path), metadata=meta
+        )
+        with pytest.raises(nneval.NNEvalFileError, match=message):
+            nneval.load(path)
+    # First-layer weights that could overflow the int16 accumulator on a full board.
+    tensors = dict(good.tensors)
+    tensors["ft_w"] = good.tensors["ft_w"].copy()
+    tensors["ft_w"][0, 0] = 2000
+    save_file(tensors, str(path), metadata=meta)
+    with pytest.raises(nneval.NNEvalFileError, match="beyond the int16 accumulator"):
+        nneval.load(path)
+    with pytest.raises(nneval.NNEvalFileError, match="cannot read"):
+        nneval.load(tmp_path / "missing.safetensors")
+
+
+def test_quantise_refuses_non_finite_floats() -> None:
+    floats = {k: np.zeros(v.shape) for k, v in random_net(1).tensors.items()}
+    floats["l2_b"] = np.array([np.inf] + [0.0] * 7)
+    with pytest.raises(ValueError, match="l2_b hold non-finite"):
+        nneval.quantise(floats, size=8, output_scale=300)
