@@ -27,8 +27,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
-
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE_UID = 10001  # docker/Dockerfile's USER
 BASE_IMAGE = os.environ.get("CHECKERZERO_TEST_BASE_IMAGE", "checkerzero-base:bookworm")
@@ -36,6 +34,12 @@ WHEELS = Path(os.environ.get("CHECKERZERO_TEST_WHEELS", "/opt/wheels"))
 CA_DIR = Path("/usr/local/share/ca-certificates")
 BUILD_TIMEOUT_S = 3600  # a cold build on 2 busy cores: apt, the C++ core, PyTorch and Ray
 RUN_TIMEOUT_S = 600
+# pytest-timeout's limit (pyproject.toml: 900 s) counts a test's fixture setup too, and the first
+# test here builds the image in its setup, for up to BUILD_TIMEOUT_S: each test of this module
+# gets the build's limit plus the cluster run's, and 900 s more for the docker commands around
+# them (each up to 120 s: starting the containers, their logs, removing them).
+MODULE_TIMEOUT_S = BUILD_TIMEOUT_S + RUN_TIMEOUT_S + 900
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(MODULE_TIMEOUT_S)]
 WORKERS = 2
 # The smoke preset, run long enough for the workers to join: the pool places actors on each
 # node as it arrives. One actor per node, tiny games.
