@@ -35,10 +35,10 @@ Specs (``evaluation.players.make_player`` hands every spec that is not minimax o
 Options after the colon, separated by ``,`` or ``:``: ``sims`` (simulations per decision) or
 ``tMS`` / ``ms=MS`` (milliseconds per move; not both), ``leaves`` (leaves per forward pass),
 ``cpuct``, ``fpu`` (first-play urgency reduction, root included), ``pst`` (policy softmax
-temperature), ``device`` (auto, cpu, cuda, ...), ``threads`` (torch intra-op threads; 1 by
-default so parallel workers do not oversubscribe), ``precision`` (auto, float32, bfloat16: the
-network's arithmetic; auto is bf16 on CUDA and on a CPU with native bf16,
-checkerzero.network.inference.compute_dtype).
+temperature), ``solver`` (1 or 0: the MCTS-solver on or off, as ``mcts.solver``), ``device``
+(auto, cpu, cuda, ...), ``threads`` (torch intra-op threads; 1 by default so parallel workers do
+not oversubscribe), ``precision`` (auto, float32, bfloat16: the network's arithmetic; auto is bf16
+on CUDA and on a CPU with native bf16, checkerzero.network.inference.compute_dtype).
 Defaults come from the composed config: the ``mcts`` group with ``simulations`` and
 ``leaves_per_game`` from the ``evaluation`` group, and for a player with a time per move that
 group's ``timed_leaves_per_game`` (a ``leaves`` option wins over both).
@@ -83,8 +83,23 @@ _SPEC = re.compile(
 )
 # A time budget written as an option without a key: t200 is 200 milliseconds per move.
 _TIME_OPTION = re.compile(r"t(?P<ms>\d+)")
+
+
+def _switch(value: str) -> bool:
+    """An on/off spec option: 1, on or true; 0, off or false."""
+    word = value.lower()
+    if word not in ("1", "on", "true", "0", "off", "false"):
+        raise ValueError(value)
+    return word in ("1", "on", "true")
+
+
+def _shown(value: Any) -> Any:
+    """A spec option's value as a player's name writes it (a switch as 1 or 0)."""
+    return int(value) if isinstance(value, bool) else value
+
+
 # Spec option -> (mcts key or player argument, type).
-_OPTIONS: dict[str, tuple[str, type]] = {
+_OPTIONS: dict[str, tuple[str, Any]] = {
     "sims": ("simulations", int),
     "simulations": ("simulations", int),
     "ms": ("time_ms", int),
@@ -92,6 +107,7 @@ _OPTIONS: dict[str, tuple[str, type]] = {
     "cpuct": ("c_puct", float),
     "fpu": ("fpu_reduction", float),
     "pst": ("policy_temperature", float),
+    "solver": ("solver", _switch),
     "device": ("device", str),
     "threads": ("threads", int),
     "precision": ("precision", str),
@@ -435,8 +451,9 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]] | None:
         try:
             options[target] = kind(value)
         except ValueError:
+            kind_name = "1 or 0" if kind is _switch else kind.__name__
             raise ValueError(
-                f"player spec {spec!r}: option {key} must be {kind.__name__}, got {value!r}"
+                f"player spec {spec!r}: option {key} must be {kind_name}, got {value!r}"
             ) from None
     if options.get("precision", "auto") not in PRECISIONS:
         raise ValueError(f"player spec {spec!r}: precision must be one of {', '.join(PRECISIONS)}")
@@ -504,7 +521,7 @@ def mcts_player(
     budget = f"t{time_ms}" if time_ms else f"sims={settings.get('simulations')}"
     # The spec's search options go into the name, so a match's PDN and figures say what played.
     budget += "".join(
-        f",{key}={options[_OPTIONS[key][0]]}"
+        f",{key}={_shown(options[_OPTIONS[key][0]])}"
         for key in _SEARCH_OPTIONS_SHOWN
         if _OPTIONS[key][0] in options
     )

@@ -422,3 +422,26 @@ def test_the_switch_is_off_by_default_and_reaches_the_search(config):
     assert make_config(config("mcts.solver=true").mcts).solver is True
     with pytest.raises(ValueError, match=r"mcts\.solver"):
         make_config({"solver": "sometimes"})
+
+
+def test_players_take_the_switch_from_the_config_and_from_their_spec(config):
+    """A match's players read mcts.solver from the composed config (as evaluation.match passes
+    it) or from the spec's own ``solver`` option; the winning shot ends their search early."""
+    from evaluation.network_player import eval_mcts_settings, mcts_player, parse_spec
+
+    spec = "uniform-mcts:sims=200"
+    on = mcts_player(spec, mcts=eval_mcts_settings(config("mcts.solver=true")))
+    by_spec = mcts_player(f"{spec},solver=1")
+    off = mcts_player(spec, mcts=eval_mcts_settings(config()))
+    spec_off = mcts_player(
+        f"{spec},solver=off", mcts=eval_mcts_settings(config("mcts.solver=true"))
+    )
+    assert by_spec.name == f"{spec},solver=1" and spec_off.name == f"{spec},solver=0"
+    for player in (on, by_spec):
+        assert str(player.choose(Position.from_fen(SHOT))) == "15-19"
+        assert 0 < player.last_visits < 200
+    for player in (off, spec_off):
+        assert str(player.choose(Position.from_fen(SHOT))) == "15-19"
+        assert player.last_visits == 200
+    with pytest.raises(ValueError, match="option solver must be 1 or 0, got 'maybe'"):
+        parse_spec(f"{spec},solver=maybe")
