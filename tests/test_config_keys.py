@@ -9,7 +9,8 @@ key ``... parent.leaf`` counts as read when:
   under many names) and some code names ``leaf``; or
 - one function (or class body, or a module's top level) names both ``leaf`` and ``parent``; or
 - some code takes ``parent`` whole: ``dict(x.parent)``, ``f(**x.parent)``,
-  ``instantiate(x.parent)``, ``OmegaConf.to_container(x.parent)``, ``x.parent.items()``.
+  ``instantiate(x.parent)``, ``Settings.from_config(x["parent"])``,
+  ``OmegaConf.to_container(x.parent)``, ``x.parent.items()``.
 
 Code "names" ``leaf`` by reading an attribute (``x.leaf``, not a method call ``x.leaf()``), a
 string (``x["leaf"]``, ``x.get("leaf")``, ``"parent.leaf"``, a tuple of key names), a keyword
@@ -47,7 +48,7 @@ ALLOWED = {
 }
 
 # Calls that take a config section whole (its keys are then read by name inside, or by Hydra).
-WHOLE_CALLS = {"dict", "to_container", "to_object", "asdict", "vars", "instantiate"}
+WHOLE_CALLS = {"dict", "to_container", "to_object", "asdict", "vars", "instantiate", "from_config"}
 WHOLE_METHODS = {"items", "keys", "values"}
 GETTERS = {"get", "select", "pop"}
 IDENT = re.compile(r"[A-Za-z_][\w.]*")
@@ -111,8 +112,8 @@ def _scan(nodes: Iterable[ast.AST], unit: Unit, units: list[Unit], in_class: boo
                     unit.whole.add(name)
             func = node.func
             fname = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-            if fname in WHOLE_CALLS and node.args and (name := _accessed(node.args[0])):
-                unit.whole.add(name)
+            if fname in WHOLE_CALLS:
+                unit.whole.update(n for a in node.args if (n := _accessed(a)) is not None)
             if (
                 isinstance(func, ast.Attribute)
                 and func.attr in WHOLE_METHODS
@@ -267,18 +268,20 @@ class MinimaxPlayer:
             "match.games_per_pair",
         )
     ]
-    # A section taken whole, a getter bound to a name, a module reading its own section, and
+    # Sections taken whole, a getter bound to a name, a module reading its own section, and
     # key names listed in a tuple at the top of a module.
     code = """
 KEYS = ("elo0", "elo1")
 def settings(get, cfg):
-    return dict(gate=dict(get("gate")), opt=instantiate(cfg.optimizer))
+    server = ServerSettings.from_config(cfg["selfplay"]["inference_server"])
+    return dict(gate=dict(get("gate")), opt=instantiate(cfg.optimizer), server=server)
 def run(cfg):
     return cfg.threads, cfg.wandb_cfg.get("log_models")
 """
     keys = [
         ("e.yaml", ("gate", "elo0"), ""),
         ("l.yaml", ("optimizer", "momentum"), ""),
+        ("s.yaml", ("inference_server", "capture"), "selfplay"),
         ("l.yaml", ("trainer", "threads"), ""),
         ("l.yaml", ("wandb", "log_models"), ""),
         ("l.yaml", ("trainer", "seed"), ""),
