@@ -88,6 +88,11 @@ class Engines:
         """A search budget within the limits; the default simulations when neither is given."""
         if sims is not None and ms is not None:
             raise LimitError("give sims or ms, not both")
+        for name, value in (("sims", sims), ("ms", ms)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                shown = repr(value)
+                shown = shown if len(shown) <= 40 else shown[:40] + "..."
+                raise ValueError(f"{name} must be a whole number, got {shown}")
         if ms is not None:
             if not 1 <= ms <= self.limits["max_ms"]:
                 raise LimitError(f"ms must be 1..{self.limits['max_ms']}, got {ms}")

@@ -119,6 +119,9 @@ def test_a_query_beyond_the_total_simulations_is_refused_with_an_error_object():
     }
     done = answer(engines, {"id": "r", "network": "uniform-mcts", "sims": 50}, "random")
     assert done["visits"] == 50 and done["network"] == "uniform-mcts:sims=50"
+    for sims in (10.5, "10", True):
+        refused = answer(engines, {"id": 1, "network": "uniform-mcts", "sims": sims}, "random")
+        assert refused["error"] == f"sims must be a whole number, got {sims!r}"
     with pytest.raises(LimitError, match=r"2 positions x 30 simulations = 60; at most 50"):
         engines.analyse([Position(), Position()], engines.parse("uniform-mcts:sims=30"))
 
