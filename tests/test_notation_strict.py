@@ -6,6 +6,8 @@ Each case here was once accepted (or, for the unclosed comment, took minutes to 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from game.notation import BoardSetup, parse_fen
 from game.pdn import PdnGame, read_pdn, write_game
@@ -222,3 +224,20 @@ def test_quotes_in_a_tag_value_are_escaped_not_injected() -> None:
     game = PdnGame(tags={"Event": 'x"] 1. 22-18 [Site "y'}, moves=["11-15"], result="1-0")
     (back,) = read_pdn(write_game(game))
     assert back.tags["Event"] == 'x"] 1. 22-18 [Site "y' and back.moves == ["11-15"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name=st.text(max_size=12).filter(lambda n: n not in ("Result", "FEN", "SetUp")),
+    value=st.text(max_size=40),
+    result=st.one_of(st.sampled_from(["1-0", "0-1", "1/2-1/2", "*"]), st.text(max_size=12)),
+)
+def test_no_tag_or_result_written_changes_the_moves_read_back(name, value, result) -> None:
+    game = PdnGame(tags={"Event": "e", name: value}, moves=["11-15", "23-19"], result=result)
+    try:
+        text = write_game(game)
+    except ValueError:
+        return  # refused by name: nothing was written
+    (back,) = read_pdn(text)
+    assert back.moves == ["11-15", "23-19"] and back.result == result
+    assert back.tags[name] == value and back.warnings == []
