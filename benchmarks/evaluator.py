@@ -4,9 +4,9 @@
         [--pairs 4] [--side-by-side 2,4] [--leaves N] [--device cpu] [--threads 1]
 
 The in-run evaluator plays a candidate's 32 ladder games in pairs against the rungs next to
-its estimate. One pair after another (``evaluation.arena.play_pair``), each network move is a
+its estimate. One pair after another (``evaluation.game_play.play_pair``), each network move is a
 search of its own, ``leaves_per_game`` positions a forward pass; side by side
-(``evaluation.arena.play_pairs``, what the evaluator does with its neighbour rungs) the games of
+(``evaluation.game_play.play_pairs``, what the evaluator does with its neighbour rungs) the games of
 K pairs share their forward passes. The script plays the same openings both ways with the same
 network, in this process, and prints games/s for each, the ratio, the mean forward-pass batch
 and how many games came out move for move the same (all, in exact arithmetic; a network whose
@@ -19,8 +19,8 @@ import argparse
 import time
 from pathlib import Path
 
-from evaluation.arena import PairPlan, play_pair, play_pairs
-from evaluation.ladder import ladder_player
+from evaluation.game_play import PairPlan, play_pair, play_pairs
+from evaluation.ladder_play import ladder_player
 from evaluation.network_player import MCTSPlayer, checkpoint_player, default_mcts_settings
 from game.openings import acf_deck
 from game.position import Position

@@ -4,7 +4,7 @@
 
 Samples positions from the OCA archive (shipped with the package, or --archive), evaluates them
 without search and prints the mean predicted win/draw/loss per game result
-(`evaluation.wdl_calibration` holds the measurement itself).
+(`evaluation.value_head_wdl` holds the measurement itself).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from checkerzero.network.inference import load_evaluator
-from evaluation.wdl_calibration import calibrate, format_table, sample_positions
+from checkerzero.network.inference import load_for_play
+from evaluation.value_head_wdl import calibrate, format_table, sample_positions
 from game.archive import ArchiveError, read_archive
 from game.pdn import iter_pdn
 
@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> None:
         games[i] for i in rng.choice(len(games), size=min(args.games, len(games)), replace=False)
     ]
     packed, outcome = sample_positions(picked, args.per_game, rng)
-    rows = calibrate(load_evaluator(args.checkpoint, 8), packed, outcome)
+    evaluator, _ = load_for_play(args.checkpoint, 8)
+    rows = calibrate(evaluator, packed, outcome)
     print(format_table(rows))
     if args.csv:
         with args.csv.open("w", newline="") as f:

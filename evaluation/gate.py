@@ -1,5 +1,5 @@
 """The gate: colour-reversed pairs of a candidate against the best until a sequential test
-(evaluation.gating.SPRT) decides.
+(evaluation.sprt.SPRT) decides.
 
 Determinism: the network players search without noise at temperature 0, so a pair of players
 replays the same game from the same opening; a gate therefore plays each opening at most once
@@ -14,9 +14,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from evaluation.arena import PairRecord, play_pair, schedule
-from evaluation.gating import CONTINUE, SPRT, GateDecision
+from evaluation.game_play import play_pair, schedule
+from evaluation.game_records import PairRecord
 from evaluation.players import Player
+from evaluation.sprt import CONTINUE, SPRT, GateDecision
 from game.egdb import EndgameDatabase
 from game.openings import Opening
 

@@ -8,7 +8,7 @@ MCTS player, depth and nodes of alpha-beta; ``a_search`` / ``b_search`` in the J
 every game as PDN (tags: players, opening, result, termination) and the figures as JSON. A
 network that searches to a number of simulations plays ``--side-by-side`` pairs at once in each
 worker, its games' searches batched into one forward pass. The matches themselves are
-`evaluation.arena`.
+`evaluation.match_workers`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from checkerzero.config import compose
-from evaluation.arena import DEFAULT_MAX_PLIES, SIDE_BY_SIDE, PairRecord, run_match
+from evaluation.game_play import DEFAULT_MAX_PLIES
+from evaluation.game_records import PairRecord
+from evaluation.match_workers import SIDE_BY_SIDE, run_match
 from evaluation.network_player import eval_mcts_settings
 from evaluation.players import minimax_options
 from game.openings import KINDS as OPENING_KINDS
@@ -31,7 +33,7 @@ from game.openings import load_openings
 from game.pdn import write_pdn
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m evaluation.match",
         description="Play a match between two players from an opening deck, colours reversed.",
@@ -76,6 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--egdb-pieces", type=int, default=None, help="its most pieces (default: egdb.pieces)"
     )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_intermixed_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:

@@ -9,17 +9,17 @@ one below; the second path tightens the chain: 178 k games instead of 288 k for 
 reversed pairs from distinct openings (the deck, then seeded random continuations of it: the
 minimax rungs are deterministic, so a repeated opening would repeat a game). How many pairs:
 enough for every rung's 95% interval, random anchored at 0, to be at most ``--target`` Elo
-either side, planned from the draw model's Fisher information (evaluation.ladder.plan_pairs) at
+either side, planned from the draw model's Fisher information (evaluation.ladder_plan.plan_pairs) at
 rough ratings first, then at the ratings fitted so far: a first round of ``--probe-pairs`` per
 match, then rounds that at most double the pairs until the fit meets the target (where the
 fit's own intervals are still wider than planned, the pairs grow by their ratio squared).
 
 Every finished pair is appended to ``--games-file`` (JSON lines) at once: a run that is killed
 and started again with the same arguments keeps its games and plays only what is missing. The
-table (evaluation.ladder.write_table) is rewritten after every round, marked ``provisional``
+table (evaluation.ladder_table.write_table) is rewritten after every round, marked ``provisional``
 until the target is met. Beside the final table go its game counts (``<table>.results.csv``:
 per match and first mover, everything the fit reads), so that anyone can refit it and check.
-The library functions are in evaluation.ladder.
+The library functions are in evaluation.ladder_play, ladder_table and ladder_plan.
 """
 
 from __future__ import annotations
@@ -40,18 +40,19 @@ from typing import Any
 
 from checkerzero.config import compose
 from checkerzero.revision import git_revision
-from evaluation.arena import DEFAULT_MAX_PLIES, PairRecord
 from evaluation.elo import PairResult, Ratings
-from evaluation.ladder import (
-    PACKAGE_TABLE,
+from evaluation.game_play import DEFAULT_MAX_PLIES
+from evaluation.game_records import PairRecord
+from evaluation.ladder_plan import plan_pairs, predicted_half_widths, rating_matches
+from evaluation.ladder_play import (
     fit_all,
     ladder_player,
     pair_results,
-    plan_pairs,
     play_rating_pair,
-    predicted_half_widths,
-    rating_matches,
     rating_openings,
+)
+from evaluation.ladder_table import (
+    PACKAGE_TABLE,
     results_path,
     table_from_ratings,
     weights_text,
@@ -255,7 +256,7 @@ def play_jobs(
                     keep(future.result())
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m evaluation.rate_ladder",
         description="Rate the fixed ladder once (random = 0) and write its table.",
@@ -283,26 +284,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-plies", type=int, default=DEFAULT_MAX_PLIES)
     parser.add_argument("--dry-run", action="store_true", help="print the plan, play nothing")
     parser.add_argument("overrides", nargs="*", help="config overrides (evaluation.baseline...)")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+    """The minimax options, the rungs and the Elo settings of a command line; ValueError (a
+    ConfigError included) names a bad one."""
+    cfg = compose(args.overrides)
+    options = minimax_options(cfg.evaluation.baseline)
+    rungs = [s.strip() for s in args.rungs.split(",") if s.strip()]
+    names = [ladder_player(s, **options).name for s in rungs]
+    if names != rungs:
+        raise ValueError(f"--rungs: write each spec as its player's name: {names}")
+    if len(set(rungs)) != len(rungs) or len(rungs) < 2:
+        raise ValueError(f"--rungs needs two or more distinct players, got {rungs}")
+    elo_cfg = dict(cfg.evaluation.elo)
+    if rungs[0] != elo_cfg.get("anchor_player", "random"):
+        raise ValueError(f"--rungs must start with the anchor {elo_cfg.get('anchor_player')}")
+    for key, value in (("workers", args.workers), ("probe-pairs", args.probe_pairs)):
+        if value < 1:
+            raise ValueError(f"--{key} must be >= 1, got {value}")
+    if args.pairs is not None and args.pairs < 1:
+        raise ValueError(f"--pairs must be >= 1, got {args.pairs}")
+    return options, rungs, elo_cfg
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_intermixed_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     games_file = args.games_file or args.out.with_name(args.out.name + ".games.jsonl")
     try:
-        cfg = compose(args.overrides)
-        options = minimax_options(cfg.evaluation.baseline)
-        rungs = [s.strip() for s in args.rungs.split(",") if s.strip()]
-        names = [ladder_player(s, **options).name for s in rungs]
-        if names != rungs:
-            raise ValueError(f"--rungs: write each spec as its player's name: {names}")
-        if len(set(rungs)) != len(rungs) or len(rungs) < 2:
-            raise ValueError(f"--rungs needs two or more distinct players, got {rungs}")
-        elo_cfg = dict(cfg.evaluation.elo)
-        if rungs[0] != elo_cfg.get("anchor_player", "random"):
-            raise ValueError(f"--rungs must start with the anchor {elo_cfg.get('anchor_player')}")
-        for key, value in (("workers", args.workers), ("probe-pairs", args.probe_pairs)):
-            if value < 1:
-                raise ValueError(f"--{key} must be >= 1, got {value}")
-        if args.pairs is not None and args.pairs < 1:
-            raise ValueError(f"--pairs must be >= 1, got {args.pairs}")
+        options, rungs, elo_cfg = _settings(args)
     except ValueError as e:  # ConfigError included
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -371,15 +384,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta["status"] = "final" if widest <= args.target else f"provisional (+-{widest:.0f} Elo)"
     write_table(table_from_ratings(ratings, rungs, meta | {"date": _now()}), args.out)
     write_results(rung_results(games, rungs), results_path(args.out))  # the games of the fit
-    for r in rungs:
-        p = ratings[r]
-        print(f"  {r:>22}  {p.elo:7.1f}  [{p.lower:7.1f}, {p.upper:7.1f}]  {p.games:,} games")
-    print(f"draw_elo {ratings.draw_elo:.1f}, first move {ratings.first_move_elo or 0:.1f} Elo")
+    _print_ratings(ratings, rungs)
     print(
         f"wrote {args.out} ({meta['status']}) and its game counts {results_path(args.out)};"
         f" games in {games_file}"
     )
     return 0
+
+
+def _print_ratings(ratings: Ratings, rungs: Sequence[str]) -> None:
+    for r in rungs:
+        p = ratings[r]
+        print(f"  {r:>22}  {p.elo:7.1f}  [{p.lower:7.1f}, {p.upper:7.1f}]  {p.games:,} games")
+    print(f"draw_elo {ratings.draw_elo:.1f}, first move {ratings.first_move_elo or 0:.1f} Elo")
 
 
 def _now() -> str:

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluation.gate import GATE_SPRT_KEYS, sprt_from_config
-from evaluation.ladder import LadderTable, ladder_player, read_table, table_path, weights_text
+from evaluation.ladder_play import ladder_player
+from evaluation.ladder_table import LadderTable, read_table, table_path, weights_text
 from evaluation.network_player import play_settings
 from evaluation.players import minimax_options
 from game.openings import KINDS as OPENING_KINDS
@@ -114,40 +115,47 @@ class EvalSettings:
             probe_games=int(ev.get("probe_games", 4)),
             neighbour_rungs=int(ev.get("neighbour_rungs", 1)),
         )
+        s.check(ev, table, setting)
+        return s
+
+    def check(self, ev: Mapping[str, Any], table: LadderTable | None, setting: Any) -> None:
+        """ValueError naming the first bad value of the ``evaluation`` group ``ev`` (ranges, the
+        gate's SPRT settings, the rated ``table`` of ``setting``, the Elo anchor on the ladder)."""
         checks = (
-            ("every_versions", s.every_versions >= 1, "must be >= 1"),
-            ("simulations", s.mcts["simulations"] >= 1, "must be >= 1"),
-            ("ladder_pairs", s.ladder_pairs >= 0, "must be >= 0"),
-            ("rung_pairs", s.rung_pairs >= 0, "must be >= 0"),
-            ("poll_s", s.poll_s > 0, "must be > 0"),
-            ("extend_openings", s.extend_openings >= 0, "must be >= 0"),
-            ("torch_threads", s.torch_threads >= 1, "must be >= 1"),
-            ("openings", s.openings in OPENING_KINDS, f"must be one of {OPENING_KINDS}"),
+            ("every_versions", self.every_versions >= 1, "must be >= 1"),
+            ("simulations", self.mcts["simulations"] >= 1, "must be >= 1"),
+            ("ladder_pairs", self.ladder_pairs >= 0, "must be >= 0"),
+            ("rung_pairs", self.rung_pairs >= 0, "must be >= 0"),
+            ("poll_s", self.poll_s > 0, "must be > 0"),
+            ("extend_openings", self.extend_openings >= 0, "must be >= 0"),
+            ("torch_threads", self.torch_threads >= 1, "must be >= 1"),
+            ("openings", self.openings in OPENING_KINDS, f"must be one of {OPENING_KINDS}"),
             (
                 "candidate_games",
-                s.candidate_games >= 2 and s.candidate_games % 2 == 0,
+                self.candidate_games >= 2 and self.candidate_games % 2 == 0,
                 "must be an even number >= 2 (colour-reversed pairs)",
             ),
             (
                 "probe_games",
-                0 <= s.probe_games <= s.candidate_games and s.probe_games % 2 == 0,
+                0 <= self.probe_games <= self.candidate_games and self.probe_games % 2 == 0,
                 "must be even, >= 0 and at most candidate_games",
             ),
-            ("neighbour_rungs", s.neighbour_rungs >= 1, "must be >= 1"),
+            ("neighbour_rungs", self.neighbour_rungs >= 1, "must be >= 1"),
         )
         for key, ok, why in checks:
             if not ok:
                 raise ValueError(f"bad config value evaluation.{key}={ev.get(key)!r}: {why}")
-        sprt_from_config(s.gate)  # validates the gate's settings now
+        sprt_from_config(self.gate)  # validates the gate's settings now
         if table is not None:
-            s.check_table(table, setting)
-        anchor = str(s.elo.get("anchor_player", "random"))
-        if s.ladder and anchor not in {ladder_player(x, **s.player_options).name for x in s.ladder}:
+            self.check_table(table, setting)
+        anchor = str(self.elo.get("anchor_player", "random"))
+        if self.ladder and anchor not in {
+            ladder_player(x, **self.player_options).name for x in self.ladder
+        }:
             raise ValueError(
-                f"evaluation.ladder {list(s.ladder)} must include the Elo anchor "
+                f"evaluation.ladder {list(self.ladder)} must include the Elo anchor "
                 f"evaluation.elo.anchor_player={anchor!r}, or no rating is tied to it"
             )
-        return s
 
     def check_table(self, table: LadderTable, setting: Any) -> None:
         """A table fits this config: every ladder rung rated in it, the same minimax weights,

@@ -1,4 +1,6 @@
-"""Gating: promote a candidate only when a sequential test says it is stronger.
+"""The gate's statistics: promote a candidate only when a sequential test says it is stronger.
+
+The gate's games are played by evaluation.gate; this module only scores them.
 
 The test is the generalized sequential probability ratio test (GSPRT) of fishtest, the
 Stockfish testing framework, as worked out by Michel Van den Bergh (fishtest

@@ -11,7 +11,7 @@ a minute or more late, as its wall time. The learner logs `learner/wall_s` and
 `replay/positions_added` with the step every `logging.csv_every_s` (10 s), so each candidate's
 values are interpolated between the two rows around its step. The step itself comes from the
 weights' header and is right in any case. Ratings and intervals are left as they are.
-``--plot`` redraws the curve (evaluation.ladder.plot_curve) with the rungs the run's
+``--plot`` redraws the curve (evaluation.ratings_report.plot_curve) with the rungs the run's
 eval/ratings.csv lists as anchored.
 """
 
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from checkerzero.metrics import read_metrics
-from evaluation.ladder import CurvePoint, plot_curve, read_curve_csv, write_curve_csv
+from evaluation.ratings_report import CurvePoint, plot_curve, read_curve_csv, write_curve_csv
 
 CURVE = Path("eval") / "curve.csv"
 RATINGS = Path("eval") / "ratings.csv"

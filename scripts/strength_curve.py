@@ -20,9 +20,10 @@ import sys
 from pathlib import Path
 
 from checkerzero.metrics import read_metrics
-from evaluation.arena import MatchResult, run_match
-from evaluation.elo import fit_ratings
-from evaluation.ladder import pair_results, rung_results
+from evaluation.elo_fit import fit_ratings
+from evaluation.game_records import MatchResult
+from evaluation.ladder_play import pair_results, rung_results
+from evaluation.match_workers import run_match
 from game.openings import load_openings
 
 STEP = re.compile(r"step_(\d+)\.safetensors$")

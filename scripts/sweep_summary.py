@@ -7,7 +7,7 @@ its overrides (from Hydra's record), the self-play games, positions and training
 reached (summary.json, written by the learner at its end), and its final match against minimax
 depth 4 (final_match.json, written by the sweep), and for a run rated on a ladder table when
 its in-run curve reached minimax:4 (minutes on the run's own clock, with a 95% interval:
-evaluation.ladder.reach_time). Runs made before those files existed are read
+evaluation.ratings_report.reach_time). Runs made before those files existed are read
 from the learner's last log line and the match's printed summary instead. A run that has not
 finished its match is listed with what it has. `--plot` draws the arms side by side: each final
 match's Elo with its 95% interval (when some arm has a match), and the in-run curves (the
@@ -32,7 +32,8 @@ import numpy as np
 import yaml
 
 from checkerzero.metrics import read_metrics
-from evaluation.ladder import CurvePoint, reach_time, read_curve_csv, read_table, table_path
+from evaluation.ladder_table import read_table, table_path
+from evaluation.ratings_report import CurvePoint, reach_time, read_curve_csv
 
 LOSS_SMOOTHING = 12  # log lines (10 s apart) averaged in the loss curve: one noisy batch each
 FINISHED = re.compile(r"run finished: (\{.*\})")
@@ -84,8 +85,8 @@ def summarize(run_dir: Path) -> dict[str, str]:
 
 def _reach_text(run_dir: Path, rung: str) -> str:
     """When the run's in-run curve reached `rung`, in minutes of its own clock with a 95%
-    interval (evaluation.ladder.reach_time); only for a run rated on a table, the only scale a
-    rung's rating is fixed on."""
+    interval (evaluation.ratings_report.reach_time); only for a run rated on a table, the only
+    scale a rung's rating is fixed on."""
     table = ladder_table(run_dir)
     if table is None:
         return "(own rungs)" if _config(run_dir) is not None else ""

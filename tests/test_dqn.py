@@ -11,7 +11,7 @@ import torch
 from baseline_training import dqn
 from baseline_training.config import load_config
 from checkerzero.network.model import CheckersNet, ModelConfig
-from evaluation.arena import play_match
+from evaluation.game_play import play_match
 from evaluation.players import make_player
 from evaluation.policy_player import PolicyPlayer
 from game import Position, encoding

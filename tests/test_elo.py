@@ -11,14 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluation.elo import (
-    GameResult,
-    PairResult,
-    fit_ratings,
-    logistic_score,
-    match_elo,
-    score_to_elo,
-)
+from evaluation.elo import GameResult, PairResult, logistic_score, match_elo, score_to_elo
+from evaluation.elo_fit import fit_ratings
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -297,7 +291,8 @@ def test_a_long_runs_candidates_fit_jointly_as_each_alone() -> None:
     games' rating. A full Newton step from the rungs' mean once sent the joint fit to a false
     optimum: v1240 (18 of 32 points against minimax:6-8) at Elo 8161 with an interval of
     +-1.5e9, and v1220 and v1180 some 450 Elo above their own games' ratings."""
-    from evaluation.ladder import fit_all, read_table, table_path
+    from evaluation.ladder_play import fit_all
+    from evaluation.ladder_table import read_table, table_path
 
     table = read_table(table_path("package"))
     rows = []

@@ -16,24 +16,27 @@ from scipy.optimize import minimize_scalar
 
 from checkerzero.network.checkpoint import encode_checkpoint
 from checkerzero.network.model import CheckersNet, ModelConfig
-from checkerzero.store.keys import read_eval_metrics
+from checkerzero.run_files import CURVE_CSV, CURVE_PNG, EVAL_DIR
+from checkerzero.store.eval_results import read_eval_metrics
 from checkerzero.store.replay import connect
 from checkerzero.store.weights import KEEP_VERSIONS, WeightsChannel
 from evaluation import rate_ladder
-from evaluation.elo import ELO_PER_NATURAL_UNIT, PairResult, game_information, logistic_score
-from evaluation.evaluator import CURVE_CSV, CURVE_PNG, EVAL_DIR, EvaluatorWorker
-from evaluation.ladder import (
-    PACKAGE_TABLE,
-    LadderTable,
-    TableRow,
-    fit_all,
+from evaluation.elo import ELO_PER_NATURAL_UNIT, PairResult, logistic_score
+from evaluation.elo_fit import game_information
+from evaluation.evaluator import EvaluatorWorker
+from evaluation.evaluator_ratings import wall_seconds
+from evaluation.ladder_plan import (
     gallop_rung,
-    ladder_player,
     nearest_rung,
     neighbour_rungs,
     plan_pairs,
     rating_matches,
-    rating_openings,
+)
+from evaluation.ladder_play import fit_all, ladder_player, rating_openings
+from evaluation.ladder_table import (
+    PACKAGE_TABLE,
+    LadderTable,
+    TableRow,
     read_results,
     read_table,
     results_path,
@@ -129,7 +132,7 @@ def test_rating_openings_are_distinct_and_reproducible() -> None:
 
 
 def test_noisy_rung_is_reproducible_and_between_its_parts() -> None:
-    from evaluation.arena import play_match
+    from evaluation.game_play import play_match
     from game.openings import load_openings
 
     deck = load_openings()
@@ -494,7 +497,7 @@ def test_rated_ladder_stopped_mid_candidate_resumes_to_the_same_games(
 
 
 def test_the_wall_time_axis_is_the_runs_clock_else_the_publication_times() -> None:
-    wall = EvaluatorWorker._wall_seconds
+    wall = wall_seconds
     assert wall({1: {"t": 1000.0, "run_s": 5.0}, 2: {"t": 9000.0, "run_s": 65.0}}) == {
         1: 5.0,
         2: 65.0,

@@ -14,13 +14,15 @@ from omegaconf import OmegaConf
 from checkerzero.network.checkpoint import encode_checkpoint, save_checkpoint
 from checkerzero.network.inference import compute_dtype
 from checkerzero.network.model import CheckersNet, ModelConfig
-from checkerzero.store.keys import decisions_key, read_eval_metrics, results_key
+from checkerzero.store.eval_results import read_eval_metrics
+from checkerzero.store.keys import decisions_key, results_key
 from checkerzero.store.replay import connect
 from checkerzero.store.weights import WeightsChannel
-from evaluation.arena import play_match, run_match
 from evaluation.evaluator import EvaluatorWorker
+from evaluation.game_play import play_match
 from evaluation.gate import gate
-from evaluation.ladder import fit_all, in_process, ladder_results, pair_results, rung_results
+from evaluation.ladder_play import fit_all, in_process, ladder_results, pair_results, rung_results
+from evaluation.match_workers import run_match
 from evaluation.network_player import MCTSPlayer, parse_spec
 from evaluation.players import make_player
 from evaluation.settings import EvalSettings

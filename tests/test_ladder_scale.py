@@ -10,7 +10,8 @@ from conftest import load_script
 
 from checkerzero.config import compose
 from evaluation.elo import PairResult
-from evaluation.ladder import LadderTable, TableRow, fit_all, read_table, write_table
+from evaluation.ladder_play import fit_all
+from evaluation.ladder_table import LadderTable, TableRow, read_table, write_table
 
 
 @pytest.fixture(scope="module")

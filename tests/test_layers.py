@@ -38,7 +38,6 @@ PEERS = (("actors", "evaluation"),)
 # (importer, imported) pairs allowed inside a function, each for a measured start-up cost.
 DEFERRED = {
     # torch's import (1.0-1.4 s) is paid only by match workers that build a network player.
-    ("evaluation.network_player", "checkerzero.network.checkpoint"),
     ("evaluation.network_player", "checkerzero.network.inference"),
     # a bad command line fails before torch and Ray load (see learner/__main__.py).
     ("learner.__main__", "learner.run"),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.arena import run_match
+from evaluation.match_workers import run_match
 from game.openings import load_openings
 
 ROOT = Path(__file__).resolve().parents[1]

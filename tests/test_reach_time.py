@@ -1,5 +1,6 @@
 """When a run's Elo curve reaches a rung: the curve file read back, the monotone fit's crossing
-and its interval (evaluation.ladder.reach_time), and the sweep table's column built on it."""
+and its interval (evaluation.ratings_report.reach_time), and the sweep table's column built on
+it."""
 
 from __future__ import annotations
 
@@ -11,14 +12,8 @@ import pytest
 import yaml
 from conftest import load_script
 
-from evaluation.ladder import (
-    PACKAGE_TABLE,
-    CurvePoint,
-    reach_time,
-    read_curve_csv,
-    read_table,
-    write_curve_csv,
-)
+from evaluation.ladder_table import PACKAGE_TABLE, read_table
+from evaluation.ratings_report import CurvePoint, reach_time, read_curve_csv, write_curve_csv
 
 HALF_WIDTH = 100.0  # a candidate's 95% interval from its 32 games, about
 

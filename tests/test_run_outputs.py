@@ -18,16 +18,19 @@ from checkerzero.config import compose
 from checkerzero.metrics import draw_plot
 from checkerzero.network.checkpoint import encode_checkpoint, load_checkpoint, save_checkpoint
 from checkerzero.network.model import CheckersNet, ModelConfig
-from checkerzero.store.keys import decisions_key, promoted_versions
+from checkerzero.run_files import SELFPLAY_PDN, best_name, step_name
+from checkerzero.store.eval_results import promoted_versions
+from checkerzero.store.keys import decisions_key
 from checkerzero.store.replay import ReplayStats, ReplayStore, SampleRatio
 from checkerzero.store.weights import WeightsChannel
-from evaluation.elo import PairResult, fit_ratings
-from evaluation.ladder import draw_ratings, write_ratings_csv
+from evaluation.elo import PairResult
+from evaluation.elo_fit import fit_ratings
+from evaluation.ratings_report import draw_ratings, write_ratings_csv
 from game.mcts import UniformEvaluator
 from game.openings import load_openings
 from game.pdn import read_pdn, write_pdn
-from learner.retention import best_name, prune_weights, save_promoted, step_files, step_name
-from learner.run import GAMES_FILE, Run, describe_summary
+from learner.retention import prune_weights, save_promoted, step_files
+from learner.run import Run, describe_summary
 from learner.trainer import Counters
 
 TINY = ModelConfig(board_size=8, blocks=0, channels=4, policy_channels=2, value_channels=1)
@@ -130,8 +133,8 @@ def test_self_play_games_go_to_one_file_each_game_once(client, tmp_path):
     again = Run(cfg)
     assert again._write_games(store) == 1 and again._write_games(store) == 0
 
-    assert [p.name for p in (tmp_path / "games").iterdir()] == [Path(GAMES_FILE).name]
-    games = read_pdn((tmp_path / GAMES_FILE).read_text())  # replays every move
+    assert [p.name for p in (tmp_path / "games").iterdir()] == [Path(SELFPLAY_PDN).name]
+    games = read_pdn((tmp_path / SELFPLAY_PDN).read_text())  # replays every move
     assert [g.tags["Round"] for g in games] == ["2", "3", "4", "5", "6", "7"]
     deck = load_openings("deck", 8)
     for game, record in zip(games, records[1:], strict=True):

@@ -1,20 +1,15 @@
 """Games side by side: several search trees sharing forward passes (game.mcts.search_many,
-evaluation.arena.play_pairs) give exactly the moves of one game at a time, in bigger batches."""
+evaluation.game_play.play_pairs) give exactly the moves of one game at a time, in bigger batches."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from evaluation.arena import (
-    PairPlan,
-    PairRecord,
-    batches_side_by_side,
-    play_pair,
-    play_pairs,
-    run_match,
-)
-from evaluation.ladder import ladder_player
+from evaluation.game_play import PairPlan, play_pair, play_pairs
+from evaluation.game_records import PairRecord
+from evaluation.ladder_play import ladder_player
+from evaluation.match_workers import batches_side_by_side, run_match
 from evaluation.network_player import MCTSPlayer, play_settings
 from evaluation.players import make_player
 from game import Position
