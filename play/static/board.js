@@ -1,6 +1,7 @@
 // An SVG checkers board: draws a position, and (when interactive) turns clicks and drags into
 // legal moves. The server is the rules authority: a position comes with its legal moves, each
-// with every landing square, so a multi-jump is entered one landing square at a time.
+// with every landing square, so a multi-jump is entered one landing square at a time. In edit
+// mode (set-up) a click on a dark square is handed to onEdit instead.
 "use strict";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -21,10 +22,12 @@ function el(name, attrs, parent) {
 }
 
 class Board {
-  constructor(svg, { interactive = false, onMove = null } = {}) {
+  constructor(svg, { interactive = false, onMove = null, onEdit = null } = {}) {
     this.svg = svg;
     this.interactive = interactive;
     this.onMove = onMove;
+    this.onEdit = onEdit;
+    this.editing = false;  // set-up mode: clicks go to onEdit(square)
     this.flipped = false;
     this.numbers = false;
     this.position = null;
@@ -66,6 +69,10 @@ class Board {
   }
 
   click(square) {
+    if (this.editing) {
+      if (square !== null && this.onEdit) this.onEdit(square);
+      return;
+    }
     if (!this.interactive || !this.enabled || !this.position || square === null) return;
     const legal = this.position.legal;
     if (this.entered.length === 0 || legal.some(m => m.squares[0] === square) &&
@@ -127,7 +134,8 @@ class Board {
       }
     }
     if (!pos) return;
-    const movable = new Set(this.interactive && this.enabled ? pos.legal.map(m => m.squares[0]) : []);
+    const movable = new Set(this.interactive && this.enabled && !this.editing
+      ? pos.legal.map(m => m.squares[0]) : []);
     const pieces = [["b", pos.black, false], ["w", pos.white, false],
                     ["b", pos.black_kings, true], ["w", pos.white_kings, true]];
     for (const [colour, squares, king] of pieces) {
@@ -162,7 +170,7 @@ class Board {
         const start = this.dragFrom;
         this.dragFrom = null;
         const end = this.squareAt(evt);
-        if (start === null || end === null || end === start) return;
+        if (this.editing || start === null || end === null || end === start) return;
         // A drag: the piece, then the square it was dropped on.
         this.entered = [];
         this.click(start);
