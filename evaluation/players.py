@@ -12,6 +12,10 @@ driven from the command line and from config:
     the same search with the endgame database (``game.egdb``): positions in it below the root
     score their exact value. Needs the ``egdb_dir`` and ``egdb_pieces`` options (conf/egdb); the
     database is built there first if missing.
+``ab+nn:D`` / ``ab+nn:tMS`` / ``ab+nn:D:PATH``
+    the same search with the learned evaluation (:mod:`game.nneval`) scoring its leaves instead
+    of the hand-written one: the shipped weights file, or the one at PATH
+    (``python -m evaluation.train_nneval`` writes one). ``ab+nn+db:...`` adds the database.
 ``random`` / ``random:SEED``
     a uniformly random legal move (the anchor of the Elo ladder, rated 0).
 ``uniform-mcts:...`` or a checkpoint path
@@ -31,6 +35,8 @@ from evaluation.network_player import mcts_player
 from game import _core
 from game.egdb import EndgameDatabase
 from game.egdb.build import cached_database
+from game.nneval import DEFAULT_PATH as NNEVAL_DEFAULT_PATH
+from game.nneval import load_core as load_nneval
 from game.position import Move, Position
 
 logger = logging.getLogger(__name__)
@@ -54,10 +60,13 @@ WEIGHT_NAMES = (
 )
 
 _MINIMAX_SPEC = re.compile(r"minimax(?P<db>\+db)?:(?:(?P<depth>\d+)|t(?P<time_ms>\d+))")
+_NNEVAL_SPEC = re.compile(
+    r"ab\+nn(?P<db>\+db)?:(?:(?P<depth>\d+)|t(?P<time_ms>\d+))(?::(?P<path>.+))?"
+)
 _RANDOM_SPEC = re.compile(r"random(?::(?P<seed>\d+))?")
 SPEC_FORMS = (
     "'minimax:D' (depth), 'minimax:tMS' (milliseconds per move), 'minimax+db:D' (with the endgame "
-    "database), 'random[:SEED]'"
+    "database), 'ab+nn:D' / 'ab+nn:tMS[:PATH]' (learned evaluation), 'random[:SEED]'"
 )
 
 
@@ -122,6 +131,7 @@ class MinimaxPlayer:
         tt_mb: int = DEFAULT_TT_MB,
         egdb_dir: str | None = None,
         egdb_pieces: int = 0,
+        nneval: str | None = None,
     ) -> None:
         if egdb_dir is not None and egdb_pieces < 1:
             raise ValueError(
@@ -140,8 +150,14 @@ class MinimaxPlayer:
         self.tt_mb = tt_mb
         self.egdb_dir = egdb_dir
         self.egdb_pieces = egdb_pieces
-        kind = "minimax+db" if egdb_dir is not None else "minimax"
+        # The learned evaluation's weights file ("" for the shipped one), loaded and checked here.
+        self.nneval = None if nneval is None else (nneval or str(NNEVAL_DEFAULT_PATH))
+        self._nneval_core = None if self.nneval is None else load_nneval(self.nneval)
+        kind = "ab+nn" if nneval is not None else "minimax"
+        kind += "+db" if egdb_dir is not None else ""
         self.name = f"{kind}:{depth}" if depth else f"{kind}:t{time_ms}"
+        if nneval:  # a file other than the shipped one is part of the name
+            self.name += f":{nneval}"
         self.last: SearchResult | None = None
         self.moves = 0  # moves chosen since construction (reset() keeps the counters)
         self.depth_total = 0  # depths reached, summed over those moves
@@ -158,6 +174,7 @@ class MinimaxPlayer:
             weights=self.weights,
             tt_mb=self.tt_mb,
             egdb=egdb,
+            nneval=self._nneval_core,
         )
         if result.move is None:
             raise ValueError(f"{self.name}: the game is over in {position.fen()}")
@@ -208,11 +225,14 @@ def alphabeta(
     weights: Mapping[str, Any] | EvalWeights | None = None,
     tt_mb: int = DEFAULT_TT_MB,
     egdb: EndgameDatabase | None = None,
+    nneval: _core.NNEvalWeights | None = None,
 ) -> SearchResult:
-    """One alpha-beta search (the GIL is released while it runs), with the database if given."""
+    """One alpha-beta search (the GIL is released while it runs), with the database if given and
+    the learned evaluation instead of the hand-written one if given."""
     game = position.game if isinstance(position, Position) else position
     core_db = egdb.core if egdb is not None else None
-    return _core.alphabeta_search(game, depth, time_ms, eval_weights(weights), tt_mb, core_db)
+    weights_ = eval_weights(weights)
+    return _core.alphabeta_search(game, depth, time_ms, weights_, tt_mb, core_db, nneval)
 
 
 def minimax_options(baseline: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -246,7 +266,8 @@ def make_player(
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"player spec must be a non-empty string, got {spec!r}; use {SPEC_FORMS}")
     text = spec.strip()
-    if m := _MINIMAX_SPEC.fullmatch(text):
+    nn_match = _NNEVAL_SPEC.fullmatch(text)
+    if m := (_MINIMAX_SPEC.fullmatch(text) or nn_match):
         depth = int(m["depth"] or 0)
         time_ms = int(m["time_ms"] or 0)
         if depth == 0 and time_ms == 0:
@@ -264,6 +285,7 @@ def make_player(
                 tt_mb=tt_mb,
                 egdb_dir=egdb_dir if m["db"] else None,
                 egdb_pieces=egdb_pieces if m["db"] else 0,
+                nneval=(m["path"] or "") if nn_match else None,
             )
         except ValueError as e:
             raise ValueError(f"player spec {spec!r}: {e}") from None
@@ -272,7 +294,7 @@ def make_player(
     player = mcts_player(text, seed=seed, **options)
     if player is not None:
         return player
-    if text.startswith(("minimax", "random")):
+    if text.startswith(("minimax", "random", "ab+nn")):
         raise ValueError(f"malformed player spec {spec!r}; use {SPEC_FORMS}")
     raise ValueError(
         f"unknown player spec {spec!r}: not {SPEC_FORMS}, uniform-mcts[:...] or a "

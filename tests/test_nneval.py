@@ -242,3 +242,78 @@ def test_quantise_refuses_non_finite_floats() -> None:
     floats["l2_b"] = np.array([np.inf] + [0.0] * 7)
     with pytest.raises(ValueError, match="l2_b hold non-finite"):
         nneval.quantise(floats, size=8, output_scale=300)
+
+
+# ---- the player ----
+
+
+def test_player_spec_with_a_weights_file(tmp_path: Path) -> None:
+    from evaluation.players import make_player
+
+    path = nneval.save(material_net(), tmp_path / "material.safetensors")
+    player = make_player(f"ab+nn:3:{path}")
+    assert player.name == f"ab+nn:3:{path}"
+    pos = Position.from_fen(SHOT_FEN)
+    assert str(player.choose(pos)) == "14-17"
+    assert player.stats()["moves"] == 1 and player.stats()["depth"] == 3
+    timed = make_player(f"ab+nn:t30:{path}")
+    assert (
+        timed.name == f"ab+nn:t30:{path}" and timed.choose(Position()) in Position().legal_moves()
+    )
+
+
+def test_player_spec_refuses_a_bad_file(tmp_path: Path) -> None:
+    from evaluation.players import make_player
+
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"not a weights file")
+    with pytest.raises(
+        ValueError, match=f"player spec 'ab\\+nn:2:{bad}': learned evaluation {bad}"
+    ):
+        make_player(f"ab+nn:2:{bad}")
+    with pytest.raises(ValueError, match="malformed player spec"):
+        make_player("ab+nn:x")
+
+
+# ---- training ----
+
+
+def test_training_command_reads_a_run_and_writes_a_usable_file(tmp_path: Path) -> None:
+    from evaluation import train_nneval
+    from game.archive import read_archive
+    from game.pdn import iter_pdn, write_pdn
+
+    games = [g for _, g in zip(range(40), iter_pdn(read_archive()), strict=False)]
+    run = tmp_path / "run"
+    (run / "games").mkdir(parents=True)
+    (run / train_nneval.RUN_GAMES).write_text(write_pdn(games))
+    positions = train_nneval.collect_positions([write_pdn(games[:3])], skip_plies=0)
+    # Each position's result is the game's from its mover's side, and no capture is pending.
+    for i in range(len(positions)):
+        game = _core.Game.from_bitboards(
+            8,
+            int(positions.black[i]),
+            int(positions.white[i]),
+            int(positions.kings[i]),
+            bool(positions.white_to_move[i]),
+        )
+        assert not game.legal_moves()[0].is_capture
+    first = train_nneval.collect_positions([write_pdn(games[:1])], skip_plies=0)
+    black_result = train_nneval.RESULT_FOR_BLACK[games[0].result]
+    assert np.array_equal(first.result, np.where(first.white_to_move, -black_result, black_result))
+
+    out = tmp_path / "n.safetensors"
+    argv = ["--run", str(run), "--no-archive", "--teacher", "", "--epochs", "2", "--out", str(out)]
+    argv += ["--hidden", "16", "--dense1", "8", "--dense2", "8", "--batch", "256"]
+    assert train_nneval.main(argv) == 0
+    net = nneval.load(out)
+    assert net.hidden == 16 and net.metadata["teacher"] == "none"
+    assert int(net.metadata["positions"]) > 1000
+    assert float(net.metadata["held_out_loss"]) < 0.7  # below a coin's 0.693 on most targets
+
+
+def test_training_command_refuses_a_run_without_games(tmp_path: Path, capsys) -> None:
+    from evaluation import train_nneval
+
+    assert train_nneval.main(["--run", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
+    assert "no self-play games at" in capsys.readouterr().err
