@@ -16,7 +16,7 @@ from pathlib import Path
 
 from actors.self_play import record_to_pdn, resign_false_positive_rate, run_self_play
 from checkerzero.config import ConfigError, compose
-from checkerzero.network.inference import NetworkEvaluator, load_evaluator
+from checkerzero.network.inference import NetworkEvaluator, load_for_play
 from checkerzero.network.model import CheckersNet, model_config
 from game import openings as op
 from game.mcts import Evaluator, UniformEvaluator
@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.uniform:
             evaluator = UniformEvaluator()
         elif args.checkpoint is not None:
-            evaluator = load_evaluator(args.checkpoint, args.size)
+            evaluator, _ = load_for_play(args.checkpoint, args.size)
         else:
             evaluator = NetworkEvaluator(CheckersNet(model_config(cfg.model, args.size)))
     except (ConfigError, ValueError) as e:

@@ -24,12 +24,20 @@ from typing import Any
 import ray
 import torch
 
-from actors.self_play import run_self_play
+from actors.self_play import SelfPlayObserver, run_self_play
 from checkerzero.network.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
 from checkerzero.network.inference import NetworkEvaluator
+from checkerzero.network.server import RemoteEvaluator, ServerStopped
+from checkerzero.store.keys import (
+    selfplay_games_by_node_key,
+    selfplay_starts_key,
+    selfplay_stats_key,
+)
 from checkerzero.store.live import publish as publish_live
 from checkerzero.store.replay import ReplayStore, connect
 from checkerzero.store.weights import WeightsChannel
+from game.encoding import NUM_PLANES, num_actions
+from game.records import GameRecord
 
 logger = logging.getLogger(__name__)
 
@@ -48,15 +56,6 @@ STATS_FIELDS = (
 )
 
 
-def stats_key(namespace: str) -> str:
-    return f"{namespace}:selfplay:stats"
-
-
-def games_by_node_key(namespace: str) -> str:
-    """A hash: Ray node id -> games its actors stored."""
-    return f"{namespace}:selfplay:games_by_node"
-
-
 class SelfPlayWorker:
     """The body of a self-play actor, usable without Ray (tests, `python -m actors`)."""
 
@@ -69,9 +68,13 @@ class SelfPlayWorker:
         *,
         device: str = "cpu",
         node_id: str | None = None,
+        server: str | None = None,
     ) -> None:
         """``device``: where the network runs (``cpu``, or ``cuda`` for the GPU Ray assigned);
-        ``node_id``: the node's name in the per-node game counts (None: not counted)."""
+        ``node_id``: the node's name in the per-node game counts (None: not counted);
+        ``server``: the address of the node's inference server
+        (`actors.inference_server`), which then runs the network for this actor and follows
+        the weights (None: the actor holds the network itself)."""
         torch.set_num_threads(int(cfg["selfplay"]["torch_threads"]))
         self.cfg = cfg
         self.actor_id = actor_id
@@ -91,6 +94,19 @@ class SelfPlayWorker:
         )
         self.evaluator: Any = None
         self.version = 0
+        self.server = server
+        if server is not None:
+            size = int(cfg["game"]["size"])
+            self.evaluator = RemoteEvaluator(
+                server,
+                NUM_PLANES,
+                size,
+                num_actions(size),
+                capacity=int(cfg["selfplay"]["games_in_parallel"])
+                * int(cfg["mcts"]["leaves_per_game"]),
+                stop=lambda: self._stop.is_set(),
+                name=f"self-play actor {actor_id}",
+            )
         mb = cfg.get("learner", {}).get("max_checkpoint_mb")
         self._max_weights_bytes = MAX_CHECKPOINT_BYTES if mb is None else int(mb * 1024 * 1024)
         self._stop = threading.Event()
@@ -101,7 +117,7 @@ class SelfPlayWorker:
         self._live_ttl_s = float((cfg.get("logging") or {}).get("live_game_ttl_s", 0) or 0)
         # A fresh seed on every (re)start, so a restarted actor does not replay the same games.
         self.seed = int(cfg.get("seed", 0)) * 1_000_003 + int(
-            self.client.incr(f"{self.namespace}:selfplay:starts")
+            self.client.incr(selfplay_starts_key(self.namespace))
         )
 
     def stop(self) -> None:
@@ -143,7 +159,9 @@ class SelfPlayWorker:
 
     def _keep_going(self) -> bool:
         now = time.monotonic()
-        if now - self._last_poll >= WEIGHTS_POLL_S:
+        if self.server is not None:  # the server follows the weights; each answer says which
+            self.version = max(self.evaluator.version, 0)
+        elif now - self._last_poll >= WEIGHTS_POLL_S:
             self._last_poll = now
             self._poll_weights(wait=False)
         return not self._stop.is_set()
@@ -151,23 +169,23 @@ class SelfPlayWorker:
     def _store(self, record: Any) -> None:
         self.store.add_game(record.to_bytes(), record.num_decisions)
         pipe = self.client.pipeline(transaction=False)
-        key = stats_key(self.namespace)
+        key = selfplay_stats_key(self.namespace)
         pipe.hincrby(key, "games", 1)
         pipe.hincrby(key, "positions", record.num_decisions)
         pipe.hincrby(key, "full_positions", int(record.full_search.sum()))
         if self.node_id is not None:
-            pipe.hincrby(games_by_node_key(self.namespace), self.node_id, 1)
+            pipe.hincrby(selfplay_games_by_node_key(self.namespace), self.node_id, 1)
         pipe.execute()
 
     def _dropped(self) -> None:
-        self.client.hincrby(stats_key(self.namespace), "dropped", 1)
+        self.client.hincrby(selfplay_stats_key(self.namespace), "dropped", 1)
 
     def _publish_live(self, live: dict[str, Any]) -> None:
         publish_live(self.client, self.namespace, live, self._live_ttl_s)
 
     def _batch_stats(self, evaluations: int, network_s: float, tree_s: float) -> None:
         pipe = self.client.pipeline(transaction=False)
-        key = stats_key(self.namespace)
+        key = selfplay_stats_key(self.namespace)
         pipe.hincrby(key, "evaluations", evaluations)
         pipe.hincrby(key, "batches", 1)
         pipe.hincrby(key, "network_ms", int(network_s * 1000))
@@ -177,27 +195,61 @@ class SelfPlayWorker:
     def run(self, seconds: float | None = None) -> dict[str, float]:
         """Plays until stopped, or for `seconds` once it has weights (benchmarks); returns this
         call's `SelfPlayStats` as a dict (games, positions, evaluations, seconds, network_s,
-        tree_s; positions count every decision, those of unfinished games too)."""
-        self._poll_weights(wait=True)
+        tree_s; positions count every decision, those of unfinished games too). With a
+        server, the call waits for it (and for its weights) inside the first batch, and a
+        `stop()` while it waits returns {}."""
+        if self.server is None:
+            self._poll_weights(wait=True)
         if self._stop.is_set():
             return {}
         deadline = math.inf if seconds is None else time.monotonic() + seconds
         self._seed_calls += 1  # a second call in one life must not replay the first one's games
-        _, stats = run_self_play(
-            self.evaluator,
-            self.cfg,
-            None,
-            seed=self.seed + (self._seed_calls - 1) * SEED_STRIDE,
-            actor_id=self.actor_id,
-            version_fn=lambda: self.version,
-            on_record=self._store,
-            stop=lambda: not self._keep_going() or time.monotonic() >= deadline,
-            on_batch=self._batch_stats,
-            keep_records=False,
-            on_live=self._publish_live if self._live_ttl_s > 0 else None,
-            on_drop=self._dropped,
-        )
+        try:
+            _, stats = run_self_play(
+                self.evaluator,
+                self.cfg,
+                None,
+                seed=self.seed + (self._seed_calls - 1) * SEED_STRIDE,
+                actor_id=self.actor_id,
+                observer=_WorkerObserver(self, deadline),
+                keep_records=False,
+            )
+        except ServerStopped:  # stopped while waiting for the server: games in progress end
+            return {}
         return dataclasses.asdict(stats)
+
+    def _record_version(self) -> int:
+        """The weights version a finished game is recorded with: the one of the last answer."""
+        if self.server is not None:
+            self.version = max(self.evaluator.version, 0)
+        return self.version
+
+
+class _WorkerObserver(SelfPlayObserver):
+    """What self-play reports to a worker: games to store, counters, the live game, drops;
+    it stops when the worker is stopped (or has no weights to follow) or at ``deadline``."""
+
+    def __init__(self, worker: SelfPlayWorker, deadline: float) -> None:
+        self.worker, self.deadline = worker, deadline
+        self.live = worker._live_ttl_s > 0
+
+    def should_stop(self) -> bool:
+        return not self.worker._keep_going() or time.monotonic() >= self.deadline
+
+    def record_version(self, default: int) -> int:
+        return self.worker._record_version()
+
+    def on_record(self, record: GameRecord) -> None:
+        self.worker._store(record)
+
+    def on_batch(self, evaluations: int, network_s: float, tree_s: float) -> None:
+        self.worker._batch_stats(evaluations, network_s, tree_s)
+
+    def on_live(self, live: dict[str, Any]) -> None:
+        self.worker._publish_live(live)
+
+    def on_drop(self) -> None:
+        self.worker._dropped()
 
 
 @ray.remote(max_restarts=-1, max_task_retries=-1, max_concurrency=2)
@@ -205,16 +257,25 @@ class SelfPlayActor:
     """Ray shell: `run()` plays until `stop()` (a second call slot, hence max_concurrency=2)."""
 
     def __init__(
-        self, cfg: dict, actor_id: int, url: str, password: str | None, device: str = "cpu"
+        self,
+        cfg: dict,
+        actor_id: int,
+        url: str,
+        password: str | None,
+        device: str = "cpu",
+        server: str | None = None,
     ) -> None:
         """``device``: ``cpu``, or ``cuda`` for an actor created with a share of a GPU (Ray
-        makes its GPU the only visible one)."""
+        makes its GPU the only visible one); ``server``: its node's inference server's address
+        (None: the actor runs the network itself)."""
         level = (cfg.get("logging") or {}).get("level", "INFO")  # the run's logging.level
         logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s")
         if device == "cuda" and not ray.get_gpu_ids():
             raise RuntimeError("a CUDA self-play actor was given no GPU by Ray")
         node_id = ray.get_runtime_context().get_node_id()
-        self.worker = SelfPlayWorker(cfg, actor_id, url, password, device=device, node_id=node_id)
+        self.worker = SelfPlayWorker(
+            cfg, actor_id, url, password, device=device, node_id=node_id, server=server
+        )
 
     def run(self, seconds: float | None = None) -> dict[str, float]:
         return self.worker.run(seconds)
@@ -225,6 +286,10 @@ class SelfPlayActor:
     def where(self) -> tuple[str, int]:
         return ray.get_runtime_context().get_node_id(), os.getpid()
 
+    def server_reconnects(self) -> int:
+        """Times this actor lost its inference server and found it again (0 without one)."""
+        return int(getattr(self.worker.evaluator, "reconnects", 0))
+
     def device(self) -> str:
-        """Where this actor's network runs (``cpu`` or ``cuda``)."""
-        return self.worker.device
+        """Where this actor's network runs (``cpu`` or ``cuda``; ``server`` with a server)."""
+        return "server" if self.worker.server is not None else self.worker.device

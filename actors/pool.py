@@ -11,13 +11,20 @@ with a count the pool keeps that many, spread in proportion to CPUs, and places 
 a node leaves. With `selfplay.device` auto or cuda, a node's GPUs take `1 / gpus_per_actor`
 actors each (each plays `games_in_parallel` games, so their batches fill the GPU together); the
 node's remaining cores play on CPU under auto, and stay idle under cuda.
+
+With `selfplay.inference_server.enabled` (`plan_servers`) a node's GPUs hold one inference server
+each instead (`actors/inference_server.py`; on the head, the share the evaluator leaves), and
+every actor of that node is a tree worker on a CPU core that sends its leaves to one of them;
+nodes without a GPU keep in-actor inference unless `inference_server.cpu_nodes` is on.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
+import uuid
 from collections.abc import Iterable, Mapping
 from contextlib import suppress
 from typing import Any
@@ -26,12 +33,17 @@ import ray
 from omegaconf import DictConfig, OmegaConf
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors.actor import STATS_FIELDS, SelfPlayActor, games_by_node_key, stats_key
+from actors.actor import STATS_FIELDS, SelfPlayActor
+from actors.inference_server import InferenceServerActor, server_address
 from checkerzero.cluster.supervisor import RunLoop, stop_loops
+from checkerzero.store.keys import selfplay_games_by_node_key, selfplay_stats_key
 
 logger = logging.getLogger(__name__)
 
 SLOT_EPSILON = 1e-9  # 1.0 / 0.25 GPUs must count as 4 actors despite float rounding
+MIN_SERVER_GPU = (
+    0.1  # a GPU share below this (what the evaluator leaves of the head's) gets no server
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,16 +120,64 @@ def plan_placement(
     return plan
 
 
+def plan_servers(
+    nodes: Iterable[Mapping[str, Any]],
+    head_node: str,
+    *,
+    cpu_nodes: bool = False,
+    head_reserved_gpus: float = 0.0,
+) -> dict[str, list[float]]:
+    """Inference servers per alive node id, as the GPU share each takes: one whole GPU each,
+    the head's last one less ``head_reserved_gpus`` (the evaluator's share); ``[0.0]`` (one
+    server on CPU) for a node without a GPU when ``cpu_nodes``, else none there."""
+    plan: dict[str, list[float]] = {}
+    for n in nodes:
+        resources = n["Resources"]
+        if not n.get("Alive") or int(resources.get("CPU", 0)) <= 0:
+            continue
+        nid = n["NodeID"]
+        gpus = float(resources.get("GPU", 0))
+        if gpus > 0:
+            free = gpus - (head_reserved_gpus if nid == head_node else 0.0)
+            whole = int(free + SLOT_EPSILON)
+            shares = [1.0] * whole
+            if free - whole > MIN_SERVER_GPU:  # the rest of the GPU the evaluator shares
+                shares.append(round(free - whole, 6))
+            if shares:
+                plan[nid] = shares
+        elif cpu_nodes:
+            plan[nid] = [0.0]
+    return plan
+
+
+def _less_cpus(node: Mapping[str, Any], cpus: float) -> Mapping[str, Any]:
+    """The node as `plan_placement` sees it once servers hold `cpus` of its cores: CPUs only
+    (its GPUs are the servers'), so its actors are tree workers on CPU."""
+    left = math.floor(float(node["Resources"].get("CPU", 0)) - cpus + SLOT_EPSILON)
+    return {**node, "Resources": {"CPU": max(0, left)}}
+
+
 @dataclasses.dataclass
 class Member:
     loop: RunLoop  # the actor and its run() call, restarted when it ends
     actor_id: int
     node_id: str
     device: str
+    server: str | None = None  # the address of the inference server it uses
 
     @property
     def actor(self) -> Any:
         return self.loop.actor
+
+
+@dataclasses.dataclass
+class Server:
+    """An inference server: its Ray actor (restarted by Ray), node, address and GPU share."""
+
+    actor: Any
+    node_id: str
+    address: str
+    gpus: float
 
 
 class ActorPool:
@@ -128,11 +188,14 @@ class ActorPool:
         self._client = client
         self._container: dict | None = None
         self.members: dict[int, Member] = {}
+        self.servers: dict[tuple[str, int], Server] = {}  # (node id, index) -> inference server
+        self._run_token = uuid.uuid4().hex[:8]  # makes server addresses unique to this run
         self._restarts_of_gone = 0  # run() restarts of actors whose node left
         self._next_id = 0
         self._head = ""
         self._last_sync = 0.0
         self._last: tuple[float, dict[str, int]] | None = None
+        self._last_servers: tuple[float, dict[str, int]] | None = None
         # The share of the head's GPU held by other work (the evaluator on a GPU share): set
         # before start(); the head's GPU takes that many fewer actors.
         self.head_reserved_gpus = 0.0
@@ -170,11 +233,36 @@ class ActorPool:
         for member in [m for m in self.members.values() if m.node_id not in alive]:
             self._forget(member)
             changed = True
+        for key in [k for k in self.servers if k[0] not in alive]:
+            with suppress(Exception):
+                ray.kill(self.servers.pop(key).actor, no_restart=True)
         if changed:
             logger.warning(
                 "a node left: its actors are gone (their finished games are in the store)"
             )
         sp = self.cfg.selfplay
+        srv = sp.get("inference_server") or {}
+        server_plan: dict[str, list[float]] = {}
+        if srv.get("enabled", False):
+            server_plan = plan_servers(
+                nodes,
+                self._head,
+                cpu_nodes=bool(srv.get("cpu_nodes", False)),
+                head_reserved_gpus=self.head_reserved_gpus,
+            )
+            for node_id, shares in server_plan.items():
+                for index, gpus in enumerate(shares):
+                    if (node_id, index) not in self.servers:
+                        self._spawn_server(node_id, index, gpus, float(srv.get("cpus", 1.0)))
+                        changed = True
+            # A node with servers: its actors are tree workers on the cores the servers leave.
+            server_cpus = float(srv.get("cpus", 1.0))
+            nodes = [
+                _less_cpus(n, server_cpus * len(server_plan[n["NodeID"]]))
+                if n["NodeID"] in server_plan
+                else n
+                for n in nodes
+            ]
         plan = plan_placement(
             nodes,
             sp.actors,
@@ -195,29 +283,69 @@ class ActorPool:
                 for _ in range(max(0, missing)):
                     if budget is not None and budget <= 0:
                         break
-                    self._spawn(node_id, device, cpu_share=min(1.0, cpus[node_id] / slots.total))
+                    self._spawn(
+                        node_id,
+                        device,
+                        cpu_share=min(1.0, cpus[node_id] / slots.total),
+                        server=self._server_for(node_id),
+                    )
                     changed = True
                     if budget is not None:
                         budget -= 1
         if changed:
             gpu_actors = sum(1 for m in self.members.values() if m.device == "cuda")
+            served = sum(1 for m in self.members.values() if m.server is not None)
             logger.info(
-                "%d self-play actors on %d node(s) (%d on a GPU share)",
+                "%d self-play actors on %d node(s) (%d on a GPU share, %d fed by %d "
+                "inference server(s))",
                 self.size,
                 self.nodes,
                 gpu_actors,
+                served,
+                len(self.servers),
             )
         return changed
 
-    def _spawn(self, node_id: str, device: str, cpu_share: float) -> None:
+    def _spawn_server(self, node_id: str, index: int, gpus: float, cpus: float) -> None:
+        address = server_address(self.cfg.replay.namespace, self._run_token, node_id, index)
+        device = "cuda" if gpus > 0 else "cpu"
+        actor = InferenceServerActor.options(
+            num_cpus=cpus,
+            num_gpus=gpus,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+        ).remote(self._container, address, self.url, self.password, device)
+        self.servers[(node_id, index)] = Server(actor, node_id, address, gpus)
+        logger.info(
+            "inference server %s on node %s (%s)",
+            address,
+            node_id[:8],
+            f"{gpus:g} GPU" if gpus else "CPU",
+        )
+
+    def _server_for(self, node_id: str) -> str | None:
+        """The node's server with the fewest actors (None: the node has no server)."""
+        on_node = [s for (nid, _), s in sorted(self.servers.items()) if nid == node_id]
+        if not on_node:
+            return None
+        load = {s.address: 0 for s in on_node}
+        for m in self.members.values():
+            if m.server in load:
+                load[m.server] += 1
+        return min(load, key=lambda a: load[a])
+
+    def _spawn(
+        self, node_id: str, device: str, cpu_share: float, server: str | None = None
+    ) -> None:
+        if server is not None:
+            device = "cpu"  # a tree worker: the server holds the network (and the GPU)
         gpus = float(self.cfg.selfplay.gpus_per_actor) if device == "cuda" else 0.0
         actor = SelfPlayActor.options(
             num_cpus=cpu_share,
             num_gpus=gpus,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-        ).remote(self._container, self._next_id, self.url, self.password, device)
+        ).remote(self._container, self._next_id, self.url, self.password, device, server)
         loop = RunLoop(actor, f"self-play actor {self._next_id}")
-        self.members[self._next_id] = Member(loop, self._next_id, node_id, device)
+        self.members[self._next_id] = Member(loop, self._next_id, node_id, device, server)
         self._next_id += 1
 
     def _forget(self, member: Member) -> None:
@@ -236,10 +364,24 @@ class ActorPool:
 
     def stop(self, timeout_s: float) -> None:
         stop_loops([m.loop for m in self.members.values()], timeout_s)
+        for server in self.servers.values():  # after the actors, which wait for their server
+            with suppress(Exception):
+                ray.kill(server.actor, no_restart=True)
+        self.servers.clear()
+
+    def server_stats(self) -> dict[str, dict[str, int]]:
+        """Each inference server's counters (`InferenceServer.stats`) by address; a server
+        that does not answer within a second is left out."""
+        refs = {s.address: s.actor.stats.remote() for s in self.servers.values()}
+        out = {}
+        for address, ref in refs.items():
+            with suppress(Exception):
+                out[address] = ray.get(ref, timeout=1.0)
+        return out
 
     def games_by_node(self) -> dict[str, int]:
         """Games stored by the actors of each node (nodes that left included)."""
-        raw = self._client.hgetall(games_by_node_key(self.cfg.replay.namespace))
+        raw = self._client.hgetall(selfplay_games_by_node_key(self.cfg.replay.namespace))
         return {k.decode(): int(v) for k, v in raw.items()}
 
     def summary(self) -> dict[str, int]:
@@ -250,7 +392,7 @@ class ActorPool:
         }
 
     def metrics(self) -> dict[str, float]:
-        raw = self._client.hgetall(stats_key(self.cfg.replay.namespace))
+        raw = self._client.hgetall(selfplay_stats_key(self.cfg.replay.namespace))
         stats = {k.decode(): int(v) for k, v in raw.items()}
         now = time.monotonic()
         out: dict[str, float] = {
@@ -270,4 +412,22 @@ class ActorPool:
             if busy > 0:
                 out["selfplay/network_share"] = d["network_ms"] / busy
         self._last = (now, stats)
+        if self.servers:
+            out |= self._server_metrics(now)
+        return out
+
+    def _server_metrics(self, now: float) -> dict[str, float]:
+        """The inference servers' batches since the last call, summed over servers."""
+        totals: dict[str, int] = {}
+        for stats in self.server_stats().values():
+            for key in ("batches", "rows", "device_us"):
+                totals[key] = totals.get(key, 0) + int(stats.get(key, 0))
+        out = {"selfplay/servers": float(len(self.servers))}
+        if self._last_servers is not None:
+            t0, before = self._last_servers
+            d = {k: totals.get(k, 0) - before.get(k, 0) for k in totals}
+            if d.get("batches", 0) > 0:  # a restarted server counts from 0: skip that interval
+                out["selfplay/server_batch_mean"] = d["rows"] / d["batches"]
+                out["selfplay/server_rows_per_s"] = d["rows"] / max(now - t0, 1e-9)
+        self._last_servers = (now, totals)
         return out

@@ -250,9 +250,72 @@ def play_games(
         seed,
         network_version=network_version,
         actor_id=actor_id,
-        stop=stop,
-        on_live=on_live,
+        observer=_Hooks(stop, on_live),
     )[0]
+
+
+class SelfPlayObserver:
+    """What `run_self_play` tells, and asks, the one who runs it: one object instead of a row
+    of callbacks. Every method has a default that changes nothing, so an observer overrides
+    only what it needs.
+
+    ``live``: whether slot 0's game is reported to `on_live` (a report per move, so it is
+    built only when someone listens).
+    """
+
+    live: bool = False
+
+    def should_stop(self) -> bool:
+        """Checked once per forward pass: True ends the call (games in progress are dropped)."""
+        return False
+
+    def record_version(self, default: int) -> int:
+        """The weights version a finished game is recorded with (``default``: the one the call
+        was given); an actor answers the version of its newest weights."""
+        return default
+
+    def on_record(self, record: GameRecord) -> None:
+        """Every finished game, as it ends."""
+
+    def on_batch(self, evaluations: int, network_s: float, tree_s: float) -> None:
+        """After every batch: the positions the network evaluated and the seconds it and the
+        tree took."""
+
+    def on_live(self, live: dict[str, Any]) -> None:
+        """Slot 0's game so far (a `checkerzero.store.live.make_live` dict) at its start and
+        after each move; called only when ``live`` is true."""
+
+    def on_drop(self) -> None:
+        """A finished game whose record failed validation was dropped (it is logged too)."""
+
+
+class StopAt(SelfPlayObserver):
+    """Stops the call once ``clock()`` reaches ``deadline`` (benchmarks' timed runs)."""
+
+    def __init__(self, deadline: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.deadline, self.clock = deadline, clock
+
+    def should_stop(self) -> bool:
+        return self.clock() >= self.deadline
+
+
+class _Hooks(SelfPlayObserver):
+    """`play_games`'s two optional hooks as an observer."""
+
+    def __init__(
+        self,
+        stop: Callable[[], bool] | None,
+        on_live: Callable[[dict[str, Any]], None] | None,
+    ) -> None:
+        self._stop, self._on_live = stop, on_live
+        self.live = on_live is not None
+
+    def should_stop(self) -> bool:
+        return self._stop is not None and self._stop()
+
+    def on_live(self, live: dict[str, Any]) -> None:
+        if self._on_live is not None:
+            self._on_live(live)
 
 
 def run_self_play(
@@ -264,25 +327,21 @@ def run_self_play(
     *,
     network_version: int = 0,
     actor_id: int = 0,
-    stop: Callable[[], bool] | None = None,
-    version_fn: Callable[[], int] | None = None,
-    on_record: Callable[[GameRecord], None] | None = None,
-    on_batch: Callable[[int, float, float], None] | None = None,
+    observer: SelfPlayObserver | None = None,
     keep_records: bool = True,
-    on_live: Callable[[dict[str, Any]], None] | None = None,
-    on_drop: Callable[[], None] | None = None,
 ) -> tuple[list[GameRecord], SelfPlayStats]:
-    """`play_games` plus where the time went, with hooks for a long-running actor.
+    """`play_games` plus where the time went, reporting to an `observer` (a long-running actor).
 
-    `n_games` None plays until `stop()` says so (checked between batches, so weights that it
-    swaps in take effect between moves). `version_fn()` gives the weights version each finished
-    game is recorded with (the one that played its last move); `on_record` gets every finished
-    game as it ends; `on_batch(evaluations, network_s, tree_s)` is called after every batch.
-    With `keep_records=False` finished records are not kept in memory (only counted).
-    `on_live` is as in `play_games`. A finished game whose record fails validation (a defect
-    of the search or the record, never expected) is logged as an error, counted in
-    `SelfPlayStats.dropped` and reported to `on_drop()`; the other games play on.
+    `n_games` None plays until `observer.should_stop()` says so (checked between batches, so
+    weights swapped in meanwhile take effect between moves). The observer hears of every
+    finished game, batch, dropped game and (when it asks) slot 0's live game, and names the
+    weights version each finished game is recorded with (the one that played its last move).
+    With `keep_records=False` finished records are not kept in memory (only counted). A
+    finished game whose record fails validation (a defect of the search or the record, never
+    expected) is logged as an error, counted in `SelfPlayStats.dropped` and reported to
+    `observer.on_drop()`; the other games play on.
     """
+    observer = observer if observer is not None else SelfPlayObserver()
     s = SelfPlaySettings.from_config(cfg)
     if n_games is not None and n_games < 0:
         raise ValueError(f"n_games must be >= 0, got {n_games}")
@@ -309,7 +368,7 @@ def run_self_play(
     dropped = 0
 
     def current_version() -> int:
-        return version_fn() if version_fn is not None else network_version
+        return observer.record_version(network_version)
 
     def start(i: int) -> None:
         nonlocal started, live
@@ -324,9 +383,9 @@ def run_self_play(
         if cap is not None:
             draw_search(mcts, i, cap, cap_rng)
         started += 1
-        if i == 0 and on_live is not None:
+        if i == 0 and observer.live:
             live = _LiveTracker(opening, s.max_plies)
-            on_live(live.report(current_version(), actor_id))
+            observer.on_live(live.report(current_version(), actor_id))
 
     def finish(i: int, result: Result, termination: Termination) -> None:
         nonlocal finished, dropped
@@ -346,15 +405,13 @@ def run_self_play(
                 RESULT_TEXT.get(int(result), str(result)),
                 err,
             )
-            if on_drop is not None:
-                on_drop()
+            observer.on_drop()
             start(i)
             return
         finished += 1
         if keep_records:
             records.append(record)
-        if on_record is not None:
-            on_record(record)
+        observer.on_record(record)
         start(i)
 
     def decide(i: int) -> None:
@@ -384,8 +441,8 @@ def run_self_play(
         mcts.advance(i, action)
         if cap is not None and not mcts.done(i):
             draw_search(mcts, i, cap, cap_rng)
-        if i == 0 and live is not None and on_live is not None and live.step(action):
-            on_live(live.report(current_version(), actor_id))
+        if i == 0 and live is not None and live.step(action):
+            observer.on_live(live.report(current_version(), actor_id))
         if mcts.done(i):
             finish(i, Result(mcts.result(i)), Termination(mcts.end_reason(i)))
         elif adjudicate and (result := _database_result(egdb, mcts.root_packed(i))) is not None:
@@ -397,7 +454,7 @@ def run_self_play(
     evaluations = batches = decisions = full_decisions = 0
     times = StepTimes()
     t_start = time.perf_counter()
-    while any(slot is not None for slot in slots) and not (stop is not None and stop()):
+    while any(slot is not None for slot in slots) and not observer.should_stop():
         for i in mcts.ready():
             decide(i)
         network_before, tree_before = times.network_s, times.tree_s
@@ -406,8 +463,7 @@ def run_self_play(
             continue
         evaluations += n
         batches += 1
-        if on_batch is not None:
-            on_batch(n, times.network_s - network_before, times.tree_s - tree_before)
+        observer.on_batch(n, times.network_s - network_before, times.tree_s - tree_before)
     stats = SelfPlayStats(
         games=finished,
         positions=decisions,

@@ -42,7 +42,7 @@ if "--all-cores" not in sys.argv:  # before NumPy/torch start their thread pools
 import numpy as np
 from omegaconf import OmegaConf
 
-from actors.self_play import run_self_play
+from actors.self_play import StopAt, run_self_play
 from checkerzero.config import compose
 from game import _core
 from game.mcts import Evaluator, UniformEvaluator, new_search, step
@@ -154,11 +154,11 @@ def tree_mode(args: argparse.Namespace) -> None:
 
 def network_evaluator(checkpoint: str | None, precision: str = "auto") -> tuple[Evaluator, str]:
     # torch only for this mode: the tree benchmark's numbers come from a process without it.
-    from checkerzero.network.inference import NetworkEvaluator, load_evaluator
+    from checkerzero.network.inference import NetworkEvaluator, load_for_play
     from checkerzero.network.model import CheckersNet, model_config
 
     if checkpoint is not None:
-        evaluator = load_evaluator(checkpoint, 8, dtype=precision)
+        evaluator, _ = load_for_play(checkpoint, 8, dtype=precision)
         return evaluator, f"{checkpoint} in {_dtype_name(evaluator)}"
     evaluator = NetworkEvaluator(CheckersNet(model_config(compose().model, 8)), dtype=precision)
     return evaluator, (
@@ -184,7 +184,7 @@ def selfplay_mode(args: argparse.Namespace) -> None:
         return
     deadline = time.perf_counter() + args.seconds
     _, st = run_self_play(
-        evaluator, cfg, args.games, None, seed=0, stop=lambda: time.perf_counter() > deadline
+        evaluator, cfg, args.games, None, seed=0, observer=StopAt(deadline, time.perf_counter)
     )
     tree_glue = (st.tree_s + st.glue_s) / st.seconds
     verdict = "met" if tree_glue < TARGET_TREE_GLUE_SHARE else "NOT met"
@@ -215,7 +215,7 @@ def playout_cap_arms(cfg: dict, evaluator: Evaluator, name: str, args: argparse.
         cap["enabled"] = enabled
         deadline = time.perf_counter() + args.seconds
         _, st = run_self_play(
-            evaluator, cfg, None, None, seed=0, stop=lambda d=deadline: time.perf_counter() > d
+            evaluator, cfg, None, None, seed=0, observer=StopAt(deadline, time.perf_counter)
         )
         print(
             f"  playout cap {'on ' if enabled else 'off'}: {st.positions / st.seconds:7,.1f} "

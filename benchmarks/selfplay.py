@@ -44,12 +44,13 @@ from pathlib import Path
 import ray
 from omegaconf import OmegaConf
 
-from actors.actor import SelfPlayActor, stats_key
+from actors.actor import SelfPlayActor
 from checkerzero.cluster.start import start_ray
 from checkerzero.config import compose
 from checkerzero.network.checkpoint import encode_checkpoint
 from checkerzero.network.inference import compute_dtype
 from checkerzero.network.model import CheckersNet, model_config
+from checkerzero.store.keys import selfplay_stats_key
 from checkerzero.store.redis_server import EmbeddedRedis
 from checkerzero.store.replay import connect
 from checkerzero.store.weights import WeightsChannel
@@ -93,7 +94,7 @@ def measure(n: int, cfg, url: str, password: str, args: argparse.Namespace, clie
         )
         for i in range(n)
     ]
-    key = stats_key(cfg.replay.namespace)
+    key = selfplay_stats_key(cfg.replay.namespace)
     try:
         ray.get([a.run.remote(args.warmup) for a in actors], timeout=args.warmup + CALL_SLACK_S)
         games_before = int(client.hget(key, "games") or 0)
@@ -124,7 +125,7 @@ def _bare_worker(job: tuple[dict, int, float, float]) -> dict:
     """One plain process: warm-up call, then a measured call of run_self_play (no Ray/Redis)."""
     import torch
 
-    from actors.self_play import run_self_play
+    from actors.self_play import StopAt, run_self_play
     from checkerzero.network.inference import NetworkEvaluator
 
     cfg, seed, warmup, seconds = job
@@ -139,7 +140,7 @@ def _bare_worker(job: tuple[dict, int, float, float]) -> dict:
             cfg,
             None,
             seed=seed * 2 + k,
-            stop=lambda d=deadline: time.monotonic() >= d,
+            observer=StopAt(deadline),
             keep_records=False,
         )
         stats = dataclasses.asdict(st)

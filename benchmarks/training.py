@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from actors.self_play import run_self_play
+from actors.self_play import SelfPlayObserver, run_self_play
 from checkerzero.config import compose
 from checkerzero.network.model import count_parameters
 from checkerzero.store.redis_server import EmbeddedRedis
@@ -94,7 +94,11 @@ def fill_store(store: ReplayStore, cfg, games: int) -> tuple[int, int, float]:
         sizes.append(len(data))
         store.add_game(data, record.num_decisions)
 
-    run_self_play(UniformEvaluator(), play_cfg, games, seed=1, on_record=put, keep_records=False)
+    class Store(SelfPlayObserver):
+        def on_record(self, record: records.GameRecord) -> None:
+            put(record)
+
+    run_self_play(UniformEvaluator(), play_cfg, games, seed=1, observer=Store(), keep_records=False)
     stats = store.stats()
     return stats.window_games, stats.window_positions, float(np.mean(sizes))
 

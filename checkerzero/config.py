@@ -22,6 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from checkerzero.network.precision import PRECISIONS
 from game.encoding import NUM_PLANES
+from game.mcts import SEARCH_PARAMETERS
 
 SOURCE_CONF = Path(__file__).resolve().parents[1] / "conf"
 PACKAGE_CONF = "pkg://checkerzero.conf"  # where a non-editable install puts conf/ (CMakeLists.txt)
@@ -119,13 +120,11 @@ def validate(cfg: DictConfig) -> None:
     _check(cfg, "replay.window_positions", positive, "the replay window holds > 0 positions")
     _check(cfg, "replay.sample_ratio", positive, "samples per new position must be > 0")
     _check(cfg, "replay.min_positions", non_negative, "positions before training, >= 0")
+    for key, parameter in SEARCH_PARAMETERS.items():  # the search's own ranges (game.mcts)
+        if parameter.ok is not None:
+            _check(cfg, f"mcts.{key}", _number_and(parameter.ok), parameter.rule)
+    # A run's searches (self-play, the evaluator) make at least one visit per move.
     _check(cfg, "mcts.simulations", positive, "at least one simulation per move")
-    _check(
-        cfg,
-        "mcts.forced_playouts_k",
-        non_negative,
-        "forced playouts' k is >= 0 (0: off; KataGo used 2)",
-    )
     _check(
         cfg,
         "selfplay.playout_cap.full_share",
@@ -147,6 +146,18 @@ def validate(cfg: DictConfig) -> None:
         lambda v: v is None or (isinstance(v, int) and v >= 0),
         "null (one per free core) or a count >= 0",
     )
+    for key, rule in (
+        ("max_batch", "the largest batch of leaves is >= 1"),
+        ("pipeline", "at least one batch in flight"),
+    ):
+        _check(
+            cfg,
+            f"selfplay.inference_server.{key}",
+            lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+            rule,
+        )
+    _check(cfg, "selfplay.inference_server.max_wait_ms", non_negative, "milliseconds, >= 0")
+    _check(cfg, "selfplay.inference_server.cpus", non_negative, "CPUs per server, >= 0")
     _check(
         cfg,
         "logging.wandb.mode",
@@ -162,6 +173,11 @@ def validate(cfg: DictConfig) -> None:
     )
     for key in ("learner.device", "evaluation.device"):
         _check(cfg, key, device_available, device_missing_why)
+
+
+def _number_and(ok: Any) -> Any:
+    """``ok`` for a number (a bool or a string is no number here), False for anything else."""
+    return lambda v: isinstance(v, int | float) and not isinstance(v, bool) and ok(v)
 
 
 def device_available(spec: Any) -> bool:

@@ -21,17 +21,18 @@ import csv
 import logging
 import math
 import os
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from checkerzero.run_files import METRICS_CSV
 from checkerzero.store.replay import redact_url
 
 logger = logging.getLogger(__name__)
 
-CSV_NAME = "metrics.csv"
 STEP_METRIC = "learner/step"  # W&B's x axis for every chart (define_metric)
 WALL_METRIC = "learner/wall_s"  # an alternative x axis: the run's seconds, resumes summed
 EVAL_PREFIX = "eval/"
@@ -61,7 +62,7 @@ class MetricsLogger:
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._csv_path = self.run_dir / CSV_NAME
+        self._csv_path = self.run_dir / METRICS_CSV
         new = not self._csv_path.exists()
         self._csv_file = self._csv_path.open("a", newline="")
         self._csv = csv.writer(self._csv_file)
@@ -183,6 +184,10 @@ def _init_wandb(
         logger.warning("wandb is not installed; metrics go to CSV and PNG only")
         return None
     os.environ.setdefault("WANDB_SILENT", "true")
+    # W&B records the command line (sys.argv) with the run: a URL typed there with its password
+    # is masked for the time W&B reads it.
+    argv = sys.argv
+    sys.argv = redact_urls(list(argv))
     try:
         run = wandb.init(
             project=cfg.get("project"),
@@ -202,6 +207,8 @@ def _init_wandb(
     except Exception as exc:  # W&B must never stop a training run
         logger.warning("W&B init failed (%s); metrics go to CSV and PNG only", exc)
         return None
+    finally:
+        sys.argv = argv
 
 
 def _artifact_name(text: str) -> str:
@@ -226,7 +233,10 @@ def redact_urls(value: Any) -> Any:
         return {k: redact_urls(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [redact_urls(v) for v in value]
-    if isinstance(value, str) and "://" in value and "@" in value:
+    if isinstance(value, str) and "://" in value:
+        key, sep, rest = value.partition("=")  # a command-line override: key=URL
+        if sep and "://" in rest and "://" not in key:
+            return key + sep + redact_url(rest)
         return redact_url(value)
     return value
 

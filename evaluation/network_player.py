@@ -349,16 +349,15 @@ class MCTSPlayer:
 
 
 def _learner_side() -> tuple[Any, Any]:
-    """``(load_checkpoint, NetworkEvaluator)``, imported on first use.
+    """``(load_for_play, NetworkEvaluator)``, imported on first use.
 
     The one deferred project import: they bring torch, whose import costs 1.0-1.4 s per process
     here (measured), and every match worker (a Ray task or a pool process) that plays only
     minimax or random players would pay it for nothing.
     """
-    from checkerzero.network.checkpoint import load_checkpoint
-    from checkerzero.network.inference import NetworkEvaluator
+    from checkerzero.network.inference import NetworkEvaluator, load_for_play
 
-    return load_checkpoint, NetworkEvaluator
+    return load_for_play, NetworkEvaluator
 
 
 def network_evaluator(
@@ -405,24 +404,22 @@ def checkpoint_player(
 ) -> MCTSPlayer:
     """An MCTSPlayer over a model checkpoint file (checkerzero.network.checkpoint.save_checkpoint);
     ``time_ms`` > 0: milliseconds per move instead of simulations."""
-    load_checkpoint, _ = _learner_side()
+    load_for_play, _ = _learner_side()
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"checkpoint {path} not found")
-    model, meta = load_checkpoint(path)
+    evaluator, meta = load_for_play(path, None, device=device, dtype=precision, threads=threads)
     settings = play_settings(mcts)
     budget = f"t{time_ms}" if time_ms else f"sims={settings.get('simulations')}"
     label = name or _label(str(path), budget, precision)
     logger.info("checkpoint player %s (step %d, version %d)", label, meta.step, meta.version)
-    return network_player(
-        model,
+    return MCTSPlayer(
+        evaluator,
         settings,
         name=label,
-        device=device,
-        threads=threads,
         seed=seed,
+        size=evaluator.config.board_size,
         time_ms=time_ms,
-        precision=precision,
     )
 
 
@@ -480,16 +477,14 @@ def searchless_player(
 ) -> PolicyPlayer | None:
     """The no-search player of a checkpoint: its most probable move when ``sims=0`` is asked
     for, its greedy move when the header marks a Q-network; None for an MCTS player."""
-    load_checkpoint, _ = _learner_side()
-    model, meta = load_checkpoint(path)
+    load_for_play, _ = _learner_side()
+    evaluator, meta = load_for_play(path, None, device=device, dtype=precision, threads=threads)
     name = Path(path).name
     if is_q_network(dict(meta.extra)):
         if simulations:
             raise ValueError(f"{path} is a Q-network: it plays greedily, without sims")
-        evaluator = network_evaluator(model, device=device, threads=threads, precision=precision)
         return PolicyPlayer(evaluator, mode="greedy", name=f"{name}:greedy")
     if simulations == 0:
-        evaluator = network_evaluator(model, device=device, threads=threads, precision=precision)
         return PolicyPlayer(evaluator, mode="policy", name=f"{name}:sims=0")
     return None
 

@@ -49,24 +49,40 @@ log = logging.getLogger(__name__)
 
 UNIFORM_WDL = (0.0, 1.0, 0.0)  # "no idea": call every position a draw
 
-# Keys of conf/mcts that the C++ search reads (the rest of the group is for Python callers).
-SEARCH_KEYS = (
-    "simulations",
-    "leaves_per_game",
-    "c_puct",
-    "c_puct_base",
-    "fpu_reduction",
-    "fpu_reduction_root",
-    "dirichlet_alpha",
-    "dirichlet_epsilon",
-    "virtual_loss",
-    "collapse_forced",
-    "skip_forced_root",
-    "forced_playouts_k",
-    "policy_temperature",
-    "seed",
-    "solver",
-)
+
+@dataclass(frozen=True)
+class SearchParameter:
+    """A key of conf/mcts that the C++ search reads: the field of ``_core.MctsConfig`` of the
+    same name (which fixes its type), and the range its value must be in, if any."""
+
+    ok: Callable[[Any], bool] | None = None  # None: any value of the field's type
+    rule: str = ""  # what ``ok`` checks, as an error message says it
+
+
+# Every search parameter, declared once: `make_config` copies these keys into the C++ config and
+# checks their ranges, `checkerzero.config.validate` checks a composed config with the same rules,
+# and tests/test_mcts.py holds them to the C++ struct's fields and to conf/mcts/default.yaml
+# (where each one's default and its comment live). The rest of the mcts group is for Python.
+SEARCH_PARAMETERS: dict[str, SearchParameter] = {
+    "simulations": SearchParameter(lambda v: v >= 0, "visits per decision are >= 0"),
+    "leaves_per_game": SearchParameter(lambda v: v >= 1, "a pass gathers >= 1 leaf per tree"),
+    "c_puct": SearchParameter(),
+    "c_puct_base": SearchParameter(),
+    "fpu_reduction": SearchParameter(),
+    "fpu_reduction_root": SearchParameter(),
+    "dirichlet_alpha": SearchParameter(),
+    "dirichlet_epsilon": SearchParameter(),
+    "virtual_loss": SearchParameter(),
+    "collapse_forced": SearchParameter(),
+    "skip_forced_root": SearchParameter(),
+    "forced_playouts_k": SearchParameter(
+        lambda v: v >= 0, "forced playouts' k is >= 0 (0: off; KataGo used 2)"
+    ),
+    "policy_temperature": SearchParameter(),
+    "seed": SearchParameter(),
+    "solver": SearchParameter(),
+}
+SEARCH_KEYS = tuple(SEARCH_PARAMETERS)
 
 
 @runtime_checkable
@@ -124,7 +140,7 @@ def make_config(cfg: Mapping[str, Any], *, seed: int | None = None) -> _core.Mct
     Raises ValueError naming a key whose value has the wrong type or range.
     """
     out = _core.MctsConfig()
-    for key in SEARCH_KEYS:
+    for key, parameter in SEARCH_PARAMETERS.items():
         if key not in cfg:
             continue
         value = cfg[key]
@@ -132,13 +148,10 @@ def make_config(cfg: Mapping[str, Any], *, seed: int | None = None) -> _core.Mct
             setattr(out, key, value)
         except TypeError as err:
             raise ValueError(f"mcts.{key}: cannot use {value!r} ({err})") from err
+        if parameter.ok is not None and not parameter.ok(getattr(out, key)):
+            raise ValueError(f"mcts.{key}={value!r}: {parameter.rule}")
     if seed is not None:
         out.seed = seed
-    if out.simulations < 0 or out.leaves_per_game < 1:
-        raise ValueError(
-            f"mcts: simulations must be >= 0 and leaves_per_game >= 1, got "
-            f"{out.simulations} and {out.leaves_per_game}"
-        )
     return out
 
 

@@ -24,7 +24,8 @@ from omegaconf import DictConfig
 
 from checkerzero.cluster.preflight import PreflightError, check_environment
 from checkerzero.config import ConfigError, config_path
-from learner.run_record import LOG_FILE, prepare, write_record
+from checkerzero.run_files import LOG_FILE
+from learner.run_record import prepare, write_record
 
 
 def _main(cfg: DictConfig) -> None:

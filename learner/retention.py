@@ -10,24 +10,13 @@ bytes the actors played with, written from the weights channel while it still ho
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Collection
 from pathlib import Path
 
 from checkerzero.network.checkpoint import decode_checkpoint
+from checkerzero.run_files import STEP_PATTERN, best_name
 
 logger = logging.getLogger(__name__)
-
-WEIGHTS_DIR = "weights"  # under the run's checkpoints/
-STEP_PATTERN = re.compile(r"^step_(\d{8})\.safetensors$")
-
-
-def step_name(step: int) -> str:
-    return f"step_{step:08d}.safetensors"
-
-
-def best_name(version: int) -> str:
-    return f"best_v{version:05d}.safetensors"
 
 
 def step_files(weights_dir: Path) -> list[Path]:

@@ -8,6 +8,13 @@ and weights channel -> the trainer, resumed from the run directory's newest chec
 weights published -> self-play actors spread over every node with CPUs -> the training loop
 (paced by the sample-to-position ratio) until `learner.max_steps`, the time limit or Ctrl-C ->
 a final checkpoint, actors stopped, Redis stopped if this process started it.
+
+Where the parts live: the run's Redis and endgame database (`learner.run_services`), the loop's
+periodic chores (`learner.chores`: checkpoint, metrics row and progress line, live game, plots),
+the self-play PDN file (`learner.selfplay_pdn`), the summary's text (`learner.summary`); the
+training itself is `learner.trainer` over `learner.mirror`, the processes beside it
+`actors.pool` and `evaluation.evaluator_actor`. Every file this writes is named in
+`checkerzero.run_files`, every Redis key in `checkerzero.store.keys`.
 """
 
 from __future__ import annotations
@@ -15,10 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import re
 import signal
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -32,15 +36,25 @@ import redis
 from omegaconf import DictConfig, OmegaConf
 
 from actors.pool import ActorPool
-from actors.self_play import record_to_pdn
 from checkerzero.cluster.preflight import PreflightError, check_cluster
 from checkerzero.cluster.start import start_ray
 from checkerzero.metrics import WALL_METRIC, MetricsLogger
 from checkerzero.network.checkpoint import read_checkpoint_meta
 from checkerzero.revision import git_revision
-from checkerzero.store.keys import promoted_versions, read_eval_metrics
+from checkerzero.run_files import (
+    BEST_GLOB,
+    CHECKPOINT_DIR,
+    CURVE_CSV,
+    EVAL_DIR,
+    MODEL_FILE,
+    RATINGS_CSV,
+    REVISION_FILE,
+    SUMMARY_FILE,
+    WEIGHTS_DIR,
+)
+from checkerzero.store.eval_results import promoted_versions, read_eval_metrics
 from checkerzero.store.live import copy_live
-from checkerzero.store.redis_server import EmbeddedRedis, RedisServerError
+from checkerzero.store.redis_server import RedisServerError
 from checkerzero.store.replay import (
     ReplayStats,
     ReplayStore,
@@ -49,43 +63,21 @@ from checkerzero.store.replay import (
     connect,
 )
 from checkerzero.store.weights import WeightsChannel
-from evaluation.evaluator import CURVE_CSV, EVAL_DIR
 from evaluation.evaluator_actor import start_evaluator
-from game.egdb.build import ensure_database
 from game.openings import load_openings
-from game.pdn import write_pdn
-from game.records import GameRecord
+from learner.chores import Chore, run_due
 from learner.losses import Losses
 from learner.mirror import MirrorPrefetcher, ReplayMirror
-from learner.retention import WEIGHTS_DIR, prune_weights, save_promoted
+from learner.retention import prune_weights, save_promoted
+from learner.run_services import ensure_egdb, redis_for_run
+from learner.selfplay_pdn import SelfPlayPdn
+from learner.summary import describe_summary, finite, loss_metrics
 from learner.trainer import Trainer
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_DIR = "checkpoints"
-SUMMARY_FILE = "summary.json"  # the run's end state, for scripts; the log shows it as text
-MODEL_FILE = "latest.safetensors"  # under checkpoints/: the newest weights, a model checkpoint
-GAMES_FILE = "games/selfplay.pdn"  # under the run dir: self-play games, each once, appended
-GAME_ID_TAG = re.compile(r'^\[Round "(\d+)"\]', re.MULTILINE)  # a game's record id in GAMES_FILE
 ACTOR_STOP_TIMEOUT_S = 30.0  # grace for actors to finish their current move and flush games
 PREFETCH_TIMEOUT_S = 60.0  # longest wait for a batch once training started: a stuck thread errors
-
-
-@contextmanager
-def redis_for_run(cfg: DictConfig, run_dir: Path) -> Iterator[tuple[str, str | None]]:
-    """(url, password) of the run's Redis; starts and stops a private server when none is set."""
-    if cfg.replay.url:
-        password = os.environ.get(cfg.replay.password_env) if cfg.replay.password_env else None
-        yield str(cfg.replay.url), password
-        return
-    server = EmbeddedRedis(run_dir, binary=cfg.replay.redis_server)
-    server.start()
-    logger.info("started a private redis-server on %s (AOF in %s)", server.url, server.data_dir)
-    try:
-        yield server.url, server.password
-    finally:
-        server.stop()
-        logger.info("stopped the private redis-server")
 
 
 @dataclass
@@ -97,48 +89,18 @@ class _Loop:
     trainer: Trainer
     prefetcher: MirrorPrefetcher | None = None  # started with the first training step
     losses: Losses | None = None  # of the newest step
-    last_progress: float = field(init=False)  # monotonic times of the last progress line, ...
-    last_csv: float = field(init=False)  # ... metrics row, ...
-    last_plot: float = field(init=False)  # ... plots ...
-    last_ckpt: float = field(init=False)  # ... checkpoint ...
-    last_live: float = field(init=False)  # ... and copy of the live game
+    stats: ReplayStats = field(init=False)  # the store's counters read by this pass of the loop
+    last_progress: float = field(init=False)  # monotonic time of the last progress line
     last_ckpt_step: int = field(init=False)
     last_stats: ReplayStats = field(init=False)  # the store's counters at the last metrics row
     last_stats_t: float = field(init=False)
     steps_at_last: int = field(init=False)  # the step at the last metrics row
 
     def __post_init__(self, store: ReplayStore) -> None:
-        self.last_progress = self.last_csv = self.last_plot = self.last_ckpt = self.t_start
-        self.last_live = self.t_start
+        self.last_progress = self.t_start
         self.last_ckpt_step = self.steps_at_last = self.trainer.counters.step
         self.last_stats, self.last_stats_t = store.stats(), self.t_start
-
-
-def _loss_metrics(losses: Losses | None) -> dict[str, float]:
-    if losses is None:
-        return {}
-    row = {
-        "learner/loss_policy": losses.policy,
-        "learner/loss_value": losses.value,
-        "learner/loss_total": losses.total,
-    }
-    if losses.moves_left is not None:  # a network with the moves-left head
-        row["learner/loss_moves_left"] = losses.moves_left
-    if losses.moves_left_mae is not None and math.isfinite(losses.moves_left_mae):
-        row["learner/moves_left_mae_plies"] = losses.moves_left_mae  # over exact targets
-    return row
-
-
-def ensure_egdb(cfg: DictConfig) -> None:
-    """Builds the endgame database the config uses if it is missing (progress lines on the log)."""
-    egdb = cfg.get("egdb")
-    if egdb is None or not any(
-        egdb.get(k, False) for k in ("adjudicate_selfplay", "mcts_leaves", "adjudicate_matches")
-    ):
-        return
-    ensure_database(
-        str(egdb.dir), int(cfg.game.size), int(egdb.pieces), int(egdb.build_workers), logger.info
-    )
+        self.stats = self.last_stats
 
 
 class Run:
@@ -147,9 +109,9 @@ class Run:
         self.run_dir = Path(cfg.run_dir)
         self.ckpt_dir = self.run_dir / CHECKPOINT_DIR
         self._stop = threading.Event()
-        # Openings whose moves start the self-play games written as PDN (_write_games).
-        self._deck = load_openings(cfg.selfplay.openings, int(cfg.game.size))
-        self._games_written: int | None = None  # newest record id in GAMES_FILE (read lazily)
+        # Self-play games written as PDN, their openings' moves first (_write_games).
+        deck = load_openings(cfg.selfplay.openings, int(cfg.game.size))
+        self._pdn = SelfPlayPdn(self.run_dir, deck, int(cfg.logging.pdn_sample_games))
 
     def request_stop(self, *_: Any) -> None:
         if not self._stop.is_set():
@@ -159,7 +121,7 @@ class Run:
     def main(self) -> dict[str, Any]:
         cfg = self.cfg
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "git_revision.txt").write_text(git_revision() + "\n")
+        (self.run_dir / REVISION_FILE).write_text(git_revision() + "\n")
         # A configured Redis is reached first (nothing is started for it, and an unreachable one
         # fails before Ray prints anything); a private one starts only after Ray shows that the
         # cluster is one machine, since it listens on loopback. Either way the cluster check
@@ -248,32 +210,49 @@ class Run:
                 trainer.device,
                 str(trainer.compute_dtype).removeprefix("torch."),
             )
+            lc, log = cfg.learner, cfg.logging
+
+            def checkpoint(now: float) -> None:
+                self._save(trainer, client, channel)
+                loop.last_ckpt_step = trainer.counters.step
+
+            def report(now: float) -> None:
+                extra = pool.metrics() | read_eval_metrics(client, cfg.replay.namespace)
+                self._report(loop, loop.stats, now, metrics, extra, ratio)
+
+            def plots(now: float) -> None:
+                metrics.plot()
+                self._log_artifacts(metrics, channel)
+
+            # The loop's periodic chores, in the order they run when due together. A metrics
+            # row is written whenever the csv or the progress period is due (the progress line
+            # needs a fresh row); the progress line keeps its own period inside `_report`.
+            t0 = loop.t_start
+            saving = Chore("checkpoint", 60 * lc.checkpoint_every_min, checkpoint, t0)
+            chores = [
+                saving,
+                Chore("report", min(log.csv_every_s, log.progress_every_s), report, t0),
+                Chore("live game", live_every or None, lambda _: self._copy_live(client), t0),
+                Chore("plots", 60 * log.plot_every_min, plots, t0),
+            ]
             while not self._stop.is_set() and not self._limits_reached(trainer, loop.t_start):
                 pool.check()
                 if evaluator is not None:
                     evaluator.check()
-                stats = store.stats()
+                loop.stats = store.stats()
                 if ratio.should_wait(
-                    stats.positions_added, trainer.counters.samples, cfg.learner.batch_size
+                    loop.stats.positions_added, trainer.counters.samples, lc.batch_size
                 ):
-                    self._stop.wait(cfg.learner.wait_poll_s)
+                    self._stop.wait(lc.wait_poll_s)
                 else:
                     self._train_step(loop, mirror, store, channel, client)
                 now = time.monotonic()
-                self._maybe_checkpoint(loop, now, client, channel)
-                if (
-                    now - loop.last_csv >= cfg.logging.csv_every_s
-                    or now - loop.last_progress >= cfg.logging.progress_every_s
-                ):
-                    extra = pool.metrics() | read_eval_metrics(client, cfg.replay.namespace)
-                    self._report(loop, stats, now, metrics, extra, ratio)
-                if live_every > 0 and now - loop.last_live >= live_every:
-                    self._copy_live(client)
-                    loop.last_live = now
-                if now - loop.last_plot >= 60 * cfg.logging.plot_every_min:
-                    metrics.plot()
-                    self._log_artifacts(metrics, channel)
-                    loop.last_plot = now
+                # Besides its period, a checkpoint once per multiple of checkpoint_every_steps
+                # (the step stays on that multiple while the learner waits for self-play).
+                step = trainer.counters.step
+                if step % lc.checkpoint_every_steps == 0 and step > loop.last_ckpt_step:
+                    saving.run(now)
+                run_due(chores, now)
         except KeyboardInterrupt:
             logger.info("interrupted")
         finally:
@@ -328,18 +307,6 @@ class Run:
             if trainer.counters.version % cfg.logging.pdn_every_versions == 0:
                 self._write_games(store)
 
-    def _maybe_checkpoint(
-        self, loop: _Loop, now: float, client: Any, channel: WeightsChannel
-    ) -> None:
-        """Once per multiple of checkpoint_every_steps (the step stays on that multiple while
-        the learner waits for self-play), and at least every checkpoint_every_min."""
-        lc, step = self.cfg.learner, loop.trainer.counters.step
-        if (step % lc.checkpoint_every_steps == 0 and step > loop.last_ckpt_step) or (
-            now - loop.last_ckpt > 60 * lc.checkpoint_every_min
-        ):
-            self._save(loop.trainer, client, channel)
-            loop.last_ckpt, loop.last_ckpt_step = now, step
-
     def _save(self, trainer: Trainer, client: Any, channel: WeightsChannel) -> Path:
         """A checkpoint, then the weights files pruned to learner.keep_weights (promoted
         versions saved first, so none is lost)."""
@@ -362,7 +329,7 @@ class Run:
                     latest, version=meta.version, aliases=["latest"], metadata={"step": meta.step}
                 )
         best = channel.version("best")
-        for path in sorted((self.ckpt_dir / WEIGHTS_DIR).glob("best_v*.safetensors")):
+        for path in sorted((self.ckpt_dir / WEIGHTS_DIR).glob(BEST_GLOB)):
             with suppress(ValueError):
                 version = int(path.stem.removeprefix("best_v"))
                 metrics.log_model(
@@ -370,7 +337,7 @@ class Run:
                 )
         eval_dir = self.run_dir / EVAL_DIR
         metrics.log_table("eval/curve", eval_dir / CURVE_CSV)
-        metrics.log_table("eval/ratings", eval_dir / "ratings.csv")
+        metrics.log_table("eval/ratings", eval_dir / RATINGS_CSV)
 
     def _keep_promoted(self, client: Any, channel: WeightsChannel) -> None:
         """Every version the gate promoted, on disk as weights/best_v<version>.safetensors."""
@@ -401,7 +368,6 @@ class Run:
         trainer = loop.trainer
         row = self._metrics_row(loop, stats, now) | extra
         metrics.log(row, trainer.counters.step)
-        loop.last_csv = now
         if now - loop.last_progress >= self.cfg.logging.progress_every_s:
             self._progress(trainer, stats, row, now - loop.t_start, ratio)
             loop.last_progress = now
@@ -428,7 +394,7 @@ class Run:
         }
         if (run_s := trainer.run_seconds()) is not None:
             row[WALL_METRIC] = run_s
-        return row | _loss_metrics(loop.losses)
+        return row | loss_metrics(loop.losses)
 
     def _summary(
         self,
@@ -465,9 +431,9 @@ class Run:
             if "eval/elo" not in elo
             else {
                 "version": int(elo.get("eval/version", 0)),
-                "elo": _finite(elo["eval/elo"]),
-                "lower": _finite(elo.get("eval/elo_lower")),
-                "upper": _finite(elo.get("eval/elo_upper")),
+                "elo": finite(elo["eval/elo"]),
+                "lower": finite(elo.get("eval/elo_lower")),
+                "upper": finite(elo.get("eval/elo_upper")),
             },
             # Actors at the end and the nodes whose actors stored games (nodes that left too).
             "selfplay": selfplay,
@@ -510,42 +476,9 @@ class Run:
             logger.warning("could not write the live game: %s", e)
 
     def _write_games(self, store: ReplayStore) -> int:
-        """Appends the newest self-play games not written yet (at most logging.pdn_sample_games)
-        to GAMES_FILE, each once, its record id as the Round tag; returns how many."""
-        count = int(self.cfg.logging.pdn_sample_games)
-        if count <= 0:
-            return 0
-        path = self.run_dir / GAMES_FILE
-        if self._games_written is None:  # a resumed run goes on after the games it wrote
-            text = path.read_text(errors="replace") if path.is_file() else ""
-            self._games_written = max((int(x) for x in GAME_ID_TAG.findall(text)), default=0)
-        newest = store.stats().games_added
-        first = max(self._games_written + 1, newest - count + 1, 1)
-        tags = {
-            "Event": f"checkerzero self-play ({self.run_dir.name})",
-            "Site": socket.gethostname(),
-            "Date": time.strftime("%Y.%m.%d"),
-        }
-        games = []
-        for game_id in range(first, newest + 1):
-            data = store.get(game_id)
-            if data is None:
-                continue  # already out of the replay window
-            try:
-                record = GameRecord.from_bytes(data)
-                games.append(
-                    record_to_pdn(record, openings=self._deck, tags=tags | {"Round": str(game_id)})
-                )
-            except ValueError as e:  # a malformed record: counted by the mirror; the file skips it
-                logger.debug("PDN file skips game %d: %s", game_id, e)
-        self._games_written = max(self._games_written, newest)
-        if games:
-            path.parent.mkdir(exist_ok=True)
-            with path.open("a") as f:
-                if f.tell() > 0:
-                    f.write("\n")
-                f.write(write_pdn(games))
-        return len(games)
+        """Appends the newest self-play games not written yet to the run's PDN file
+        (`learner.selfplay_pdn`); returns how many."""
+        return self._pdn.append_new(store)
 
     def _progress(
         self,
@@ -600,48 +533,6 @@ def _redis_trouble_logged(what: str) -> Iterator[None]:
         yield
     except (redis.RedisError, ConnectionError) as e:
         logger.warning("skipped %s: Redis failed (%s)", what, e)
-
-
-def _finite(value: float | None) -> float | None:
-    """A number for JSON: None for a missing or infinite one (JSON has no infinity)."""
-    return None if value is None or not math.isfinite(value) else float(value)
-
-
-def _signed(value: float | None) -> str:
-    return "?" if value is None else f"{value:+.0f}"
-
-
-def describe_summary(summary: dict[str, Any], path: Path) -> str:
-    """The end of a run as a person reads it (the same facts as summary.json)."""
-    minutes, seconds = divmod(int(summary["elapsed_s"]), 60)
-    resumed = ""
-    if summary["resumed"]:
-        run_s = summary.get("run_s")
-        resumed = " (resumed)" if run_s is None else f" (resumed, {run_s / 60:.0f} min in all)"
-    lines = [
-        f"run finished after {minutes} min {seconds:02d} s{resumed}:"
-        f" {summary['step']:,} training steps,"
-        f" weights version {summary['version']}, {summary['games']:,} self-play games,"
-        f" {summary['positions']:,} positions",
-    ]
-    if losses := summary.get("losses"):
-        lines.append(
-            f"  last losses: total {losses['total']:.3f}"
-            f" (policy {losses['policy']:.3f}, value {losses['value']:.3f})"
-        )
-    else:
-        lines.append("  no training step yet (replay.min_positions not reached)")
-    if elo := summary.get("elo"):
-        rating, lower, upper = (_signed(elo.get(k)) for k in ("elo", "lower", "upper"))
-        lines.append(
-            f"  newest Elo: {rating} [{lower}, {upper}] (weights v{elo['version']}, random = 0)"
-        )
-    lines += [
-        f"  network: {summary['model']}",
-        f"    play it: python -m evaluation.match {summary['model']} minimax:4 --games 20",
-        f"  summary for scripts: {path}",
-    ]
-    return "\n".join(lines)
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:

@@ -20,6 +20,7 @@ config leaves nothing behind.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,16 +32,17 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
 from checkerzero.config import ConfigError, validate
+from checkerzero.run_files import (
+    CHECKPOINT_DIR,
+    RECORD_CONFIG,
+    RECORD_DIR,
+    RECORD_OVERRIDES,
+    RESUME_PREFIX,
+)
 from checkerzero.store.replay import redact_url
 
 logger = logging.getLogger(__name__)
 
-RECORD_DIR = ".hydra"  # inside the run directory
-CONFIG_FILE = "config.yaml"  # the run's resolved config, written once
-OVERRIDES_FILE = "overrides.yaml"  # the command line's overrides, written once
-RESUME_PREFIX = "resume-"  # .hydra/resume-<time>/: one record per resume
-CHECKPOINT_DIR = "checkpoints"  # a directory holding these is a run (learner.run's layout)
-LOG_FILE = "learner.log"  # the terminal's log lines, appended by every start of the run
 
 # Keys an override may change when a run resumes: when it stops, how it reports, how many
 # actors play and where things run. Everything else (game, model, search, optimiser, replay
@@ -97,7 +99,7 @@ def job_run_dir(run_dir: str | Path, job_num: int | None) -> Path:
 
 
 def saved_config_path(run_dir: Path) -> Path:
-    return run_dir / RECORD_DIR / CONFIG_FILE
+    return run_dir / RECORD_DIR / RECORD_CONFIG
 
 
 def prepare(cfg: DictConfig, overrides: Sequence[str], job_num: int | None = None) -> Prepared:
@@ -145,7 +147,7 @@ def _resume_config(
     base = OmegaConf.merge(defaults, stored)
     filled = tuple(sorted(_leaves(defaults) - _leaves(stored) - {"run_dir"}))
     saved_overrides: set[str] = set()
-    saved_overrides_path = saved.parent / OVERRIDES_FILE
+    saved_overrides_path = saved.parent / RECORD_OVERRIDES
     if saved_overrides_path.is_file():
         loaded = OmegaConf.load(saved_overrides_path)
         saved_overrides = {str(x) for x in loaded} if not isinstance(loaded, DictConfig) else set()
@@ -220,12 +222,12 @@ def write_record(prepared: Prepared, hydra_cfg: Any = None) -> Path:
             suffix += 1
             record = record.with_name(f"{RESUME_PREFIX}{stamp}_{suffix}")
     record.mkdir(parents=True, exist_ok=not prepared.resumed)
-    config = record / CONFIG_FILE
+    config = record / RECORD_CONFIG
     if config.exists():  # a new run's record is written once, never replaced
         raise ConfigError(f"{config} exists already; not overwriting a run's config record")
     _write(config, OmegaConf.to_yaml(_without_secrets(prepared.cfg)))
     overrides = [_redact_override(o) for o in prepared.overrides]
-    _write(record / OVERRIDES_FILE, OmegaConf.to_yaml(OmegaConf.create(overrides)))
+    _write(record / RECORD_OVERRIDES, OmegaConf.to_yaml(OmegaConf.create(overrides)))
     if hydra_cfg is not None and not prepared.resumed:
         text = OmegaConf.to_yaml(hydra_cfg)
         for raw, masked in zip(prepared.overrides, overrides, strict=True):
@@ -261,7 +263,13 @@ def _redact_override(override: str) -> str:
     return key + sep + redact_url(value) if sep and "://" in value else override
 
 
+RECORD_MODE = 0o600  # the run's record is its owner's alone: config, overrides, Hydra's settings
+
+
 def _write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, RECORD_MODE)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(tmp, RECORD_MODE)  # an older .tmp left by a kill keeps its mode through O_CREAT
     tmp.replace(path)

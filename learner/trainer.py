@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from checkerzero.network.checkpoint import (
 )
 from checkerzero.network.inference import compute_dtype, preferred_memory_format, select_device
 from checkerzero.network.model import CheckersNet, model_config
+from checkerzero.run_files import MODEL_FILE, STATE_PATTERN, WEIGHTS_DIR, state_name, step_name
 from learner.ema import WeightsEma, check_decay
 from learner.losses import Losses, TrainBatch, train_step
 from learner.training_state import (
@@ -48,7 +48,6 @@ from learner.training_state import (
 logger = logging.getLogger(__name__)
 
 _HEAD = "moves_left_head."  # state-dict prefix of the moves-left head's tensors
-STATE_PATTERN = re.compile(r"^state_(\d{8})\.safetensors$")
 SKIPPED_LOG_EVERY = 100  # log the first step skipped for a non-finite loss, then one in this many
 
 
@@ -183,7 +182,7 @@ class Trainer:
         NonFiniteWeightsError, writing nothing, if the weights hold NaN or infinity."""
         self.check_finite()
         ckpt_dir.mkdir(parents=True, exist_ok=True)
-        path = ckpt_dir / f"state_{self.counters.step:08d}.safetensors"
+        path = ckpt_dir / state_name(self.counters.step)
         save_training_state(
             path,
             self.model,
@@ -195,17 +194,17 @@ class Trainer:
             ema=self.ema,
         )
         save_checkpoint(
-            ckpt_dir / "latest.safetensors",
+            ckpt_dir / MODEL_FILE,
             self.published_model,
             step=self.counters.step,
             version=self.counters.version,
         )
         # Every checkpoint's weights are kept (about 1 MB each for the default network), so the
         # run's strength can be charted afterwards against fixed opponents.
-        weights_dir = ckpt_dir / "weights"
+        weights_dir = ckpt_dir / WEIGHTS_DIR
         weights_dir.mkdir(exist_ok=True)
         save_checkpoint(
-            weights_dir / f"step_{self.counters.step:08d}.safetensors",
+            weights_dir / step_name(self.counters.step),
             self.published_model,
             step=self.counters.step,
             version=self.counters.version,

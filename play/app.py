@@ -32,6 +32,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTex
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
+from checkerzero.run_files import GAME_FOLDERS
 from game.notation import squares_of
 from game.openings import acf_deck
 from game.pdn import PdnTooLong, game_from_position, iter_pdn, write_pdn
@@ -373,7 +374,7 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
         run: str, file: str, format: Annotated[str, Query(pattern="^(pdn|json)$")] = "pdn"
     ) -> Any:
         """A PDN file of the run (``games/...`` or ``eval/...``), as text or parsed."""
-        if not file.endswith(".pdn") or file.split("/")[0] not in run_files.GAME_FOLDERS:
+        if not file.endswith(".pdn") or file.split("/")[0] not in GAME_FOLDERS:
             raise PathRefused(f"file {file!r}: only games/*.pdn and eval/*.pdn are served")
         path = roots.run_file(run, file)
         if format == "json":

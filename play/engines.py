@@ -15,8 +15,8 @@ for networks:
     a random legal move.
 
 Every budget is checked against the ``limits`` of the play settings before anything runs, and
-networks are read only through ``checkerzero.network.checkpoint.load_checkpoint`` (safetensors,
-never unpickled), a few kept loaded (least recently used dropped first).
+networks are read only through ``checkerzero.network.inference.load_for_play`` (safetensors,
+never unpickled; the board checked), a few kept loaded (least recently used dropped first).
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ from typing import Any
 
 import torch
 
-from checkerzero.network.checkpoint import load_checkpoint
-from checkerzero.network.inference import NetworkEvaluator
+from checkerzero.network.inference import load_for_play
 from evaluation.network_player import default_mcts_settings, play_settings
 from evaluation.players import MATE_THRESHOLD, make_player
 from game.mcts import Evaluator, UniformEvaluator
@@ -181,15 +180,9 @@ class Engines:
                 torch.set_num_threads(int(self.settings["torch_threads"]))
                 self._torch_ready = True
             try:
-                model, meta = load_checkpoint(spec.path)
+                evaluator, meta = load_for_play(spec.path, 8, device="cpu")
             except ValueError as e:
                 raise ValueError(f"network {self.roots.relative(spec.path)}: {e}") from None
-            if model.config.board_size != 8:
-                raise ValueError(
-                    f"network {self.roots.relative(spec.path)} plays "
-                    f"{model.config.board_size}x{model.config.board_size}; this board is 8x8"
-                )
-            evaluator = NetworkEvaluator(model, device="cpu", version=meta.version)
             self._networks[key] = evaluator
             while len(self._networks) > int(self.limits["max_cached_networks"]):
                 self._networks.popitem(last=False)

@@ -19,15 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from checkerzero.metrics import read_metrics
-from checkerzero.store.live import LIVE_FILE, read_live_file
+from checkerzero.run_files import (
+    GAME_FOLDERS,
+    LIVE_FILE,
+    METRICS_CSV,
+    MODEL_PATH,
+    RATINGS_PATH,
+    SUMMARY_FILE,
+)
+from checkerzero.store.live import read_live_file
 from game.pdn import read_pdn
 from play.paths import NotFound, Roots
 
-METRICS = "metrics.csv"
-SUMMARY = "summary.json"
-RATINGS = "eval/ratings.csv"
-LATEST = "checkpoints/latest.safetensors"
-GAME_FOLDERS = ("games", "eval")
 # The numbers a run's line shows: label -> metric key (its newest value).
 STATUS_KEYS = {
     "weights_version": "learner/weights_version",
@@ -45,13 +48,13 @@ def _finite(x: float) -> float | None:
 
 
 def is_run(path: Path) -> bool:
-    return path.is_dir() and any((path / name).is_file() for name in (METRICS, SUMMARY))
+    return path.is_dir() and any((path / name).is_file() for name in (METRICS_CSV, SUMMARY_FILE))
 
 
 def run_status(run_dir: Path, roots: Roots, running_within_s: float) -> dict[str, Any]:
     """One run's line: status, step, weights version, games, positions/s, newest Elo."""
-    metrics = run_dir / METRICS
-    summary_file = run_dir / SUMMARY
+    metrics = run_dir / METRICS_CSV
+    summary_file = run_dir / SUMMARY_FILE
     series = read_metrics(metrics)
     out: dict[str, Any] = {"name": run_dir.name, "step": 0}
     steps = [points[-1][0] for points in series.values() if points]
@@ -75,7 +78,7 @@ def run_status(run_dir: Path, roots: Roots, running_within_s: float) -> dict[str
     curve = elo_curve(run_dir)
     if curve:  # the newest fit of the newest rated candidate (metrics.csv may lag behind it)
         out["elo"], out["elo_version"] = curve[-1]["elo"], curve[-1]["version"]
-    latest = run_dir / LATEST
+    latest = run_dir / MODEL_PATH
     if latest.is_file():
         try:
             out["network"] = roots.relative(latest)
@@ -96,7 +99,7 @@ def list_runs(roots: Roots, running_within_s: float) -> list[dict[str, Any]]:
 
 def metrics(run_dir: Path, keys: list[str] | None = None) -> dict[str, list[list[float]]]:
     """key -> [[step, time_s, value], ...] for the wanted keys (all when None)."""
-    series = read_metrics(run_dir / METRICS)
+    series = read_metrics(run_dir / METRICS_CSV)
     wanted = keys if keys is not None else sorted(series)
     return {k: [[s, t, v] for s, t, v in series.get(k, []) if math.isfinite(v)] for k in wanted}
 
@@ -107,7 +110,7 @@ def elo_curve(run_dir: Path) -> list[dict[str, float | int | None]]:
     The newest fit (eval/ratings.csv, rows ``vN``) wins over the figures metrics.csv logged when
     each candidate was first rated, since every later game refines the whole fit.
     """
-    series = read_metrics(run_dir / METRICS)
+    series = read_metrics(run_dir / METRICS_CSV)
     first_step: dict[int, int] = {}
     for step, _t, value in series.get("learner/weights_version", []):
         if math.isfinite(value):
@@ -140,7 +143,7 @@ def elo_curve(run_dir: Path) -> list[dict[str, float | int | None]]:
 
 def ratings(run_dir: Path) -> list[dict[str, Any]]:
     """The rows of eval/ratings.csv (player, elo, lower, upper, games, points, anchored)."""
-    path = run_dir / RATINGS
+    path = run_dir / RATINGS_PATH
     if not path.is_file():
         return []
     rows = []

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from checkerzero.metrics import MetricsLogger
-from checkerzero.store.live import LIVE_FILE, encode, make_live
+from checkerzero.run_files import LIVE_FILE
+from checkerzero.store.live import encode, make_live
 from game import Position
 from game.pdn import game_from_position, write_pdn
 

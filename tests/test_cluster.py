@@ -28,10 +28,10 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from actors.actor import games_by_node_key, stats_key
 from actors.pool import ActorPool
 from checkerzero.network.checkpoint import encode_checkpoint
 from checkerzero.network.model import CheckersNet, model_config
+from checkerzero.store.keys import selfplay_games_by_node_key, selfplay_stats_key
 from checkerzero.store.redis_server import EmbeddedRedis
 from checkerzero.store.replay import ReplayStore, connect
 from checkerzero.store.weights import WeightsChannel
@@ -161,7 +161,7 @@ def test_actors_on_every_node_and_all_their_games_reach_the_store(loop):
     def quiet_snapshot():
         before = loop.store.stats()
         records = loop.records()
-        counted = int(loop.client.hget(stats_key(loop.cfg.replay.namespace), "games") or 0)
+        counted = int(loop.client.hget(selfplay_stats_key(loop.cfg.replay.namespace), "games") or 0)
         return (records, before, counted) if loop.store.stats() == before else None
 
     records, stats, counted = wait_until(
@@ -233,7 +233,7 @@ def test_a_node_that_joins_gets_actors_and_one_that_leaves_loses_no_finished_gam
     (member,) = wait_until(placed_on_late_node, CALL_TIMEOUT_S, "an actor on the late node")
     assert loop.pool.size == NODES + 1 and loop.pool.nodes == NODES + 1
     assert ray.get(member.actor.device.remote(), timeout=CALL_TIMEOUT_S) == "cpu"
-    games_key = games_by_node_key(loop.cfg.replay.namespace)
+    games_key = selfplay_games_by_node_key(loop.cfg.replay.namespace)
     wait_until(
         lambda: int(loop.client.hget(games_key, late_id) or 0) >= 1,
         GAMES_TIMEOUT_S,

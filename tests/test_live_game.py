@@ -11,12 +11,12 @@ import pytest
 
 from actors.self_play import play_games, record_moves
 from checkerzero.config import compose
+from checkerzero.run_files import LIVE_FILE
+from checkerzero.store.keys import live_key
 from checkerzero.store.live import (
-    LIVE_FILE,
     MAX_LIVE_BYTES,
     copy_live,
     decode,
-    live_key,
     make_live,
     publish,
     read_live,

@@ -41,7 +41,8 @@ from safetensors.torch import load as safetensors_load
 
 from checkerzero.metrics import read_metrics
 from checkerzero.network.checkpoint import load_checkpoint, read_checkpoint_meta
-from checkerzero.store.live import LIVE_FILE, read_live_file
+from checkerzero.run_files import LIVE_FILE
+from checkerzero.store.live import read_live_file
 from evaluation.players import make_player
 from game import Position
 from game.pdn import read_pdn

@@ -272,8 +272,9 @@ def _spliced(a: GameRecord, b: GameRecord) -> GameRecord:
 def test_the_pdn_sample_skips_a_record_whose_moves_do_not_replay(client, tmp_path):
     """record_to_pdn ran outside any try: one such record ended the run at the next sample."""
     from actors.self_play import record_moves
+    from checkerzero.run_files import SELFPLAY_PDN
     from game.pdn import read_pdn
-    from learner.run import GAMES_FILE, Run
+    from learner.run import Run
 
     good = random_game_record(20, 6)
     broken = next(
@@ -294,7 +295,7 @@ def test_the_pdn_sample_skips_a_record_whose_moves_do_not_replay(client, tmp_pat
         }
     )
     assert Run(cfg)._write_games(store) == 1
-    games = read_pdn((tmp_path / GAMES_FILE).read_text(), size=6)
+    games = read_pdn((tmp_path / SELFPLAY_PDN).read_text(), size=6)
     assert [g.moves for g in games] == [record_moves(good)]
 
 

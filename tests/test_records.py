@@ -494,9 +494,14 @@ def test_a_game_whose_record_fails_validation_is_dropped_and_the_others_play_on(
 
     monkeypatch.setattr(self_play._Slot, "record", first_refused)
     drops = []
+
+    class Drops(self_play.SelfPlayObserver):
+        def on_drop(self) -> None:
+            drops.append(1)
+
     with caplog.at_level("ERROR", logger="actors.self_play"):
         records, stats = self_play.run_self_play(
-            UniformEvaluator(), small_config(), n_games=4, seed=3, on_drop=lambda: drops.append(1)
+            UniformEvaluator(), small_config(), n_games=4, seed=3, observer=Drops()
         )
     assert (len(calls), len(records), stats.games, stats.dropped, len(drops)) == (4, 3, 3, 1, 1)
     for r in records:
@@ -513,9 +518,10 @@ def test_an_actor_counts_a_dropped_game_where_the_run_reads_it(
     from omegaconf import OmegaConf
 
     from actors import self_play
-    from actors.actor import SelfPlayWorker, stats_key
+    from actors.actor import SelfPlayWorker
     from checkerzero.network.checkpoint import encode_checkpoint
     from checkerzero.network.model import CheckersNet, model_config
+    from checkerzero.store.keys import selfplay_stats_key
     from checkerzero.store.weights import WeightsChannel
 
     cfg = small_config()
@@ -537,6 +543,8 @@ def test_an_actor_counts_a_dropped_game_where_the_run_reads_it(
     container = OmegaConf.to_container(cfg, resolve=True)
     worker = SelfPlayWorker(container, 0, server.url, server.password)
     stats = worker.run(seconds=6.0)
-    counters = {k.decode(): int(v) for k, v in client.hgetall(stats_key(namespace)).items()}
+    counters = {
+        k.decode(): int(v) for k, v in client.hgetall(selfplay_stats_key(namespace)).items()
+    }
     assert stats["dropped"] == counters["dropped"] == 1
     assert counters["games"] == stats["games"] >= 1  # the games after it were stored

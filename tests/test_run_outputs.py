@@ -30,7 +30,8 @@ from game.mcts import UniformEvaluator
 from game.openings import load_openings
 from game.pdn import read_pdn, write_pdn
 from learner.retention import prune_weights, save_promoted, step_files
-from learner.run import Run, describe_summary
+from learner.run import Run
+from learner.summary import describe_summary
 from learner.trainer import Counters
 
 TINY = ModelConfig(board_size=8, blocks=0, channels=4, policy_channels=2, value_channels=1)

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from checkerzero.network.checkpoint import load_checkpoint
+from checkerzero.network.checkpoint import CheckpointMeta, load_checkpoint
 from checkerzero.network.model import CheckersNet
 from checkerzero.network.precision import PRECISIONS, cpu_has_native_bf16
 from game.encoding import NUM_WDL
@@ -199,21 +199,27 @@ class NetworkEvaluator:
             return priors.cpu().numpy(), wdl.cpu().numpy()
 
 
-def load_evaluator(
+def load_for_play(
     checkpoint: str | Path,
-    size: int,
+    size: int | None,
     *,
     device: str | torch.device = "auto",
     dtype: torch.dtype | str | None = None,
-) -> NetworkEvaluator:
-    """A checkpoint's network as an evaluator, carrying the checkpoint's weights version.
+    threads: int | None = None,
+) -> tuple[NetworkEvaluator, CheckpointMeta]:
+    """A checkpoint's network ready to play: its evaluator (carrying the checkpoint's weights
+    version; ``device``, ``dtype`` and ``threads`` as for ``NetworkEvaluator``) and its header.
 
-    ValueError when the file is not a checkpoint, or its network plays another board than `size`.
+    The one way a player, a command line or the play server loads a network. ``size``: the
+    board the game is played on; None when the caller plays whatever board the network plays
+    (``evaluator.config.board_size``). ValueError naming the file when it is not a checkpoint
+    (truncated, corrupt, foreign, non-finite) or its network plays another board than ``size``.
     """
     model, meta = load_checkpoint(checkpoint)
-    if model.config.board_size != size:
-        raise ValueError(
-            f"{checkpoint} is a {model.config.board_size}x{model.config.board_size} "
-            f"network; this game is {size}x{size}"
-        )
-    return NetworkEvaluator(model, device=device, dtype=dtype, version=meta.version)
+    side = model.config.board_size
+    if size is not None and side != size:
+        raise ValueError(f"{checkpoint} is a {side}x{side} network; this game is {size}x{size}")
+    evaluator = NetworkEvaluator(
+        model, device=device, dtype=dtype, num_threads=threads, version=meta.version
+    )
+    return evaluator, meta

@@ -1,6 +1,41 @@
-"""Where the evaluator keeps its state: the Redis keys, all under the run's namespace.
+"""Every Redis key of a run, named once: writers and readers build keys only through here.
 
-With ``<ns>`` the run's namespace (``replay.namespace``):
+With ``<ns>`` the run's namespace (``replay.namespace``). The replay store's keys carry it in
+braces, a hash tag, so a Redis Cluster keeps every key of one store in one slot (its Lua scripts
+need that).
+
+Replay store (``checkerzero.store.replay``; written by actors, read by the learner):
+
+==============================  ===========================================================
+``{<ns>}:game:<id>``            the record bytes of game ``<id>`` (ids consecutive from 1)
+``{<ns>}:staging:<uuid>``       a record on its way in (written and renamed in one MULTI)
+``{<ns>}:lengths``              list of the window's game lengths (positions), oldest first
+``{<ns>}:meta``                 hash: first_id, last_id, window_positions, games_added,
+                                positions_added
+==============================  ===========================================================
+
+Weights channel (``checkerzero.store.weights``; the learner publishes, the evaluator promotes,
+actors and the evaluator read):
+
+==============================  ===========================================================
+``<ns>:weights:<version>``      the checkpoint bytes of each published version (the newest
+                                ``KEEP_VERSIONS``)
+``<ns>:weights:meta:<version>`` JSON: where the run stood at publication (step, positions, t)
+``<ns>:weights:latest``         the newest version the learner published
+``<ns>:weights:best``           the version the gate promoted; ``best_data`` its bytes
+==============================  ===========================================================
+
+Self-play (``actors``; the learner's actor pool reads the counters):
+
+==============================  ===========================================================
+``<ns>:selfplay:stats``         hash: games, positions, evaluations, ... summed over actors
+``<ns>:selfplay:games_by_node`` hash: Ray node id -> games its actors stored
+``<ns>:selfplay:starts``        counter: actor starts, which seeds each start differently
+``<ns>:live:<actor_id>``        JSON: the game that actor plays now, expiring
+                                (``checkerzero.store.live``)
+==============================  ===========================================================
+
+Evaluator (``evaluation``; the learner reads ``latest`` and ``decisions``):
 
 ==============================  ===========================================================
 ``<ns>:eval:results``           list, one JSON ``PairResult`` row per (match, first mover):
@@ -8,7 +43,7 @@ With ``<ns>`` the run's namespace (``replay.namespace``):
 ``<ns>:eval:decisions``         list, one JSON gate decision per candidate (GateDecision
                                 fields + candidate, best, promoted)
 ``<ns>:eval:latest``            hash, the newest metrics for the learner to log
-                                (:func:`read_eval_metrics`)
+                                (``checkerzero.store.eval_results.read_eval_metrics``)
 ``<ns>:eval:done``              hash, finished units of work (``gate:V`` -> accept/reject,
                                 ``ladder:V:SPEC``, ``rungs``) and ``last_version``
 ``<ns>:eval:gate:V:B``          list, the pairs of the unfinished gate of V against best B
@@ -18,17 +53,66 @@ With ``<ns>`` the run's namespace (``replay.namespace``):
                                 candidate stands in the run (the Elo curve's x axes)
 ==============================  ===========================================================
 
-A unit's results and its ``done`` mark are written in one transaction, so a unit is either
-recorded once or replayed whole.
+An evaluator unit's results and its ``done`` mark are written in one transaction, so a unit is
+either recorded once or replayed whole.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-from typing import Any
+# --- the replay store ------------------------------------------------------------------------
 
-METRIC_PREFIX = "eval/"
+
+def replay_game_prefix(namespace: str) -> str:
+    """``replay_game_prefix(ns) + str(id)`` is game ``id``'s key."""
+    return f"{{{namespace}}}:game:"
+
+
+def replay_staging_prefix(namespace: str) -> str:
+    return f"{{{namespace}}}:staging:"
+
+
+def replay_lengths_key(namespace: str) -> str:
+    return f"{{{namespace}}}:lengths"
+
+
+def replay_meta_key(namespace: str) -> str:
+    return f"{{{namespace}}}:meta"
+
+
+# --- the weights channel ---------------------------------------------------------------------
+
+
+def weights_key(namespace: str, name: str | int) -> str:
+    """``name``: a version, ``meta:<version>``, ``latest``, ``best`` or ``best_data``."""
+    return f"{namespace}:weights:{name}"
+
+
+# --- self-play -------------------------------------------------------------------------------
+
+
+def selfplay_stats_key(namespace: str) -> str:
+    return f"{namespace}:selfplay:stats"
+
+
+def selfplay_games_by_node_key(namespace: str) -> str:
+    """A hash: Ray node id -> games its actors stored."""
+    return f"{namespace}:selfplay:games_by_node"
+
+
+def selfplay_starts_key(namespace: str) -> str:
+    return f"{namespace}:selfplay:starts"
+
+
+def live_key(namespace: str, actor_id: int) -> str:
+    return f"{namespace}:live:{actor_id}"
+
+
+def live_pattern(namespace: str) -> str:
+    """The SCAN pattern matching every actor's live key."""
+    return f"{namespace}:live:*"
+
+
+# --- the evaluator ---------------------------------------------------------------------------
 
 
 def results_key(namespace: str) -> str:
@@ -57,28 +141,3 @@ def ladder_key(namespace: str) -> str:
 
 def versions_key(namespace: str) -> str:
     return f"{namespace}:eval:versions"
-
-
-def read_eval_metrics(client: Any, namespace: str) -> dict[str, float]:
-    """The newest evaluator metrics, keys ``eval/...`` (``eval/elo``, ``eval/elo_lower``,
-    ``eval/elo_upper``, ``eval/version``, ``eval/best_version``, ``eval/best_elo``, ...);
-    empty before the first evaluation. For the learner to log."""
-    raw = client.hgetall(latest_key(namespace))
-    out: dict[str, float] = {}
-    for k, v in raw.items():
-        key = k.decode() if isinstance(k, bytes) else str(k)
-        with contextlib.suppress(ValueError):
-            out[METRIC_PREFIX + key] = float(v)
-    return out
-
-
-def promoted_versions(client: Any, namespace: str) -> list[int]:
-    """Every weights version the gate ever promoted (the first best included), oldest first,
-    from the evaluator's decision records; a record that does not parse is skipped."""
-    versions = []
-    for raw in client.lrange(decisions_key(namespace), 0, -1):
-        with contextlib.suppress(ValueError, TypeError, AttributeError):
-            decision = json.loads(raw)
-            if decision.get("promoted") and isinstance(decision.get("version"), int):
-                versions.append(decision["version"])
-    return versions

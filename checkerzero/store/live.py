@@ -10,10 +10,11 @@ file and renamed; the play server reads that file and never needs Redis.
                                 expiring ``selfplay.live_game_ttl_s`` after its last move
 ==============================  ===========================================================
 
-The value and the file hold the same JSON object: ``actor`` and ``version`` (ints), ``opening``
-(its name), ``fen`` (the start position, before the opening's moves), ``moves`` (standard
-notation, the opening's moves first), ``opening_plies`` (how many of ``moves`` are the
-opening's) and ``updated`` (the Unix time of the newest move). Nothing is pickled.
+The key is named in ``checkerzero.store.keys``. The value and the file hold the same JSON object:
+``actor`` and ``version`` (ints), ``opening`` (its name), ``fen`` (the start position, before the
+opening's moves), ``moves`` (standard notation, the opening's moves first), ``opening_plies`` (how
+many of ``moves`` are the opening's) and ``updated`` (the Unix time of the newest move). Nothing is
+pickled.
 """
 
 from __future__ import annotations
@@ -26,17 +27,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-LIVE_FILE = "games/live.json"  # under the run dir
+from checkerzero.run_files import LIVE_FILE
+from checkerzero.store.keys import live_key, live_pattern
+
 MAX_LIVE_BYTES = 64 * 1024  # a live game larger than this is refused (max_plies bounds it anyway)
-
-
-def live_key(namespace: str, actor_id: int) -> str:
-    return f"{namespace}:live:{actor_id}"
-
-
-def live_pattern(namespace: str) -> str:
-    """The SCAN pattern matching every actor's live key."""
-    return f"{namespace}:live:*"
 
 
 def make_live(

@@ -35,6 +35,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from checkerzero.run_files import REDIS_DIR
+
 logger = logging.getLogger(__name__)
 
 REDIS_SERVER_ENV = "CHECKERZERO_REDIS_SERVER"
@@ -170,7 +172,7 @@ class EmbeddedRedis:
         self._start_timeout_s = start_timeout_s
         self._stop_timeout_s = stop_timeout_s
         # Absolute: redis-server changes into `dir` before it opens the (relative) logfile.
-        self.data_dir = Path(run_dir).resolve() / "redis"
+        self.data_dir = Path(run_dir).resolve() / REDIS_DIR
         self._port: int | None = None
         self._password: str | None = None
         self._process: subprocess.Popen[bytes] | None = None

@@ -5,15 +5,10 @@ keeps the window decoded locally and samples batches from it (`learner.mirror`),
 itself with `SampleRatio`. Values are the raw record bytes the caller gives (their layout
 belongs to the record codec); nothing is pickled.
 
-Redis layout (`ns` = namespace; the braces are a hash tag, so a Redis Cluster would keep every
-key of one store in one slot, which the Lua scripts need):
-
-    {ns}:game:<id>       the record bytes of game <id>
-    {ns}:staging:<uuid>  a record on its way in (written and renamed in one MULTI)
-    {ns}:lengths         list of the window's game lengths (positions), oldest first
-    {ns}:meta            hash: first_id, last_id (the window is the ids first_id..last_id,
-                         contiguous), window_positions (sum of {ns}:lengths), games_added,
-                         positions_added (ever)
+Redis layout: the keys ``{ns}:game:<id>``, ``{ns}:staging:<uuid>``, ``{ns}:lengths`` (the
+window's game lengths, oldest first) and ``{ns}:meta`` (first_id, last_id: the window is the
+ids first_id..last_id, contiguous; window_positions, the sum of the lengths; games_added and
+positions_added, ever), named in ``checkerzero.store.keys``.
 
 Game ids are consecutive integers from 1, assigned by the add script, so the window is an id
 range and a list of lengths is enough to map a position to its game. Adding and evicting happen in
@@ -46,6 +41,8 @@ import redis
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.retry import Retry
 
+from checkerzero.store import keys
+
 logger = logging.getLogger(__name__)
 
 SOCKET_TIMEOUT_S = 30.0  # a batch of 64 KB records is MBs; far above a healthy reply time
@@ -63,18 +60,35 @@ class ReplayEmpty(LookupError):
     """The window holds no game yet."""
 
 
+# Query parameters of a Redis URL that carry a credential (redis-py reads ``?password=``).
+SECRET_QUERY_KEYS = frozenset({"password", "pass", "passwd", "pwd", "token", "auth"})
+MASK = "***"
+
+
 def redact_url(url: str) -> str:
-    """`url` without any password in it (redis://user:secret@host -> redis://user:***@host)."""
+    """`url` without any password in it, in either form redis-py accepts:
+    ``redis://user:secret@host`` -> ``redis://user:***@host`` and ``?password=secret`` ->
+    ``?password=***``."""
     parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{parts.username or ''}:***@{host}"
-    if parts.port is not None:
-        netloc += f":{parts.port}"
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    if parts.password is not None:
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f"{parts.username or ''}:{MASK}@{host}"
+        if parts.port is not None:
+            netloc += f":{parts.port}"
+        parts = parts._replace(netloc=netloc)
+    if parts.query:
+        query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+        if any(k.lower() in SECRET_QUERY_KEYS for k, _ in query):
+            masked = [(k, MASK if k.lower() in SECRET_QUERY_KEYS else v) for k, v in query]
+            parts = parts._replace(query=urllib.parse.urlencode(masked, safe="*"))
+    return urllib.parse.urlunsplit(parts)
+
+
+def url_has_secret(url: str) -> bool:
+    """Whether `url` carries a password (either form)."""
+    return redact_url(url) != url
 
 
 def _describe(client: redis.Redis) -> str:
@@ -207,10 +221,10 @@ class ReplayStore:
         self._client = client
         self.namespace = namespace
         self.window_positions = window_positions
-        self._meta = f"{{{namespace}}}:meta"
-        self._lengths = f"{{{namespace}}}:lengths"
-        self._game_prefix = f"{{{namespace}}}:game:"
-        self._staging_prefix = f"{{{namespace}}}:staging:"
+        self._meta = keys.replay_meta_key(namespace)
+        self._lengths = keys.replay_lengths_key(namespace)
+        self._game_prefix = keys.replay_game_prefix(namespace)
+        self._staging_prefix = keys.replay_staging_prefix(namespace)
         self._window_script = client.register_script(_WINDOW)
         self._lock = threading.Lock()  # guards the local copy of the window below
         self._cache_first = 1  # game id of _cache_lengths[0]

@@ -2,7 +2,8 @@
 
 The channel is the run's Redis, beside the replay store, so it reaches every node of a cluster
 and survives the restart of any process. Weights are the checkpoint bytes of
-`checkerzero.network.checkpoint.encode_checkpoint` (safetensors + JSON header, never pickled). Keys:
+`checkerzero.network.checkpoint.encode_checkpoint` (safetensors + JSON header, never pickled).
+Keys (named in ``checkerzero.store.keys``):
 
 - ``<ns>:weights:<version>``  the bytes of each published version (the newest few are kept)
 - ``<ns>:weights:latest``     the newest version number the learner published
@@ -24,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+
+from checkerzero.store.keys import weights_key
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +55,7 @@ class WeightsChannel:
         self._seen = -1
 
     def _key(self, name: str | int) -> str:
-        return f"{self._ns}:weights:{name}"
+        return weights_key(self._ns, name)
 
     def publish(self, data: bytes, version: int, meta: Mapping[str, Any] | None = None) -> None:
         """Stores ``data`` as ``version`` and makes it the latest (versions must increase);

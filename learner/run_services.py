@@ -1,0 +1,46 @@
+"""What a run starts beside the learner before it trains: its Redis (a configured one, or a
+private ``redis-server`` under the run directory) and the endgame database the config uses."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from checkerzero.store.redis_server import EmbeddedRedis
+from game.egdb.build import ensure_database
+
+logger = logging.getLogger(__name__)
+
+
+@contextmanager
+def redis_for_run(cfg: DictConfig, run_dir: Path) -> Iterator[tuple[str, str | None]]:
+    """(url, password) of the run's Redis; starts and stops a private server when none is set."""
+    if cfg.replay.url:
+        password = os.environ.get(cfg.replay.password_env) if cfg.replay.password_env else None
+        yield str(cfg.replay.url), password
+        return
+    server = EmbeddedRedis(run_dir, binary=cfg.replay.redis_server)
+    server.start()
+    logger.info("started a private redis-server on %s (AOF in %s)", server.url, server.data_dir)
+    try:
+        yield server.url, server.password
+    finally:
+        server.stop()
+        logger.info("stopped the private redis-server")
+
+
+def ensure_egdb(cfg: DictConfig) -> None:
+    """Builds the endgame database the config uses if it is missing (progress lines on the log)."""
+    egdb = cfg.get("egdb")
+    if egdb is None or not any(
+        egdb.get(k, False) for k in ("adjudicate_selfplay", "mcts_leaves", "adjudicate_matches")
+    ):
+        return
+    ensure_database(
+        str(egdb.dir), int(cfg.game.size), int(egdb.pieces), int(egdb.build_workers), logger.info
+    )
