@@ -546,3 +546,16 @@ def test_the_page_fits_a_phone(browser, server, tmp_path):
         assert browser.save_screenshot(str(out / "phone.png"))
     finally:
         browser.set_window_size(size["width"], size["height"])
+
+
+def test_a_move_written_with_the_wrong_separator_is_read_and_reported(browser, server, tmp_path):
+    # 10x14 is a step written as a capture, as some published collections write it.
+    path = tmp_path / "classic.pdn"
+    path.write_text('[Event "Classic"]\n1. 9-13 22-17 2. 13x22 26x17 3. 11-15 23-19 4. 10x14 *\n')
+    page = Page(browser, server)
+    page.open()
+    page.open_file(path)
+    info = page.text("file-info")
+    assert info.startswith("classic.pdn: 1 game, 1 move written with the wrong separator")
+    assert page.moves()[-1] == "10-14"
+    assert "move 4: '10x14' read as 10-14" in page.find("#file-info").get_attribute("title")

@@ -139,10 +139,13 @@ async function analyseGame() {
       renderMoves();
     }
     const marks = line.slice(1).map(markClass);
-    const count = cls => marks.filter(m => m === cls).length;
+    const count = (cls, one, many) => {
+      const k = marks.filter(m => m === cls).length;
+      return `${k} ${k === 1 ? one : many}`;
+    };
     status.textContent = `done: ${line.length} positions at ${sims} visits; ` +
-      `${count("mk blunder")} blunders, ${count("mk mistake")} mistakes, ` +
-      `${count("mk inacc")} inaccuracies.`;
+      `${count("mk blunder", "blunder", "blunders")}, ${count("mk mistake", "mistake", "mistakes")}, ` +
+      `${count("mk inacc", "inaccuracy", "inaccuracies")}.`;
     if (state.node.analysis) renderAnalysis(state.node.analysis);
   } catch (e) {
     if (game === state.game) status.textContent = `analysis stopped: ${e.message}`;

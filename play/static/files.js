@@ -19,8 +19,13 @@ async function openPdnText(text, name, { at = "start" } = {}) {
   picker.hidden = games.length < 2;
   await openGame(games[0], { at });
   const cap = state.config.limits.max_pdn_games;
-  $("file-info").textContent = `${name}: ${games.length} game${games.length === 1 ? "" : "s"}` +
-    (games.length >= cap ? ` (the server reads the first ${cap})` : "");
+  const warnings = games.flatMap(g => g.warnings || []);  // moves read despite a wrong separator
+  const info = $("file-info");
+  info.textContent = `${name}: ${games.length} game${games.length === 1 ? "" : "s"}` +
+    (games.length >= cap ? ` (the server reads the first ${cap})` : "") +
+    (warnings.length ? `, ${warnings.length} move${warnings.length === 1 ? "" : "s"} ` +
+      "written with the wrong separator read as the one legal move they name" : "");
+  info.title = warnings.join("\n");
 }
 
 function gameLabel(g, i) {
