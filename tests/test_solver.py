@@ -445,3 +445,26 @@ def test_players_take_the_switch_from_the_config_and_from_their_spec(config):
         assert player.last_visits == 200
     with pytest.raises(ValueError, match="option solver must be 1 or 0, got 'maybe'"):
         parse_spec(f"{spec},solver=maybe")
+
+
+@pytest.mark.parametrize("leaves_in_database", [False, True])
+def test_self_play_with_the_solver_finishes_valid_games(config, tmp_path, leaves_in_database):
+    """Self-play with the solver on (and the database at the leaves, where proofs come from
+    positions deep inside a game): every game ends and every record passes validation."""
+    from actors.self_play import run_self_play
+    from game.mcts import UniformEvaluator as Uniform
+
+    egdb = ["egdb.mcts_leaves=true", f"egdb.dir={tmp_path}", "egdb.pieces=3"]
+    cfg = config(
+        "game=small",
+        "mcts.simulations=64",
+        "mcts.leaves_per_game=4",
+        "mcts.solver=true",
+        "selfplay.games_in_parallel=4",
+        "selfplay.openings=start",
+        "selfplay.resign=false",
+        *(egdb if leaves_in_database else []),
+    )
+    records, stats = run_self_play(Uniform(), cfg, 12, seed=5)
+    assert stats.games == 12 and len(records) == 12 and stats.dropped == 0
+    assert all(r.result in (1, 2, 3) for r in records)
