@@ -360,6 +360,15 @@ def _learner_side() -> tuple[Any, Any]:
     return load_for_play, NetworkEvaluator
 
 
+def load_network(
+    path: str | Path, device: str, threads: int | None, precision: str
+) -> tuple[Any, Any]:
+    """``(evaluator, header)`` of a checkpoint file for a player (`load_for_play`, any board:
+    the player plays the board its network plays)."""
+    load_for_play, _ = _learner_side()
+    return load_for_play(path, None, device=device, dtype=precision, threads=threads)
+
+
 def network_evaluator(
     model: Any, *, device: str = "cpu", threads: int | None = None, precision: str = "auto"
 ) -> Evaluator:
@@ -401,14 +410,15 @@ def checkpoint_player(
     seed: int = 0,
     time_ms: int = 0,
     precision: str = "auto",
+    loaded: tuple[Any, Any] | None = None,
 ) -> MCTSPlayer:
     """An MCTSPlayer over a model checkpoint file (checkerzero.network.checkpoint.save_checkpoint);
-    ``time_ms`` > 0: milliseconds per move instead of simulations."""
-    load_for_play, _ = _learner_side()
+    ``time_ms`` > 0: milliseconds per move instead of simulations. ``loaded``: the file's
+    ``(evaluator, header)`` when the caller has loaded it already (`load_network`)."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"checkpoint {path} not found")
-    evaluator, meta = load_for_play(path, None, device=device, dtype=precision, threads=threads)
+    evaluator, meta = loaded or load_network(path, device, threads, precision)
     settings = play_settings(mcts)
     budget = f"t{time_ms}" if time_ms else f"sims={settings.get('simulations')}"
     label = name or _label(str(path), budget, precision)
@@ -474,11 +484,12 @@ def searchless_player(
     device: str,
     threads: int | None,
     precision: str = "auto",
+    loaded: tuple[Any, Any] | None = None,
 ) -> PolicyPlayer | None:
     """The no-search player of a checkpoint: its most probable move when ``sims=0`` is asked
-    for, its greedy move when the header marks a Q-network; None for an MCTS player."""
-    load_for_play, _ = _learner_side()
-    evaluator, meta = load_for_play(path, None, device=device, dtype=precision, threads=threads)
+    for, its greedy move when the header marks a Q-network; None for an MCTS player.
+    ``loaded`` as for `checkpoint_player`."""
+    evaluator, meta = loaded or load_network(path, device, threads, precision)
     name = Path(path).name
     if is_q_network(dict(meta.extra)):
         if simulations:
@@ -530,7 +541,10 @@ def mcts_player(
         )
     if not Path(source).is_file():
         raise ValueError(f"unknown player spec {spec!r}: no checkpoint file at {source}")
-    searchless = searchless_player(source, options.get("simulations"), device, threads, precision)
+    loaded = load_network(source, device, threads, precision)  # once, for either kind
+    searchless = searchless_player(
+        source, options.get("simulations"), device, threads, precision, loaded=loaded
+    )
     if searchless is not None:
         if time_ms:
             raise ValueError(f"player spec {spec!r}: a Q-network plays greedily, without a time")
@@ -544,6 +558,7 @@ def mcts_player(
         seed=seed,
         time_ms=time_ms,
         precision=precision,
+        loaded=loaded,
     )
 
 
