@@ -195,3 +195,25 @@ def test_a_bad_token_setting_is_one_clear_line(setting, message, tmp_path):
     lines = [line for line in out.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("checkerzero-node: "), out
     assert message in lines[0]
+
+
+def test_a_local_ray_runs_with_token_auth_and_says_nothing_about_it(tmp_path):
+    """`start_ray` turns token authentication on for the Ray it starts (Ray's own default for a
+    local Ray) explicitly, so Ray's warning about it does not greet every run."""
+    env = bare_env(tmp_path)  # a fresh HOME: Ray makes its token file there
+    code = (
+        "import ray\n"  # imported first, as the learner does: its config is cached by then
+        "from checkerzero.cluster.start import start_ray\n"
+        "start_ray('local', num_cpus=1)\n"
+        "import os; print('MODE', os.environ['RAY_AUTH_MODE'])\n"
+        "print('RESULT', ray.get(ray.remote(lambda: 6 * 7).remote(), timeout=60))\n"
+        "ray.shutdown()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "MODE token" in done.stdout and "RESULT 42" in done.stdout
+    assert "Token authentication" not in out, out
+    assert (tmp_path / ".ray" / "auth_token").is_file()

@@ -3,6 +3,12 @@
 `start_ray` joins a running cluster when one is reachable (``address="auto"`` or an explicit
 address), else starts a private local one. Its workers get the checkout on ``PYTHONPATH``, so a
 source checkout runs on a cluster without an install.
+
+Authentication: a Ray this starts always runs with token authentication (Ray 2.60's default for
+a local ``ray.init()``, here said explicitly, so Ray does not warn about it on every start); the
+token is Ray's own file (``~/.ray/auth_token``, made on first use) or ``RAY_AUTH_TOKEN_PATH``.
+Joining a cluster uses the token when one is configured; a cluster started with token
+authentication refuses a client without it (docker/entrypoint.sh, deploy/).
 """
 
 from __future__ import annotations
@@ -12,6 +18,19 @@ import os
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
+
+AUTH_MODE_VAR = "RAY_AUTH_MODE"  # Ray reads the mode from here only (not from its system config)
+DEFAULT_TOKEN_FILE = Path.home() / ".ray" / "auth_token"  # where Ray keeps a generated token
+
+
+def token_configured(environ: dict[str, str] | os._Environ = os.environ) -> bool:
+    """Whether this process has a Ray token to present: RAY_AUTH_TOKEN, the file named by
+    RAY_AUTH_TOKEN_PATH, or Ray's default token file."""
+    if environ.get("RAY_AUTH_TOKEN"):
+        return True
+    path = environ.get("RAY_AUTH_TOKEN_PATH")
+    return Path(path).is_file() if path else DEFAULT_TOKEN_FILE.is_file()
+
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,6 +62,8 @@ def start_ray(
         }
     }
     if address and address != "local":
+        if AUTH_MODE_VAR not in os.environ and token_configured():
+            _token_mode()  # what Ray would choose, without its warning
         try:
             ray.init(address=address, runtime_env=env, log_to_driver=log_to_driver)
             logger.info("joined the Ray cluster at %s", address)
@@ -53,6 +74,8 @@ def start_ray(
     # address="local": a plain ray.init() would join whatever cluster the machine's
     # /tmp/ray/ray_current_cluster names (the last `ray start` or test cluster), and then fail
     # because num_cpus cannot be given to an existing cluster.
+    if AUTH_MODE_VAR not in os.environ:
+        _token_mode()  # Ray's default for a local Ray, said aloud
     memory = None if object_store_memory_mb is None else int(object_store_memory_mb) * 1024 * 1024
     ray.init(
         address="local",
@@ -64,3 +87,12 @@ def start_ray(
     )
     logger.info("started a local Ray (%s CPUs)", ray.cluster_resources().get("CPU"))
     return True
+
+
+def _token_mode() -> None:
+    """Token authentication for this process and the Ray it starts: RAY_AUTH_MODE=token, and
+    Ray's cached config refreshed (an imported Ray read the mode already). Ray's own function
+    for it, pinned with Ray (pyproject.toml): the one Ray calls itself, minus the warning."""
+    from ray._private.authentication.authentication_token_setup import _enable_token_auth
+
+    _enable_token_auth()
