@@ -340,6 +340,10 @@ def run_self_play(
     finished game whose record fails validation (a defect of the search or the record, never
     expected) is logged as an error, counted in `SelfPlayStats.dropped` and reported to
     `observer.on_drop()`; the other games play on.
+
+    Longer than most functions on purpose: `start`, `finish` and `decide` are one game slot's
+    steps and share the loop's state (slots, counters, the RNGs, the search), which as
+    closures stays in one place a reader can follow from top to bottom.
     """
     observer = observer if observer is not None else SelfPlayObserver()
     s = SelfPlaySettings.from_config(cfg)

@@ -81,6 +81,8 @@ def _check(cfg: DictConfig, key: str, ok: Any, why: str | Any) -> None:
 
 
 def validate(cfg: DictConfig) -> None:
+    """Raises ConfigError naming the first key whose value is wrong. One flat list of checks,
+    one per key, in the order of the groups: long, but a reader finds a key's rule by its name."""
     positive = lambda v: isinstance(v, int | float) and v > 0  # noqa: E731
     non_negative = lambda v: isinstance(v, int | float) and v >= 0  # noqa: E731
     _check(cfg, "game.size", lambda v: v in (6, 8), "the board side must be 6 or 8")

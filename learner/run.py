@@ -210,31 +210,8 @@ class Run:
                 trainer.device,
                 str(trainer.compute_dtype).removeprefix("torch."),
             )
-            lc, log = cfg.learner, cfg.logging
-
-            def checkpoint(now: float) -> None:
-                self._save(trainer, client, channel)
-                loop.last_ckpt_step = trainer.counters.step
-
-            def report(now: float) -> None:
-                extra = pool.metrics() | read_eval_metrics(client, cfg.replay.namespace)
-                self._report(loop, loop.stats, now, metrics, extra, ratio)
-
-            def plots(now: float) -> None:
-                metrics.plot()
-                self._log_artifacts(metrics, channel)
-
-            # The loop's periodic chores, in the order they run when due together. A metrics
-            # row is written whenever the csv or the progress period is due (the progress line
-            # needs a fresh row); the progress line keeps its own period inside `_report`.
-            t0 = loop.t_start
-            saving = Chore("checkpoint", 60 * lc.checkpoint_every_min, checkpoint, t0)
-            chores = [
-                saving,
-                Chore("report", min(log.csv_every_s, log.progress_every_s), report, t0),
-                Chore("live game", live_every or None, lambda _: self._copy_live(client), t0),
-                Chore("plots", 60 * log.plot_every_min, plots, t0),
-            ]
+            lc = cfg.learner
+            saving, chores = self._chores(loop, client, channel, pool, metrics, ratio, live_every)
             while not self._stop.is_set() and not self._limits_reached(trainer, loop.t_start):
                 pool.check()
                 if evaluator is not None:
@@ -275,6 +252,43 @@ class Run:
                 self._log_artifacts(metrics, channel)
             metrics.close()
         return self._summary(resumed, loop, stats, path, client, pool)
+
+    def _chores(
+        self,
+        loop: _Loop,
+        client: Any,
+        channel: WeightsChannel,
+        pool: ActorPool,
+        metrics: MetricsLogger,
+        ratio: SampleRatio,
+        live_every: float,
+    ) -> tuple[Chore, list[Chore]]:
+        """The loop's periodic chores, in the order they run when due together, and the
+        checkpoint among them (a step count can also call for it). A metrics row is written
+        whenever the csv or the progress period is due (the progress line needs a fresh row);
+        the progress line keeps its own period inside `_report`."""
+        cfg, trainer, log = self.cfg, loop.trainer, self.cfg.logging
+
+        def checkpoint(now: float) -> None:
+            self._save(trainer, client, channel)
+            loop.last_ckpt_step = trainer.counters.step
+
+        def report(now: float) -> None:
+            extra = pool.metrics() | read_eval_metrics(client, cfg.replay.namespace)
+            self._report(loop, loop.stats, now, metrics, extra, ratio)
+
+        def plots(now: float) -> None:
+            metrics.plot()
+            self._log_artifacts(metrics, channel)
+
+        t0 = loop.t_start
+        saving = Chore("checkpoint", 60 * cfg.learner.checkpoint_every_min, checkpoint, t0)
+        return saving, [
+            saving,
+            Chore("report", min(log.csv_every_s, log.progress_every_s), report, t0),
+            Chore("live game", live_every or None, lambda _: self._copy_live(client), t0),
+            Chore("plots", 60 * log.plot_every_min, plots, t0),
+        ]
 
     def _train_step(
         self,
