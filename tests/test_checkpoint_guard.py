@@ -19,7 +19,13 @@ import torch
 from test_nonfinite import nan_checkpoint_bytes
 from test_trainer import LEARNER, MODEL, batches
 
-from checkerzero.network.checkpoint import decode_checkpoint, load_checkpoint
+from checkerzero.network.checkpoint import (
+    SCHEMA_VERSION,
+    decode_checkpoint,
+    encode_tensors,
+    load_checkpoint,
+)
+from checkerzero.network.model import ModelConfig
 from checkerzero.store.weights import WeightsChannel
 from learner.trainer import Trainer
 from learner.training_state import capture_rng_state, save_training_state
@@ -42,10 +48,10 @@ def with_header(data: bytes, **model_config) -> bytes:
 @pytest.mark.parametrize(
     ("config", "match"),
     [
-        # the reported case: the pre-check names what is missing, no network is built first
-        ({"blocks": 20, "channels": 1024}, r"weights do not fit the model: missing \['tower\.10"),
-        ({"channels": 1024}, r"tensor 'stem.0.weight' is torch.float32 \(32, 15, 3, 3\)"),
-        ({"blocks": 10**9}, "header names 1000000000 residual blocks, but the file holds only 72"),
+        # the reported case: the tensor count the header's model needs, from the header alone
+        ({"blocks": 20, "channels": 1024}, r"model \(20 residual blocks\) has 264 tensors, the "),
+        ({"channels": 1024}, r"'stem.0.weight' is declared \[32, 15, 3, 3\], the header's model"),
+        ({"blocks": 10**9}, "has 12000000024 tensors, the file holds 72"),
         ({"channels": 10**12}, "cannot be built"),
         ({"board_size": 10**6}, r"header's board_size 1000000 is not one of \(6, 8\)"),
         ({"board_size": 6}, "tensor 'value_head.4.weight'"),
@@ -57,6 +63,27 @@ def test_a_header_that_does_not_match_its_tensors_is_refused_before_building(
     path = tmp_path / "lying.safetensors"
     path.write_bytes(with_header(SHIPPED.read_bytes(), **config))
     with pytest.raises(ValueError, match=f"{path}: .*{match}"):
+        load_checkpoint(path)
+
+
+def test_a_header_claiming_thousands_of_blocks_is_refused_before_any_tensor_is_read(tmp_path):
+    """A small file of 5,000 one-number tensors whose header claims 5,000 blocks (it took 15 s
+    to refuse, building the claimed network): refused from the safetensors header, before the
+    tensors are read (the body is corrupt here, and that is not what the error says)."""
+    tensors = {f"t{i}": torch.zeros(1) for i in range(5000)}
+    header = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "model",
+        "model_config": ModelConfig(blocks=5000).to_dict(),
+        "step": 0,
+        "version": 0,
+        "extra": {},
+    }
+    data = bytearray(encode_tensors(tensors, header))
+    data[-4:] = b"\xff\xff\xff\xff"  # the last tensor's bytes: a checksum error, if read
+    path = tmp_path / "claims.safetensors"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="has 60024 tensors, the file holds 5000"):
         load_checkpoint(path)
 
 
@@ -118,7 +145,7 @@ def test_an_actor_keeps_its_weights_when_the_published_ones_are_bad(server, clie
     assert len(skipped) == len(bad)
     for message, what in zip(
         skipped,
-        ["missing", "holds NaN", "truncated", "for a 6x6 board", "checkpoint cap"],
+        ["has 264 tensors", "holds NaN", "truncated", "for a 6x6 board", "checkpoint cap"],
         strict=True,
     ):
         assert what in message

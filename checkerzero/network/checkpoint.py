@@ -100,14 +100,11 @@ def encode_tensors(tensors: Mapping[str, torch.Tensor], header: dict[str, Any]) 
     return safetensors_save(tensors, metadata=metadata)
 
 
-def decode_tensors(
+def read_header(
     data: bytes, source: str, max_bytes: int = MAX_CHECKPOINT_BYTES
-) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Parse and verify; ``source`` names the file (or stream) in error messages.
-
-    Besides the format and the checksum, every floating-point tensor must be finite: a network
-    (or optimizer state) holding NaN or infinity is refused by name, never loaded.
-    """
+) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """The safetensors header of ``data`` (tensor names, dtypes, shapes, offsets), the
+    checkerzero header inside it and the header's length, checked; no tensor is read."""
     if len(data) > max_bytes:
         raise ValueError(f"{source}: {len(data)} bytes is over the {max_bytes}-byte checkpoint cap")
     if len(data) < HEADER_LENGTH_BYTES:
@@ -147,6 +144,18 @@ def decode_tensors(
     v2_only = "ema" in header or (isinstance(config, dict) and "moves_left_head" in config)
     if schema == 1 and v2_only:
         raise ValueError(f"{source}: a schema 1 file cannot hold a moves-left head or an EMA")
+    return raw_header, header, header_len
+
+
+def decode_tensors(
+    data: bytes, source: str, max_bytes: int = MAX_CHECKPOINT_BYTES
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Parse and verify; ``source`` names the file (or stream) in error messages.
+
+    Besides the format and the checksum, every floating-point tensor must be finite: a network
+    (or optimizer state) holding NaN or infinity is refused by name, never loaded.
+    """
+    raw_header, header, header_len = read_header(data, source, max_bytes)
     body = len(data) - HEADER_LENGTH_BYTES - header_len
     ends = [
         entry["data_offsets"][1]
@@ -258,27 +267,53 @@ def _check_shapes(
 
 
 def _expected_state(
-    config: ModelConfig, tensors: Mapping[str, torch.Tensor], source: str
+    config: ModelConfig, tensors: Mapping[str, Any], source: str
 ) -> dict[str, torch.Tensor]:
-    """The state dict (shapes only, on the meta device) of the network ``config`` describes.
+    """The state dict (shapes only, on the meta device) of the network ``config`` describes,
+    checked against ``tensors`` (the file's tensors, or its header's entries) by count first.
 
-    Nothing is allocated; the header's board size must be one the rules support and its block
-    count within the file's tensor count (each block holds tensors of its own), so a header
-    cannot make even this step expensive."""
+    Nothing is allocated and no module is built per block: the network is built with at most
+    one block and the block's tensors repeated by name, after the count the header's model
+    needs (known from that one block) matched the file's, so a header claiming thousands of
+    blocks or channels is refused at once."""
     if config.board_size not in BOARD_SIZES:
         raise ValueError(
             f"{source}: header's board_size {config.board_size} is not one of {BOARD_SIZES}"
         )
-    if config.blocks > len(tensors):
-        raise ValueError(
-            f"{source}: header names {config.blocks} residual blocks, but the file holds only "
-            f"{len(tensors)} tensors"
-        )
     try:
         with torch.device("meta"):
-            return CheckersNet(config).state_dict()
+            state = CheckersNet(dataclasses.replace(config, blocks=min(config.blocks, 1)))
+            state = state.state_dict()
     except (RuntimeError, OverflowError) as exc:  # sizes past what torch can even describe
         raise ValueError(f"{source}: header's model {config} cannot be built ({exc})") from exc
+    first = "tower.0."
+    block = {k[len(first) :]: v for k, v in state.items() if k.startswith(first)}
+    rest = {k: v for k, v in state.items() if not k.startswith(first)}
+    count = len(rest) + config.blocks * len(block)
+    if count != len(tensors):
+        raise ValueError(
+            f"{source}: header's model ({config.blocks} residual blocks) has {count} tensors, "
+            f"the file holds {len(tensors)}"
+        )
+    for b in range(config.blocks):
+        rest.update({f"tower.{b}.{name}": t for name, t in block.items()})
+    return rest
+
+
+def _check_header_fits(config: ModelConfig, raw_header: Mapping[str, Any], source: str) -> None:
+    """The file's tensor names and shapes, as its safetensors header declares them, are those
+    of the header's model: checked before any tensor is read or any model built."""
+    entries = {k: v for k, v in raw_header.items() if k != "__metadata__"}
+    expected = _expected_state(config, entries, source)
+    for name, want in expected.items():
+        entry = entries.get(name)
+        if not isinstance(entry, dict):
+            raise ValueError(f"{source}: the file has no tensor {name!r} the header's model needs")
+        if entry.get("shape") != list(want.shape):
+            raise ValueError(
+                f"{source}: tensor {name!r} is declared {entry.get('shape')!r}, the header's "
+                f"model needs {list(want.shape)}"
+            )
 
 
 def load_weights(model: nn.Module, weights: Mapping[str, torch.Tensor], source: str) -> None:
@@ -320,13 +355,16 @@ def decode_checkpoint(
 ) -> tuple[CheckersNet, CheckpointMeta]:
     """Inverse of ``encode_checkpoint``: a new model in eval mode on ``device`` and its header.
 
-    The header's model is checked against the file's tensors (names, shapes, dtypes) before the
-    network is built, so a header that names a larger network than the file holds allocates
-    nothing; more than ``max_bytes`` is refused unread.
+    The header's model is checked against the tensors the file's header declares (count,
+    names, shapes) before a tensor is read, and against the tensors read (dtypes too) before
+    the network is built, so a header that names another network than the file holds is
+    refused at once and allocates nothing; more than ``max_bytes`` is refused unread.
     """
-    tensors, header = decode_tensors(data, source, max_bytes)
+    raw_header, header, _ = read_header(data, source, max_bytes)
     expect_kind(header, KIND_MODEL, source)
     config = config_from_header(header, source)
+    _check_header_fits(config, raw_header, source)  # before any tensor is read
+    tensors, header = decode_tensors(data, source, max_bytes)
     _check_shapes(_expected_state(config, tensors, source), tensors, source)
     model = CheckersNet(config)
     load_weights(model, tensors, source)
