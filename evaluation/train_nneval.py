@@ -231,6 +231,19 @@ class TrainSettings:
     output_scale: int = 200  # centi-men per unit of logit: +200 predicts a 73% expected score
 
 
+SETTING_HELP = {
+    "hidden": "accumulator width per side (the core allows up to 256)",
+    "dense1": "first dense layer's width (up to 64)",
+    "dense2": "second dense layer's width (up to 64)",
+    "epochs": "passes over the training positions",
+    "batch": "positions per optimiser step",
+    "lr": "Adam learning rate, decayed to a tenth over the run",
+    "validation": "fraction of the positions held out to measure the loss",
+    "seed": "seed of the split, the shuffles and the initial weights",
+    "output_scale": "centi-men per unit of logit in the file (+200: a 73%% expected score)",
+}
+
+
 def train(
     positions: Positions, target: np.ndarray, settings: TrainSettings, size: int = 8
 ) -> tuple[NNEvalModel, dict[str, float]]:
@@ -325,19 +338,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--teacher-weight",
         type=float,
-        default=0.5,
-        help="share of the teacher's value in the target",
+        default=0.7,
+        help="share of the teacher's value in the target (docs/results.md compares choices)",
     )
     p.add_argument("--size", type=int, choices=(6, 8), default=8)
     p.add_argument(
         "--teacher-positions",
         type=int,
-        default=20000,
-        help="positions the teacher labels, drawn at random (0: all; ~200/s on a busy core)",
+        default=0,
+        help="positions the teacher labels, drawn at random (0: all; about 1,000/s on one core)",
     )
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     for name, default in vars(TrainSettings()).items():
-        p.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
+        flag = f"--{name.replace('_', '-')}"
+        p.add_argument(flag, type=type(default), default=default, help=SETTING_HELP[name])
     return p
 
 

@@ -11,6 +11,9 @@ for networks:
     the same search with equal priors and no network;
 ``minimax:D`` / ``minimax:tMS``
     the alpha-beta baseline at depth D or MS milliseconds;
+``ab+nn:D`` / ``ab+nn:tMS``
+    the same search with the shipped learned evaluation (no other weights file: a request names
+    no file to read);
 ``random`` / ``random:SEED``
     a random legal move.
 
@@ -45,7 +48,7 @@ logger = logging.getLogger(__name__)
 
 UNIFORM = "uniform-mcts"
 _NETWORK_SPEC = re.compile(rf"(?P<source>{UNIFORM}|.+?\.safetensors)(?::(?P<opts>.*))?")
-_MINIMAX_SPEC = re.compile(r"minimax:(?:(?P<depth>\d+)|t(?P<ms>\d+))")
+_MINIMAX_SPEC = re.compile(r"(?:minimax|ab\+nn):(?:(?P<depth>\d+)|t(?P<ms>\d+))")
 _RANDOM_SPEC = re.compile(r"random(?::(?P<seed>\d+))?")
 _TIME_OPTION = re.compile(r"t(?P<ms>\d+)")  # t200: 200 ms, the match tool's form of ms=200
 MAX_SPEC_CHARS = 500  # a longer player spec is not one
@@ -138,8 +141,8 @@ class Engines:
         if m is None:
             raise ValueError(
                 f"unknown player {text!r}: use a checkpoint path (relative to the models or "
-                "runs folder) with :sims=N or :ms=N, uniform-mcts, minimax:D, minimax:tMS or "
-                "random[:SEED]"
+                "runs folder) with :sims=N or :ms=N, uniform-mcts, minimax:D, minimax:tMS, "
+                "ab+nn:D, ab+nn:tMS or random[:SEED]"
             )
         options: dict[str, str] = {}
         for item in filter(None, re.split(r"[,:]", m["opts"] or "")):
@@ -233,9 +236,7 @@ class Engines:
         if spec.searches:
             answer |= self.analyse([position], spec)[0].to_dict()
         elif spec.kind == "minimax":
-            player = make_player(
-                f"minimax:{spec.depth}" if spec.depth else f"minimax:t{spec.time_ms}"
-            )
+            player = make_player(spec.text)  # minimax:D, minimax:tMS, ab+nn:D or ab+nn:tMS
             move = player.choose(position)
             last = player.last
             answer |= {"move": str(move), "pv": [str(m) for m in last.pv] if last else []}

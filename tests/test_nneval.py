@@ -317,3 +317,31 @@ def test_training_command_refuses_a_run_without_games(tmp_path: Path, capsys) ->
 
     assert train_nneval.main(["--run", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
     assert "no self-play games at" in capsys.readouterr().err
+
+
+def test_the_shipped_file_loads_and_the_default_spec_plays() -> None:
+    from evaluation.players import make_player
+
+    net = nneval.load(nneval.DEFAULT_PATH)
+    assert net.size == 8 and net.metadata["format"] == nneval.FORMAT
+    assert nneval.DEFAULT_PATH.stat().st_size < nneval.MAX_FILE_BYTES
+    player = make_player("ab+nn:4")
+    assert player.name == "ab+nn:4"
+    pos = Position.from_fen(SHOT_FEN)
+    assert str(player.choose(pos)) == "14-17"  # the shot: a man up after 10x17x26
+
+
+def test_play_engines_offer_the_learned_evaluation() -> None:
+    from play.engine import answer
+    from play.engines import Engines
+    from play.paths import Roots
+    from play.settings import load_settings
+
+    engines = Engines(
+        load_settings({"torch_threads": 1}), Roots("runs", nneval.DEFAULT_PATH.parent)
+    )
+    reply = answer(engines, {"id": "n", "action": "move", "player": "ab+nn:3"}, "random")
+    assert reply["player"] == "ab+nn:3" and reply["minimax"]["depth"] == 3
+    assert reply["move"] in {str(m) for m in Position().legal_moves()}
+    with pytest.raises(ValueError, match="unknown player 'ab\\+nn:3:/etc/passwd'"):
+        engines.parse("ab+nn:3:/etc/passwd")  # the server reads no file a request names
