@@ -355,6 +355,10 @@ def test_redact_url_hides_only_the_password():
     assert redact_url("redis://:pw@host:6380/1") == "redis://:***@host:6380/1"
     assert redact_url("redis://user:pw@host/0") == "redis://user:***@host/0"
     assert redact_url("redis://host:6379/0") == "redis://host:6379/0"
+    assert redact_url("redis://host/0?password=pw") == "redis://host/0?password=***"
+    assert redact_url("rediss://h/0?db=1&Password=pw&x=2") == "rediss://h/0?db=1&Password=***&x=2"
+    assert redact_url("redis://u:pw@h/0?password=pw2") == "redis://u:***@h/0?password=***"
+    assert redact_url("redis://host/0?db=1") == "redis://host/0?db=1"
 
 
 def test_sample_ratio_paces_training_against_new_positions():

@@ -194,10 +194,23 @@ def test_no_redis_password_reaches_the_run_record(tmp_path, monkeypatch):
         assert "s3cret" not in recorded and "redis://:***@127.0.0.1:6390/0" in recorded
 
 
-def test_the_command_line_record_masks_a_redis_password(tmp_path):
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:s3cret@127.0.0.1:6390/0",
+        "redis://user:s3cret@127.0.0.1:6390/0",
+        "'redis://127.0.0.1:6390/0?password=s3cret'",  # redis-py reads ?password= too
+        "'redis://127.0.0.1:6390/0?db=0&password=s3cret&socket_timeout=5'",
+    ],
+)
+def test_the_command_line_record_masks_a_redis_password(tmp_path, url):
     run_dir = tmp_path / "run"
-    out = learner(f"run_dir={run_dir}", "replay.url=redis://:s3cret@127.0.0.1:6390/0")
+    out = learner(f"run_dir={run_dir}", f"replay.url={url}")
     assert out.returncode == 0, out.stderr
-    for path in (run_dir / ".hydra").iterdir():
-        if path.is_file():
-            assert "s3cret" not in path.read_text(), path.name
+    files = [p for p in (run_dir / ".hydra").iterdir() if p.is_file()]
+    assert {p.name for p in files} == {"config.yaml", "overrides.yaml", "hydra.yaml"}
+    for path in files:
+        assert "s3cret" not in path.read_text(), path.name
+        assert "***" in path.read_text(), path.name  # the URL is there, masked
+        assert path.stat().st_mode & 0o777 == 0o600, path.name  # the run's owner's alone
+    assert "s3cret" not in out.stdout + out.stderr

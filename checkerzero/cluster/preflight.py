@@ -28,6 +28,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from checkerzero.secrets import SecretError, export_wandb_key, read_secret
+
 logger = logging.getLogger(__name__)
 
 WANDB_DEFAULT_HOST = "api.wandb.ai"  # where `wandb login` stores the key in ~/.netrc
@@ -42,10 +44,18 @@ def check_environment(cfg: DictConfig, environ: Mapping[str, str] | None = None)
     """W&B key, the learner's device, the self-play device keys; raises PreflightError."""
     env = os.environ if environ is None else environ
     mode = cfg.logging.wandb.mode
+    try:  # secrets given as files are read now: a bad one stops the run before anything starts
+        if environ is None:
+            export_wandb_key()
+        password_env = OmegaConf.select(cfg, "replay.password_env", default=None)
+        if password_env:
+            read_secret(str(password_env), env)
+    except SecretError as err:
+        raise PreflightError(str(err)) from None
     if mode == "online" and not wandb_key_available(env):
         raise PreflightError(
-            "logging.wandb.mode=online but no W&B API key is configured: set WANDB_API_KEY "
-            "(or run `wandb login`), or run with logging.wandb.mode=offline"
+            "logging.wandb.mode=online but no W&B API key is configured: set WANDB_API_KEY_FILE "
+            "or WANDB_API_KEY (or run `wandb login`), or run with logging.wandb.mode=offline"
         )
     sp = cfg.selfplay
     if sp.device not in ("auto", "cpu", "cuda"):
@@ -72,8 +82,11 @@ def check_environment(cfg: DictConfig, environ: Mapping[str, str] | None = None)
 
 def wandb_key_available(environ: Mapping[str, str]) -> bool:
     """An API key in the environment, or a netrc entry for the W&B host."""
-    if environ.get("WANDB_API_KEY", "").strip():
-        return True
+    try:
+        if (read_secret("WANDB_API_KEY", environ) or "").strip():
+            return True
+    except SecretError:
+        pass  # an empty key file: no key
     host = urllib.parse.urlsplit(environ.get("WANDB_BASE_URL", "")).hostname or WANDB_DEFAULT_HOST
     path = Path(environ.get("NETRC") or Path.home() / ".netrc")
     if not path.is_file():
