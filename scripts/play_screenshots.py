@@ -4,12 +4,14 @@
 
 Starts ``python -m play`` on a free port over ``--runs``, drives Debian's headless Chromium
 (chromium + chromium-driver) through a short game against the shipped network, analyses the
-whole game, opens the training view, and writes play.png, analysis.png and training.png.
+whole game, shows it on a phone-sized window, opens the training view, and writes play.png,
+analysis.png, phone.png and training.png (training.png only when ``--runs`` holds a run).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import socket
 import subprocess
@@ -97,23 +99,43 @@ def main() -> None:
         driver.find_element(By.ID, "hint").click()
         wait.until(lambda d: "Hint" in status())
         driver.find_element(By.ID, "analyse-game").click()
+        wait.until(lambda d: "done" in d.find_element(By.ID, "game-analysis").text)
         wait.until(lambda d: "visits)" in d.find_element(By.ID, "wdl-text").text)
+        size = driver.get_window_size()
+        driver.set_window_size(size["width"], size["height"] + 250)  # the graph in the picture
         time.sleep(2)
+        driver.execute_script("window.scrollTo(0, 0)")
         driver.save_screenshot(str(args.out / "analysis.png"))
-        driver.find_element(By.ID, "tab-train").click()
-        wait.until(lambda d: not d.find_element(By.ID, "run-detail").get_attribute("hidden"))
-        time.sleep(2)
-        for _ in range(12):
-            driver.find_element(By.ID, "v-next").click()
-        time.sleep(2)
-        driver.save_screenshot(str(args.out / "training.png"))
-        for png in args.out.glob("*.png"):  # 64 colours keep each picture small for the repo
+        driver.set_window_size(390, 844)  # a phone
+        time.sleep(1)
+        driver.save_screenshot(str(args.out / "phone.png"))
+        driver.set_window_size(size["width"], size["height"])
+        runs = json.loads(urllib.request.urlopen(url + "/api/runs", timeout=30).read())
+        written = ["play.png", "analysis.png", "phone.png"]
+        if runs:
+            training(driver, wait, args.out)
+            written.append("training.png")
+        else:
+            print(f"no run in {args.runs}: training.png left as it is")
+        for name in written:  # 64 colours keep each picture small for the repo
+            png = args.out / name
             Image.open(png).convert("RGB").quantize(colors=64).save(png, optimize=True)
-        print(f"wrote {', '.join(p.name for p in sorted(args.out.glob('*.png')))} to {args.out}")
+        print(f"wrote {', '.join(written)} to {args.out}")
     finally:
         driver.quit()
         server.terminate()
         server.wait(timeout=30)
+
+
+def training(driver, wait, out: Path) -> None:
+    """The training view of the newest run, a few moves into its newest game."""
+    driver.find_element(By.ID, "tab-train").click()
+    wait.until(lambda d: not d.find_element(By.ID, "run-detail").get_attribute("hidden"))
+    time.sleep(2)
+    for _ in range(12):
+        driver.find_element(By.ID, "v-next").click()
+    time.sleep(2)
+    driver.save_screenshot(str(out / "training.png"))
 
 
 if __name__ == "__main__":

@@ -437,8 +437,8 @@ def test_fen_shown_editable_and_a_position_set_up_by_clicking(browser, server):
     for _ in range(4):
         square(32).click()  # back to empty
     page.find("#setup-done").click()
+    page.wait.until(lambda d: not page.find("#setup-panel").is_displayed(), "the set-up done")
     page.wait_fen("W:W20:BK5,10", "the set-up position")
-    assert not page.find("#setup-panel").is_displayed()
     assert page.pieces() == {"b": {5, 10}, "w": {20}} and "White to move" in page.text("status")
     legal = {c.get_attribute("data-square") for c in page.all("#board circle.movable")}
     assert legal == {"20"}

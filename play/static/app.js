@@ -49,6 +49,7 @@ function wire() {
   });
   on("newgame", "click", newGame);
   on("colour", "change", () => {  // takes effect at once: play on from the position shown
+    $("colour").blur();  // the arrow keys step through the game again, not through this list
     setColour($("colour").value);
     state.opponent = $("opponent").value.trim() || state.config.default_player;
     opponentTurn();
@@ -81,7 +82,10 @@ function wire() {
     if (file) openFile(file);
     $("pdn-file").value = "";  // the same file can be opened again
   });
-  on("game-picker", "change", () => pickGame(Number($("game-picker").value)));
+  on("game-picker", "change", () => {
+    $("game-picker").blur();
+    pickGame(Number($("game-picker").value));
+  });
   on("save", "click", save);
   on("copy", "click", async () => {
     const text = $("pdn-out").value;

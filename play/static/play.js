@@ -13,6 +13,7 @@ const state = {
   thinking: false,
   game: 0,             // bumped by every game opened: a late answer for an old one is dropped
   nav: 0,              // bumped by every step: a late position for an old step is dropped
+  target: null,        // the node a step is on its way to (null once shown)
   setup: null,         // set-up mode: { turn, pieces } (pieces: square -> b, B, w or W)
 };
 
@@ -37,6 +38,7 @@ async function describeNode(n) {
 async function goTo(n) {
   if (!n) return;
   const serial = ++state.nav, game = state.game;
+  state.target = n;  // where the steps asked for so far lead, while its position loads
   let position;
   try {
     position = await describeNode(n);
@@ -45,8 +47,13 @@ async function goTo(n) {
       const m = before.legal.find(x => x.move === n.move);
       n.squares = m ? m.squares : null;
     }
-  } catch (e) { $("status").textContent = e.message; return; }
+  } catch (e) {
+    if (serial === state.nav) state.target = null;
+    $("status").textContent = e.message;
+    return;
+  }
   if (serial !== state.nav || game !== state.game) return;
+  state.target = null;
   const changed = state.node !== n;
   state.node = n;
   board.enabled = userToMove() && !state.thinking;
@@ -60,7 +67,7 @@ async function goTo(n) {
 
 function step(where) {
   if (state.setup || !state.node) return;
-  const n = state.node;
+  const n = state.target || state.node;  // a key pressed again before the board caught up
   const target = {
     first: state.tree.root,
     prev: n.parent,
@@ -118,6 +125,7 @@ function renderMoves() {
       span.dataset.ply = n.ply;
       if (n === state.node) { span.classList.add("current"); current = span; }
       into.appendChild(span);
+      into.appendChild(document.createTextNode(" "));  // lines break between moves only
       numbered = false;
       const siblings = n.parent.children;
       if (siblings[0] === n && siblings.length > 1) {
@@ -125,7 +133,7 @@ function renderMoves() {
           const box = html("em", null, "variation");
           box.appendChild(document.createTextNode("( "));
           appendLine(box, v);
-          box.appendChild(document.createTextNode(")"));
+          box.appendChild(document.createTextNode(") "));
           into.appendChild(box);
         }
         numbered = true;
@@ -281,6 +289,7 @@ async function openGame(entry, { at = "end" } = {}) {
   state.tree = tree;
   state.thinking = false;
   state.node = null;
+  state.target = null;
   if (state.setup) endSetup();
   const target = at === "start" ? tree.root : tree.mainLine().at(-1);
   await goTo(target);
