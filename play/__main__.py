@@ -53,7 +53,14 @@ def main(argv: list[str] | None = None) -> None:
 
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     try:
-        settings = load_settings({"default_player": args.player, **parse_overrides(args.set)})
+        settings = load_settings(
+            {
+                "default_player": args.player,
+                **parse_overrides(args.set),
+                "host": args.host,  # the Host header check accepts the address bound
+                "port": args.port,
+            }
+        )
     except ValueError as e:
         parser.error(str(e))
     roots = Roots(args.runs, models_dir(args.models))

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from game import _core
-from game.mcts import Evaluator, new_search, search, search_until
+from game.mcts import Evaluator, new_search, search_until, step
 from game.position import Position
 
 
@@ -49,6 +49,32 @@ class Budget:
             raise ValueError("budget: give exactly one of simulations or ms")
         if self.chunk < 1:
             raise ValueError(f"budget: chunk must be >= 1, got {self.chunk}")
+
+
+class Cancelled(RuntimeError):
+    """A search stopped because the one who asked for it has gone."""
+
+
+class Stop:
+    """Ends a search early, read between batches (so it ends at most one batch later): when
+    ``cancel`` was called (the client has gone) or, with ``max_s``, when that many seconds of
+    ``clock`` have passed since it was made (the request's wall-time cap)."""
+
+    def __init__(
+        self, max_s: float | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.clock = clock
+        self.max_s = max_s
+        self.deadline = None if max_s is None else clock() + max_s
+        self.reason: str | None = None  # "cancelled" or "time"
+
+    def cancel(self) -> None:
+        self.reason = "cancelled"
+
+    def __call__(self) -> bool:
+        if self.reason is None and self.deadline is not None and self.clock() >= self.deadline:
+            self.reason = "time"
+        return self.reason is not None
 
 
 @dataclass
@@ -98,12 +124,23 @@ def position_from(
     return pos
 
 
-def _run(mcts: _core.BatchedMCTS, evaluator: Evaluator, budget: Budget) -> None:
+def _run(mcts: _core.BatchedMCTS, evaluator: Evaluator, budget: Budget, stop: Stop) -> None:
     if budget.simulations:
-        search(mcts, evaluator, budget.simulations)
+        # One batch at a time, ``stop`` read between them; the first batch always runs, so every
+        # root has its priors even when the search is stopped at once.
+        mcts.simulations = budget.simulations
+        while step(mcts, evaluator) and not stop():
+            pass
         return
-    # The time-budget driver the match players use too: the clock is read between batches.
-    search_until(mcts, evaluator, time.perf_counter() + budget.ms / 1000.0, chunk=budget.chunk)
+
+    # The time-budget driver the match players use too: the clock is read between batches, and
+    # reads as past the deadline once ``stop`` says so.
+    def clock() -> float:
+        return math.inf if stop() else time.perf_counter()
+
+    search_until(
+        mcts, evaluator, time.perf_counter() + budget.ms / 1000.0, chunk=budget.chunk, clock=clock
+    )
 
 
 def _as_move(game: _core.Game, actions: list[int]) -> str:
@@ -175,8 +212,12 @@ def analyse(
     *,
     top_moves: int = 8,
     pv_max_plies: int = 20,
+    stop: Stop | None = None,
 ) -> list[Analysis]:
-    """Searches every position in one batched search and reads back each one's analysis."""
+    """Searches every position in one batched search and reads back each one's analysis.
+
+    ``stop`` ends the search early: Cancelled when it was cancelled; when its time is up, the
+    analysis of what was searched (fewer visits than the budget)."""
     out: list[Analysis] = []
     live: list[int] = []
     for k, pos in enumerate(positions):
@@ -197,7 +238,10 @@ def analyse(
         if positions[k].size != size:
             raise ValueError(f"position {k}: every position of one batch must be {size}x{size}")
         mcts.reset(slot, positions[k].game)
-    _run(mcts, evaluator, budget)
+    stop = stop or Stop()
+    _run(mcts, evaluator, budget, stop)
+    if stop.reason == "cancelled":
+        raise Cancelled("the search was cancelled: its client has gone")
     for slot, k in enumerate(live):
         a = out[k]
         root = positions[k].game
@@ -216,4 +260,12 @@ def analyse(
     return out
 
 
-__all__ = ["Analysis", "Budget", "MoveInfo", "analyse", "position_from"]
+__all__ = [
+    "Analysis",
+    "Budget",
+    "Cancelled",
+    "MoveInfo",
+    "Stop",
+    "analyse",
+    "position_from",
+]

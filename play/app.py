@@ -10,23 +10,30 @@ Routes (all JSON unless said otherwise):
 - ``GET /api/config``, ``GET /api/status``: the limits and the searches under way;
 - ``GET /docs``: the OpenAPI schema (``/openapi.json``) in Swagger UI, from local files.
 
-Bounds: request bodies above ``limits.max_request_bytes`` get 413; budgets, batch sizes and
-move lists beyond the limits get 422; at most ``limits.max_concurrent_searches`` searches run
-at once and a request that waits ``limits.queue_wait_s`` for a slot gets 503. Paths from
-requests are checked by ``play.paths.Roots``; the server never writes a file.
+Bounds: a request whose Host header names another machine than the server's gets 400 (a web
+page of another site cannot reach the API through DNS rebinding); request bodies above
+``limits.max_request_bytes`` get 413; budgets, batch sizes and move lists beyond the limits get
+422. At most ``limits.max_concurrent_searches`` searches run at once (``play.slots``: at most
+``limits.max_searches_per_client`` per client, freed slots shared round robin); a request that
+waits ``limits.queue_wait_s`` for a slot gets 503. A search stops after ``limits.max_request_s``
+seconds (its answer says ``"stopped": "time"``) or as soon as its client disconnects. Players
+that do not search (random, a network at one visit) and the cheap routes never wait for a
+slot. Paths from requests are checked by ``play.paths.Roots``, and errors name them relative
+to their folder; the server never writes a file.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
@@ -38,19 +45,18 @@ from game.openings import acf_deck
 from game.pdn import PdnTooLong, game_from_position, iter_pdn, write_pdn
 from game.position import Position
 from play import runs as run_files
-from play.analysis import position_from
-from play.engines import Engines, LimitError
+from play.analysis import Cancelled, Stop, position_from
+from play.engines import Engines, LimitError, PlayerSpec
 from play.paths import CHECKPOINT_SUFFIX, NotFound, PathRefused, Roots
+from play.slots import Busy, Slots
 
 logger = logging.getLogger(__name__)
 
 STATIC = Path(__file__).resolve().parent / "static"
 MAX_FEN_CHARS = 200  # the longest FEN of 8x8 (24 pieces, all kings) is under 120
 MAX_ID_CHARS = 100  # query ids are echoed back
-
-
-class Busy(RuntimeError):
-    pass
+DISCONNECT_POLL_S = 0.1  # how often a request with work under way asks whether its client left
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 class PositionQuery(BaseModel):
@@ -132,6 +138,62 @@ class BodyLimit:
         await response({"type": "http"}, None, send)
 
 
+class HostCheck:
+    """ASGI middleware: 400 for a request whose Host header names no address of this server.
+
+    A web page of another site can make a browser resolve its own name to 127.0.0.1 (DNS
+    rebinding) and then call the API as a page of that name; its requests carry that name in
+    Host, so only the loopback names, the bound address and ``allowed_hosts`` are accepted. The
+    port is not checked (an SSH tunnel may forward the server to another port)."""
+
+    def __init__(self, app: Any, allowed: set[str]) -> None:
+        self.app = app
+        self.allowed = {h.lower().strip("[]") for h in allowed}
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        values = [v for k, v in scope.get("headers", []) if k == b"host"]
+        name = host_name(values[0].decode("latin-1")) if len(values) == 1 else None
+        if name is not None and name in self.allowed:
+            await self.app(scope, receive, send)
+            return
+        shown = values[0].decode("latin-1")[:100] if values else "none"
+        response = JSONResponse(
+            {
+                "detail": f"Host {shown!r} is not a name of this server; use one of "
+                f"{sorted(self.allowed)} (more can be allowed with allowed_hosts in "
+                "conf/play/default.yaml)"
+            },
+            status_code=400,
+        )
+        await response(scope, receive, send)
+
+
+def host_name(value: str) -> str | None:
+    """The name part of a Host header value (``[::1]:8000`` -> ``::1``), lower case; None
+    when it is not one."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        name, sep, rest = value[1:].partition("]")
+        if not sep or (rest and not (rest[0] == ":" and rest[1:].isdigit())):
+            return None
+        return name
+    name, sep, port = value.partition(":")
+    if sep and not port.isdigit():
+        return None
+    return name.rstrip(".") or None
+
+
+def allowed_hosts(settings: dict[str, Any]) -> set[str]:
+    """The Host names the server answers: loopback, its bound address, ``allowed_hosts``."""
+    names = set(LOOPBACK_HOSTS) | {str(h).lower() for h in settings.get("allowed_hosts") or []}
+    if settings["host"] not in ("0.0.0.0", "::", ""):
+        names.add(str(settings["host"]).lower())
+    return names
+
+
 def describe(pos: Position) -> dict[str, Any]:
     """What the board needs: pieces, legal moves with every landing square, the result."""
     setup = pos.setup()
@@ -159,9 +221,19 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
     """The app over ``roots`` with the play ``settings`` (conf/play/default.yaml)."""
     limits = settings["limits"]
     engines = Engines(settings, roots)
-    slots = threading.BoundedSemaphore(int(limits["max_concurrent_searches"]))
-    active = {"searches": 0, "served": 0}
-    active_lock = threading.Lock()
+    slots = Slots(
+        int(limits["max_concurrent_searches"]),
+        int(limits["max_searches_per_client"]),
+        int(limits["max_waiting_per_client"]),
+        float(limits["queue_wait_s"]),
+    )
+    # Searches run on threads of their own, so the threads that serve the other routes are
+    # never all busy with searches, and waiting for a slot takes no thread at all.
+    search_threads = ThreadPoolExecutor(
+        int(limits["max_concurrent_searches"]), thread_name_prefix="search"
+    )
+    counts = {"served": 0, "cancelled": 0, "stopped": 0}
+    roots_shown = [(f"{root}/", "") for root in (roots.runs, roots.models)]
 
     app = FastAPI(
         title="checkerzero play",
@@ -171,39 +243,76 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
         redoc_url=None,
     )
 
-    @contextmanager
-    def search_slot() -> Iterator[None]:
-        if not slots.acquire(timeout=float(limits["queue_wait_s"])):
-            raise Busy(f"all {limits['max_concurrent_searches']} search slots are busy; try again")
-        with active_lock:
-            active["searches"] += 1
+    async def watch(request: Request, stop: Stop, gone: asyncio.Event) -> None:
+        while not await request.is_disconnected():
+            await asyncio.sleep(DISCONNECT_POLL_S)
+        stop.cancel()
+        gone.set()
+
+    async def run_work(
+        request: Request, work: Callable[[Stop], dict[str, Any]], cheap: bool
+    ) -> dict[str, Any]:
+        """``work(stop)`` on a thread: a search within a slot (cheap work without), ended by
+        ``stop`` when its client disconnects or ``limits.max_request_s`` has passed."""
+        stop = Stop(float(limits["max_request_s"]))
+        if cheap:
+            return await run_in_threadpool(work, stop)
+        client = request.client.host if request.client else ""
+        gone = asyncio.Event()
+        watcher = asyncio.create_task(watch(request, stop, gone))
         try:
-            yield
+            if not await slots.acquire(client, gone):
+                counts["cancelled"] += 1
+                raise Cancelled("the client left while waiting for a search slot")
+            future = asyncio.get_running_loop().run_in_executor(search_threads, work, stop)
+
+            def finished(_: Any) -> None:  # the slot is held until the thread is done
+                slots.release(client)
+                counts["served"] += 1
+                if stop.reason is not None:
+                    counts["cancelled" if stop.reason == "cancelled" else "stopped"] += 1
+
+            future.add_done_callback(finished)
+            try:
+                answer = await asyncio.shield(future)
+            except asyncio.CancelledError:
+                stop.cancel()
+                raise
         finally:
-            with active_lock:
-                active["searches"] -= 1
-                active["served"] += 1
-            slots.release()
+            watcher.cancel()
+        if stop.reason == "time":
+            answer["stopped"] = "time"
+        return answer
+
+    def shown(message: str) -> str:
+        """``message`` with the server's folders left out: paths as a request names them."""
+        for full, short in roots_shown:
+            message = message.replace(full, short)
+        return message
 
     @app.exception_handler(Busy)
     async def _busy(_: Request, exc: Busy) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "1"})
 
+    @app.exception_handler(Cancelled)
+    async def _cancelled(_: Request, exc: Cancelled) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=499)  # nobody reads it
+
     @app.exception_handler(PathRefused)
     async def _refused(_: Request, exc: PathRefused) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=403)
+        return JSONResponse({"detail": shown(str(exc))}, status_code=403)
 
     @app.exception_handler(NotFound)
     async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
+        return JSONResponse({"detail": shown(str(exc))}, status_code=404)
 
     @app.exception_handler(LimitError)
     async def _limit(_: Request, exc: LimitError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=422)
+        return JSONResponse({"detail": shown(str(exc))}, status_code=422)
 
     @app.exception_handler(ValueError)
     async def _bad(_: Request, exc: ValueError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=400)
+        return JSONResponse({"detail": shown(str(exc))}, status_code=400)
 
     def position(q: PositionQuery) -> Position:
         return position_from(q.fen, q.moves, max_moves=int(limits["max_moves"]))
@@ -253,10 +362,15 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
         }
 
     @app.get("/api/status")
-    def status() -> dict[str, Any]:
-        """Searches running now and served so far."""
-        with active_lock:
-            return dict(active, slots=limits["max_concurrent_searches"])
+    async def status() -> dict[str, Any]:
+        """Searches running now, waiting for a slot, served so far, cancelled because their
+        client left, and stopped at the time cap (answered on the event loop: never queued)."""
+        return {
+            "searches": slots.busy,
+            "queued": slots.queued,
+            "slots": slots.total,
+            **counts,
+        }
 
     @app.post("/api/position")
     def position_route(q: PositionQuery) -> dict[str, Any]:
@@ -265,20 +379,40 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
         return describe(position(q))
 
     @app.post("/api/move")
-    def move(q: MoveQuery) -> dict[str, Any]:
+    async def move(q: MoveQuery, request: Request) -> dict[str, Any]:
         """The player's move, with W/D/L, principal variation and top moves for networks."""
-        spec = engines.parse(q.player or settings["default_player"])
-        pos = position(q)
-        with search_slot():
-            answer = engines.move(pos, spec)
-        after = pos.copy()
-        after.play(answer["move"])
-        answer["position"] = describe(after)
-        return answer
+        spec, pos = await run_in_threadpool(
+            lambda: (engines.parse(q.player or settings["default_player"]), position(q))
+        )
+
+        def work(stop: Stop) -> dict[str, Any]:
+            answer = engines.move(pos, spec, stop)
+            after = pos.copy()
+            after.play(answer["move"])
+            answer["position"] = describe(after)
+            return answer
+
+        return await run_work(request, work, spec.cheap)
 
     @app.post("/api/analyse")
-    def analyse(q: AnalyseRequest) -> dict[str, Any]:
+    async def analyse(q: AnalyseRequest, request: Request) -> dict[str, Any]:
         """Batched analysis: every position searched at once with one network."""
+        spec, budget, positions = await run_in_threadpool(analysis_request, q)
+
+        def work(stop: Stop) -> dict[str, Any]:
+            results = engines.analyse(positions, spec, budget, stop)
+            return {
+                "network": spec.text,
+                "results": [
+                    {"id": item.id, **r.to_dict()}
+                    for item, r in zip(q.positions, results, strict=True)
+                ],
+            }
+
+        cheap = spec.cheap if budget is None else budget.simulations == 1
+        return await run_work(request, work, cheap)
+
+    def analysis_request(q: AnalyseRequest) -> tuple[PlayerSpec, Any, list[Position]]:
         if len(q.positions) > limits["max_batch_positions"]:
             raise LimitError(
                 f"{len(q.positions)} positions; at most {limits['max_batch_positions']}"
@@ -293,14 +427,7 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
                 positions.append(position(item))
             except ValueError as e:
                 raise ValueError(f"position {k} (id {item.id!r}): {e}") from None
-        with search_slot():
-            results = engines.analyse(positions, spec, budget)
-        return {
-            "network": spec.text,
-            "results": [
-                {"id": item.id, **r.to_dict()} for item, r in zip(q.positions, results, strict=True)
-            ],
-        }
+        return spec, budget, positions
 
     # --- starts and PDN --------------------------------------------------------------------
     deck = acf_deck()
@@ -389,7 +516,8 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
         return run_files.live_game(roots, run, float(settings["runs"]["live_within_s"]))
 
     app.add_middleware(BodyLimit, limit=int(limits["max_request_bytes"]))
+    app.add_middleware(HostCheck, allowed=allowed_hosts(settings))  # outermost: checked first
     return app
 
 
-__all__ = ["create_app", "describe"]
+__all__ = ["create_app", "describe", "host_name"]

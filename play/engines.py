@@ -41,8 +41,8 @@ from evaluation.network_player import default_mcts_settings, play_settings
 from evaluation.players import MATE_THRESHOLD, make_player
 from game.mcts import Evaluator, UniformEvaluator
 from game.position import Position
-from play.analysis import Analysis, Budget, analyse
-from play.paths import Roots
+from play.analysis import Analysis, Budget, Stop, analyse
+from play.paths import NotFound, Roots
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +52,7 @@ _MINIMAX_SPEC = re.compile(r"(?:minimax|ab\+nn):(?:(?P<depth>\d+)|t(?P<ms>\d+))"
 _RANDOM_SPEC = re.compile(r"random(?::(?P<seed>\d+))?")
 _TIME_OPTION = re.compile(r"t(?P<ms>\d+)")  # t200: 200 ms, the match tool's form of ms=200
 MAX_SPEC_CHARS = 500  # a longer player spec is not one
+MAX_REMEMBERED_REFUSALS = 256  # refused network files remembered (oldest forgotten first)
 
 
 class LimitError(ValueError):
@@ -73,6 +74,14 @@ class PlayerSpec:
     def searches(self) -> bool:
         return self.kind in ("network", "uniform")
 
+    @property
+    def cheap(self) -> bool:
+        """A player whose move costs next to nothing: random, or a search of one visit (the
+        network's policy alone). The server runs these without waiting for a search slot."""
+        return self.kind == "random" or (
+            self.searches and self.budget is not None and self.budget.simulations == 1
+        )
+
 
 class Engines:
     """Turns specs into players and runs them within the limits of ``settings`` (conf/play)."""
@@ -82,7 +91,9 @@ class Engines:
         self.limits = settings["limits"]
         self.roots = roots
         self._networks: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
-        self._lock = threading.Lock()
+        # Files refused, by (path, mtime, size): the same file is not read again to refuse it.
+        self._refused: OrderedDict[tuple[str, int, int], str] = OrderedDict()
+        self._lock = threading.Lock()  # guards the two caches; never held while a file is read
         self._torch_ready = False
 
     # --- specs ---------------------------------------------------------------------------------
@@ -170,27 +181,43 @@ class Engines:
 
     # --- networks ------------------------------------------------------------------------------
     def evaluator(self, spec: PlayerSpec) -> Evaluator:
+        """The network of ``spec``, loaded once per (path, mtime, size). A file that is refused
+        is remembered as refused and answered from memory until it changes; the lock guards
+        only the caches, so a slow file never holds up requests for other networks."""
         if spec.kind == "uniform":
             return UniformEvaluator()
         assert spec.path is not None
-        stat = spec.path.stat()
+        name = self.roots.relative(spec.path)
+        try:
+            stat = spec.path.stat()
+        except OSError:
+            raise NotFound(f"network {name}: the file has gone") from None
         key = (str(spec.path), stat.st_mtime_ns, stat.st_size)
         with self._lock:
             if key in self._networks:
                 self._networks.move_to_end(key)
                 return self._networks[key]
+            if key in self._refused:
+                raise ValueError(self._refused[key])
             if not self._torch_ready:
                 torch.set_num_threads(int(self.settings["torch_threads"]))
                 self._torch_ready = True
-            try:
-                evaluator, meta = load_for_play(spec.path, 8, device="cpu")
-            except ValueError as e:
-                raise ValueError(f"network {self.roots.relative(spec.path)}: {e}") from None
+        try:
+            evaluator, meta = load_for_play(spec.path, 8, device="cpu")
+        except ValueError as e:
+            # The loader names the file by its absolute path: the answer names it as asked.
+            why = f"network {name}: {str(e).replace(str(spec.path), name)}"
+            with self._lock:
+                self._refused[key] = why
+                while len(self._refused) > MAX_REMEMBERED_REFUSALS:
+                    self._refused.popitem(last=False)
+            raise ValueError(why) from None
+        with self._lock:
             self._networks[key] = evaluator
             while len(self._networks) > int(self.limits["max_cached_networks"]):
                 self._networks.popitem(last=False)
-            logger.info("loaded %s (step %d, version %d)", spec.path, meta.step, meta.version)
-            return evaluator
+        logger.info("loaded %s (step %d, version %d)", name, meta.step, meta.version)
+        return evaluator
 
     def mcts_settings(self, spec: PlayerSpec) -> dict[str, Any]:
         overrides: dict[str, Any] = {"leaves_per_game": self.settings["leaves_per_game"]}
@@ -200,9 +227,14 @@ class Engines:
 
     # --- work ----------------------------------------------------------------------------------
     def analyse(
-        self, positions: Sequence[Position], spec: PlayerSpec, budget: Budget | None = None
+        self,
+        positions: Sequence[Position],
+        spec: PlayerSpec,
+        budget: Budget | None = None,
+        stop: Stop | None = None,
     ) -> list[Analysis]:
-        """The search's view of every position (one batched search), for network players."""
+        """The search's view of every position (one batched search), for network players;
+        ``stop`` ends it early (``play.analysis.analyse``)."""
         if not spec.searches:
             raise ValueError(f"player {spec.text!r} does not analyse; name a network")
         if len(positions) > self.limits["max_batch_positions"]:
@@ -225,16 +257,20 @@ class Engines:
             self.mcts_settings(spec),
             top_moves=int(self.settings["top_moves"]),
             pv_max_plies=int(self.settings["pv_max_plies"]),
+            stop=stop,
         )
 
-    def move(self, position: Position, spec: PlayerSpec) -> dict[str, Any]:
-        """The player's move in ``position`` with what it saw (W/D/L, PV, top moves)."""
+    def move(
+        self, position: Position, spec: PlayerSpec, stop: Stop | None = None
+    ) -> dict[str, Any]:
+        """The player's move in ``position`` with what it saw (W/D/L, PV, top moves); ``stop``
+        ends a network's search early (the alpha-beta player is bounded by its depth or time)."""
         if position.is_over():
             raise ValueError(f"the game is over ({position.result()}, {position.end_reason})")
         start = time.perf_counter()
         answer: dict[str, Any] = {"player": spec.text}
         if spec.searches:
-            answer |= self.analyse([position], spec)[0].to_dict()
+            answer |= self.analyse([position], spec, stop=stop)[0].to_dict()
         elif spec.kind == "minimax":
             player = make_player(spec.text)  # minimax:D, minimax:tMS, ab+nn:D or ab+nn:tMS
             move = player.choose(position)

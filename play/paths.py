@@ -1,9 +1,9 @@
 """The folders the server may read, and the check every path from a request goes through.
 
 A request names a network or a run file by a path *relative to a root* (the runs folder or the
-models folder). The path is refused when it is absolute, has a ``..`` or empty part, a
-backslash or a NUL, or resolves (symbolic links followed) outside its root. Nothing here ever
-writes.
+models folder), and every message about a path names it so, never by its absolute path. The
+path is refused when it is absolute, has a ``..`` or empty part, a backslash or a NUL, or
+resolves (symbolic links followed) outside its root. Nothing here ever writes.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class Roots:
                 return path
         if escaped:
             raise PathRefused(f"network {text!r} leads outside the models and runs folders")
-        raise NotFound(f"network {text!r}: no such file in {self.models} or {self.runs}")
+        raise NotFound(f"network {text!r}: no such file in the models or runs folder")
 
     def run(self, name: str) -> Path:
         """The folder of the run ``name`` (one path component) inside the runs folder."""
@@ -79,7 +79,7 @@ class Roots:
         if path is None:
             raise PathRefused(f"run {name!r} leads outside the runs folder")
         if not path.is_dir():
-            raise NotFound(f"run {name!r}: no such run in {self.runs}")
+            raise NotFound(f"run {name!r}: no such run in the runs folder")
         return path
 
     def run_file(self, name: str, rel_text: str) -> Path:
@@ -99,7 +99,7 @@ class Roots:
         for root in (self.models, self.runs):
             if path.is_relative_to(root):
                 return path.relative_to(root).as_posix()
-        raise PathRefused(f"{path} is outside the models and runs folders")
+        raise PathRefused(f"{path.name}: outside the models and runs folders")
 
 
 __all__ = ["CHECKPOINT_SUFFIX", "NotFound", "PathRefused", "Roots"]

@@ -7,6 +7,7 @@ they read the one YAML file directly; command-line flags override its top-level 
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,98 @@ PACKAGE_CONF = (
 GAME_DATA = Path(game.__file__).resolve().parent / "data"  # where the shipped network lives
 
 
+# Every key's type and range: (kind, lowest, highest). A value outside is refused by name at
+# start, before anything is served (a string setting is at most MAX_TEXT characters).
+INT, FLOAT, TEXT, NAMES = "a whole number", "a number", "a string", "a list of host names"
+MAX_TEXT = 1000
+SCHEMA: dict[str, tuple[str, float, float]] = {
+    "host": (TEXT, 1, 255),
+    "port": (INT, 1, 65535),
+    "allowed_hosts": (NAMES, 0, 100),
+    "runs_dir": (TEXT, 1, MAX_TEXT),
+    "models_dir": (TEXT, 1, MAX_TEXT),
+    "default_player": (TEXT, 1, 500),
+    "default_simulations": (INT, 1, 10**7),
+    "torch_threads": (INT, 1, 1024),
+    "leaves_per_game": (INT, 1, 4096),
+    "time_chunk_simulations": (INT, 1, 10**6),
+    "top_moves": (INT, 1, 1000),
+    "pv_max_plies": (INT, 1, 1000),
+    "limits.max_simulations": (INT, 1, 10**7),
+    "limits.max_ms": (INT, 1, 3_600_000),
+    "limits.max_minimax_depth": (INT, 1, 64),
+    "limits.max_batch_positions": (INT, 1, 100_000),
+    "limits.max_request_simulations": (INT, 1, 10**9),
+    "limits.max_moves": (INT, 1, 10**6),
+    "limits.max_request_bytes": (INT, 1, 10**9),
+    "limits.max_concurrent_searches": (INT, 1, 1024),
+    "limits.max_searches_per_client": (INT, 1, 1024),
+    "limits.max_waiting_per_client": (INT, 0, 100_000),
+    "limits.queue_wait_s": (FLOAT, 0, 3600),
+    "limits.max_request_s": (FLOAT, 0.001, 86400),
+    "limits.max_cached_networks": (INT, 1, 1000),
+    "limits.max_pdn_games": (INT, 1, 10**6),
+    "limits.max_pdn_chars": (INT, 1, 10**9),
+    "limits.max_pdn_moves": (INT, 1, 10**8),
+    "runs.running_within_s": (FLOAT, 0, 10**9),
+    "runs.live_poll_s": (FLOAT, 0.1, 3600),
+    "runs.live_within_s": (FLOAT, 0, 10**9),
+    "analysis.inaccuracy": (FLOAT, 0, 1),
+    "analysis.mistake": (FLOAT, 0, 1),
+    "analysis.blunder": (FLOAT, 0, 1),
+}
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "..."
+
+
+def check_value(key: str, value: Any) -> None:
+    """ValueError naming ``play.KEY`` when ``value`` is not of its kind and range."""
+    kind, low, high = SCHEMA[key]
+    where = f"setting play.{key}"
+    if kind in (TEXT, NAMES):
+        items = [value] if kind == TEXT else value
+        if kind == NAMES and not (isinstance(value, list) and low <= len(value) <= high):
+            raise ValueError(f"{where} must be {kind} (at most {high:g}), got {_shown(value)}")
+        for item in items:
+            if (
+                not isinstance(item, str)
+                or not item.strip()
+                or len(item) > (high if kind == TEXT else 255)
+            ):
+                raise ValueError(f"{where} must be a non-empty string, got {_shown(item)}")
+            if any(c in item for c in "\x00\n\r"):
+                raise ValueError(f"{where} must be on one line, got {_shown(item)}")
+        return
+    number = isinstance(value, int) if kind == INT else isinstance(value, (int, float))
+    if not number or isinstance(value, bool):
+        raise ValueError(f"{where} must be {kind}, got {_shown(value)}")
+    if not (math.isfinite(value) and low <= value <= high):
+        raise ValueError(f"{where} must be in [{low:g}, {high:g}], got {_shown(value)}")
+
+
+def check_settings(settings: Mapping[str, Any]) -> None:
+    """Every key of ``settings`` against SCHEMA, and the pairs that must agree (ValueError)."""
+    for key in SCHEMA:
+        node: Any = settings
+        for part in key.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                raise ValueError(f"setting play.{key} is missing")
+            node = node[part]
+        check_value(key, node)
+    limits = settings["limits"]
+    if settings["default_simulations"] > limits["max_simulations"]:
+        raise ValueError(
+            f"setting play.default_simulations={settings['default_simulations']} is over "
+            f"play.limits.max_simulations={limits['max_simulations']}"
+        )
+    marks = settings["analysis"]
+    if not marks["inaccuracy"] <= marks["mistake"] <= marks["blunder"]:
+        raise ValueError("settings play.analysis: need inaccuracy <= mistake <= blunder")
+
+
 def conf_file() -> Path:
     for path in (SOURCE_CONF, PACKAGE_CONF):
         if path.is_file():
@@ -35,10 +128,12 @@ def conf_file() -> Path:
 def load_settings(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The play group as a dict, with ``overrides`` (nested dicts merge key by key).
 
-    An override naming a key the file does not have raises ValueError naming it.
+    An override naming a key the file does not have, or a value of the wrong kind or out of
+    its range (``SCHEMA``), raises ValueError naming it.
     """
     settings = yaml.safe_load(conf_file().read_text()) or {}
     _merge(settings, dict(overrides or {}), "play")
+    check_settings(settings)
     return settings
 
 
@@ -70,4 +165,11 @@ def shipped_network() -> Path:
     return GAME_DATA / load_settings()["default_player"].split(":", 1)[0]
 
 
-__all__ = ["conf_file", "load_settings", "models_dir", "shipped_network"]
+__all__ = [
+    "SCHEMA",
+    "check_settings",
+    "conf_file",
+    "load_settings",
+    "models_dir",
+    "shipped_network",
+]

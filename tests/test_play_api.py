@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 import threading
 import time
 
@@ -186,7 +188,7 @@ def test_batch_and_body_sizes_are_bounded(server):
     assert status == 413
 
 
-def test_searches_beyond_the_bound_get_503(server):
+def test_searches_beyond_the_bound_get_503_and_players_that_do_not_search_never_wait(server):
     answers = {}
 
     def long_search():
@@ -200,12 +202,48 @@ def test_searches_beyond_the_bound_get_503(server):
         while server.get("/api/status")["searches"] == 0:  # wait until it holds the one slot
             assert thread.is_alive(), answers
             time.sleep(0.01)
-        status, body = server.request("POST", "/api/move", {"player": "random"})
+        status, body = server.request("POST", "/api/move", {"player": "minimax:2"})
         assert status == 503 and "busy" in body["detail"]
+        # The slot is still held: a random move and a network's policy (one visit) are served.
+        assert server.get("/api/status")["searches"] == 1
+        status, body = server.request("POST", "/api/move", {"player": "random:3"})
+        assert status == 200 and body["move"] in START_LEGAL, body
+        status, body = server.request("POST", "/api/move", {"player": "net.safetensors:sims=1"})
+        assert status == 200 and body["visits"] == 1, body
+        assert server.get("/api/status")["searches"] == 1
     finally:
         thread.join()
     assert answers["first"][0] == 200
     assert server.get("/api/status")["searches"] == 0
+
+
+def test_the_host_header_must_name_this_server(server):
+    def get(host: str) -> tuple[int, dict]:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        try:
+            conn.request("GET", "/api/status", headers={"Host": host})
+            r = conn.getresponse()
+            return r.status, json.loads(r.read())
+        finally:
+            conn.close()
+
+    for host in (f"127.0.0.1:{server.port}", "localhost", f"LOCALHOST:{server.port}", "[::1]:1"):
+        status, body = get(host)
+        assert status == 200 and body["slots"] == 1, (host, body)
+    for host in ("evil.example", f"evil.example:{server.port}", "127.0.0.1.evil.example", "::1"):
+        status, body = get(host)
+        assert status == 400, (host, body)
+        assert body["detail"].startswith(f"Host {host!r} is not a name of this server")
+
+
+def test_errors_name_paths_relative_to_their_folder(server, folders):
+    root = str(folders[0])
+    for player, status in (("pickled.safetensors", 400), ("sub/missing.safetensors", 404)):
+        got, body = server.request("POST", "/api/move", {"player": player})
+        assert got == status and player in body["detail"], body
+        assert root not in body["detail"], body
+    got, body = server.request("GET", "/api/runs/nope")
+    assert got == 404 and root not in body["detail"], body
 
 
 def test_runs_metrics_and_games(server):

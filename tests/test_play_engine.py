@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -182,3 +183,46 @@ def test_the_shipped_network_is_the_default_opponent_and_is_installed():
     engines = Engines(load_settings({"torch_threads": 1}), Roots("runs", network.parent))
     spec = engines.parse(load_settings()["default_player"])
     assert spec.kind == "network" and spec.path.resolve() == network.resolve()
+
+
+def test_a_refused_network_is_remembered_until_its_file_changes(tmp_path):
+    """A refusal is kept per (path, mtime, size): the same file is not read again to refuse it
+    (its bytes are replaced below, keeping size and time, and the first answer stands), and the
+    error names the file as the request did, never by its absolute path."""
+    models = tmp_path / "models"
+    models.mkdir()
+    bad = models / "bad.safetensors"
+    bad.write_bytes(SHIPPED.read_bytes()[:-100])  # truncated
+    engines = Engines(load_settings({"torch_threads": 1}), Roots(tmp_path / "runs", models))
+    spec = engines.parse("bad.safetensors:sims=1")
+    with pytest.raises(ValueError, match=r"^network bad\.safetensors: bad\.safetensors: truncated"):
+        engines.evaluator(spec)
+    stat = bad.stat()
+    bad.write_bytes(b"\0" * stat.st_size)  # read again, this would be another error
+    os.utime(bad, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with pytest.raises(ValueError, match="truncated") as refused:
+        engines.evaluator(spec)
+    assert str(tmp_path) not in str(refused.value)
+    os.utime(bad, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # the file changed
+    with pytest.raises(ValueError, match=r"safetensors header|too short|not a checkerzero"):
+        engines.evaluator(spec)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        ({"limits": {"max_simulations": "abc"}}, "play.limits.max_simulations must be a whole"),
+        ({"limits": {"max_request_s": float("nan")}}, "play.limits.max_request_s must be in"),
+        ({"limits": {"max_concurrent_searches": 0}}, "must be in [1, 1024], got 0"),
+        ({"limits": {"queue_wait_s": True}}, "play.limits.queue_wait_s must be a number"),
+        ({"allowed_hosts": "evil.example"}, "play.allowed_hosts must be a list of host names"),
+        ({"allowed_hosts": ["a\nb"]}, "play.allowed_hosts must be on one line"),
+        ({"default_simulations": 30000}, "default_simulations=30000 is over"),
+        ({"analysis": {"mistake": 0.5}}, "need inaccuracy <= mistake <= blunder"),
+        ({"limits": 3}, "setting play.limits must be a mapping"),
+    ],
+)
+def test_play_settings_of_the_wrong_kind_or_range_are_refused_by_name(overrides, problem):
+    with pytest.raises(ValueError) as refused:
+        load_settings(overrides)
+    assert problem in str(refused.value) and "\n" not in str(refused.value)
