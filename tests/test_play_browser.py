@@ -527,7 +527,7 @@ def test_the_page_fits_a_phone(browser, server, tmp_path):
     browser.set_window_size(390, 844)
     try:
         page.open()
-        width = browser.execute_script("return window.innerWidth")
+        width = browser.execute_script("return document.documentElement.clientWidth")
         height = browser.execute_script("return window.innerHeight")
         scroll = browser.execute_script("return document.documentElement.scrollWidth")
         assert scroll <= width, f"the page is {scroll} px wide in a {width} px window"
@@ -537,13 +537,19 @@ def test_the_page_fits_a_phone(browser, server, tmp_path):
         assert box["width"] >= 300  # as wide as the screen allows, not shrunk to nothing
         wide = browser.execute_script(
             "return [...document.querySelectorAll('#view-play *')]"
-            ".filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)"
-            ".map(e => e.id || e.tagName)"
+            ".filter(e => e.getBoundingClientRect().right > arguments[0] + 1)"
+            ".map(e => e.id || e.tagName)",
+            width,
         )
         assert wide == []
         out = Path(os.environ.get("PLAY_SCREENSHOTS", tmp_path))
         out.mkdir(parents=True, exist_ok=True)
         assert browser.save_screenshot(str(out / "phone.png"))
+        page.find("#tab-train").click()  # the training view fits too
+        page.wait.until(lambda d: page.text("run-title"), "a run shown")
+        scroll = browser.execute_script("return document.documentElement.scrollWidth")
+        assert scroll <= width, f"the training view is {scroll} px wide in a {width} px window"
+        assert browser.save_screenshot(str(out / "phone-training.png"))
     finally:
         browser.set_window_size(size["width"], size["height"])
 
