@@ -27,9 +27,9 @@ function userToMove() {
   return p.turn === state.colour;
 }
 
-async function describeNode(n) {
+async function describeNode(n, tree) {
   if (!n.position) {
-    n.position = await api("/api/position", { fen: state.tree.fen, moves: state.tree.moves(n) });
+    n.position = await api("/api/position", { fen: tree.fen, moves: tree.moves(n) });
   }
   return n.position;
 }
@@ -37,13 +37,13 @@ async function describeNode(n) {
 // --- stepping -------------------------------------------------------------------------------
 async function goTo(n) {
   if (!n) return;
-  const serial = ++state.nav, game = state.game;
+  const serial = ++state.nav, game = state.game, tree = state.tree;
   state.target = n;  // where the steps asked for so far lead, while its position loads
   let position;
   try {
-    position = await describeNode(n);
+    position = await describeNode(n, tree);
     if (n.parent && !n.squares) {  // a move read from PDN: its squares, for the highlight
-      const before = await describeNode(n.parent);
+      const before = await describeNode(n.parent, tree);
       const m = before.legal.find(x => x.move === n.move);
       n.squares = m ? m.squares : null;
     }
