@@ -61,6 +61,7 @@ from checkerzero.store.replay import (
     ReplayUnavailable,
     SampleRatio,
     connect,
+    stop_retrying,
 )
 from checkerzero.store.weights import WeightsChannel
 from evaluation.evaluator_actor import start_evaluator
@@ -109,6 +110,10 @@ class Run:
         self.run_dir = Path(cfg.run_dir)
         self.ckpt_dir = self.run_dir / CHECKPOINT_DIR
         self._stop = threading.Event()
+        # Set (from the private Redis's watching thread) when that server died and could not
+        # be restarted: the run stops at once and ends with this error.
+        self._redis_lost: RedisServerError | None = None
+        self._client: redis.Redis | None = None
         # Self-play games written as PDN, their openings' moves first (_write_games).
         deck = load_openings(cfg.selfplay.openings, int(cfg.game.size))
         self._pdn = SelfPlayPdn(self.run_dir, deck, int(cfg.logging.pdn_sample_games))
@@ -116,6 +121,14 @@ class Run:
     def request_stop(self, *_: Any) -> None:
         if not self._stop.is_set():
             logger.info("stopping: finishing the current step, then saving a checkpoint")
+        self._stop.set()
+
+    def _on_redis_lost(self, error: RedisServerError) -> None:
+        """The private Redis is gone for good: every Redis call fails from now on instead of
+        retrying, and the loop stops; `main` raises `error`."""
+        self._redis_lost = error
+        if self._client is not None:
+            stop_retrying(self._client)
         self._stop.set()
 
     def main(self) -> dict[str, Any]:
@@ -130,13 +143,16 @@ class Run:
         try:
             if not cfg.replay.url:
                 started_ray = self._join_cluster()
-            with redis_for_run(cfg, self.run_dir) as (url, password):
+            with redis_for_run(cfg, self.run_dir, self._on_redis_lost) as (url, password):
                 client = connect(
                     url,
                     password,
                     retries=cfg.replay.connect_retries,
                     backoff_s=cfg.replay.connect_backoff_s,
                 )
+                self._client = client
+                if self._redis_lost is not None:
+                    stop_retrying(client)
                 if cfg.replay.url:
                     started_ray = self._join_cluster()
                 store = ReplayStore(
@@ -145,7 +161,12 @@ class Run:
                     window_positions=cfg.replay.window_positions,
                 )
                 channel = WeightsChannel(client, namespace=cfg.replay.namespace)
-                return self._train(url, password, store, channel, client)
+                try:
+                    return self._train(url, password, store, channel, client)
+                except Exception:
+                    if self._redis_lost is not None:  # the cause of whatever failed after it
+                        raise self._redis_lost from None
+                    raise
         finally:
             if started_ray:
                 ray.shutdown()
@@ -235,12 +256,14 @@ class Run:
         finally:
             if loop.prefetcher is not None:
                 loop.prefetcher.close()
-            pool.stop(ACTOR_STOP_TIMEOUT_S)
+            # With Redis lost there is nothing to flush games to: stop the actors at once.
+            grace = 0.0 if self._redis_lost is not None else ACTOR_STOP_TIMEOUT_S
+            pool.stop(grace)
             if evaluator is not None:
-                evaluator.stop(ACTOR_STOP_TIMEOUT_S)
+                evaluator.stop(grace)
             path = self._save(trainer, client, channel)
             stats = loop.last_stats
-            with _redis_trouble_logged("the last self-play games and counters"):
+            with self._redis_trouble_logged("the last self-play games and counters"):
                 if live_every > 0:
                     self._copy_live(client)  # the game slot 0 was playing when the run ended
                 self._write_games(store)
@@ -248,9 +271,11 @@ class Run:
             # The last state, rates since the last row included, so that a run shorter than
             # logging.csv_every_s still has its losses and throughput in metrics.csv and plots.
             metrics.log(self._metrics_row(loop, stats, time.monotonic()), trainer.counters.step)
-            with _redis_trouble_logged("the networks and tables for W&B"):
+            with self._redis_trouble_logged("the networks and tables for W&B"):
                 self._log_artifacts(metrics, channel)
             metrics.close()
+        if self._redis_lost is not None:  # no summary of counters that cannot be read
+            raise self._redis_lost
         return self._summary(resumed, loop, stats, path, client, pool)
 
     def _chores(
@@ -326,7 +351,7 @@ class Run:
         versions saved first, so none is lost)."""
         path = trainer.save(self.ckpt_dir, keep=self.cfg.learner.keep_checkpoints)
         logger.debug("saved %s", path)
-        with _redis_trouble_logged("the promoted weights"):
+        with self._redis_trouble_logged("the promoted weights"):
             self._keep_promoted(client, channel)
         prune_weights(self.ckpt_dir / WEIGHTS_DIR, int(self.cfg.learner.keep_weights))
         return path
@@ -422,10 +447,10 @@ class Run:
         """The run's end state: written to summary.json, logged as text."""
         trainer, losses = loop.trainer, loop.losses
         elo: dict[str, float] = {}
-        with _redis_trouble_logged("the newest Elo"):
+        with self._redis_trouble_logged("the newest Elo"):
             elo = read_eval_metrics(client, self.cfg.replay.namespace)
         selfplay: dict[str, int] = {"actors": pool.size, "nodes": pool.nodes}
-        with _redis_trouble_logged("the games per node"):
+        with self._redis_trouble_logged("the games per node"):
             selfplay = pool.summary()
         summary = {
             "resumed": resumed,
@@ -457,6 +482,17 @@ class Run:
         tmp.write_text(json.dumps(summary, indent=1) + "\n")
         tmp.replace(self.run_dir / SUMMARY_FILE)
         return summary
+
+    @contextmanager
+    def _redis_trouble_logged(self, what: str) -> Iterator[None]:
+        """Runs a step that reads Redis on the way out of a run: a lost connection is logged
+        (naming ``what`` was skipped) instead of hiding the error that ended the run; silently
+        once the private Redis is known lost (that error says it all)."""
+        try:
+            yield
+        except (redis.RedisError, ConnectionError) as e:
+            log = logger.debug if self._redis_lost is not None else logger.warning
+            log("skipped %s: Redis failed (%s)", what, e)
 
     def _limits_reached(self, trainer: Trainer, t_start: float) -> bool:
         lc = self.cfg.learner
@@ -537,16 +573,6 @@ class Run:
                 f"{row['selfplay/actors']:.0f} actors on {row['selfplay/nodes']:.0f} node(s)"
             )
         logger.info("[%5.0fs] %s", elapsed, " | ".join(parts))
-
-
-@contextmanager
-def _redis_trouble_logged(what: str) -> Iterator[None]:
-    """Runs a step that reads Redis on the way out of a run: a lost connection is logged
-    (naming ``what`` was skipped) instead of hiding the error that ended the run."""
-    try:
-        yield
-    except (redis.RedisError, ConnectionError) as e:
-        logger.warning("skipped %s: Redis failed (%s)", what, e)
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:

@@ -10,10 +10,15 @@ would kill every Ray on the machine, so it is never used. Ray is started locally
 2. The same with the weights average and the moves-left head on (slow): the head's loss is
    logged, and the network the run hands out is the average its training state keeps.
 3. Redis unreachable at start: a non-zero exit and one line naming the URL, after bounded retries.
-4. The learner SIGKILLed mid-run and started again on the same run directory (with no other
-   override than a new step limit) resumes from its checkpoint with its saved config (the step
-   continues), the replay window survives (its private Redis's append-only file) and weights
-   versions keep growing; the run's original config record is untouched.
+4. The learner SIGKILLed mid-run leaves nothing running: its private redis-server (which
+   flushes its append-only file) and its local Ray's processes end with it. Started again on the
+   same run directory (with no other override than a new step limit) it resumes from its
+   checkpoint with its saved config (the step continues), the replay window survives (the
+   append-only file) and weights versions keep growing; the run's original config record is
+   untouched.
+5. The private redis-server SIGKILLed mid-run: the learner restarts it from its append-only file
+   (one log line), the actors carry on and the run completes with every game it had; when the
+   restart fails, the run stops at once with one error line.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -43,6 +49,7 @@ from checkerzero.metrics import read_metrics
 from checkerzero.network.checkpoint import load_checkpoint, read_checkpoint_meta
 from checkerzero.run_files import LIVE_FILE
 from checkerzero.store.live import read_live_file
+from checkerzero.store.redis_server import EmbeddedRedis, find_redis_server
 from evaluation.players import make_player
 from game import Position
 from game.pdn import read_pdn
@@ -62,6 +69,7 @@ RUN_TIMEOUT_S = 240  # a smoke run takes ~20 s here; 2 shared cores can make it 
 POLL_S = 0.2
 STATE = re.compile(r"^state_(\d{8})\.safetensors$")
 FINISHED = re.compile(r"run finished after \d+ min \d\d s")
+ORPHAN_TIMEOUT_S = 15.0  # a killed learner's Redis and Ray end within a few seconds (3 s here)
 
 
 def learner_command(run_dir: Path, *overrides: str, resume: bool = False) -> list[str]:
@@ -362,25 +370,28 @@ def test_killed_learner_resumes_from_its_checkpoint(tmp_path):
             first_log,
         )
         learner = psutil.Process(proc.pid)
-        seen += learner.children(recursive=True)
-        learner.kill()  # SIGKILL: no checkpoint on the way out, Redis left running
+        left = learner.children(recursive=True)  # Redis, Ray's daemons, agents and workers
+        seen += left
+        assert redis_processes(run_dir) and any(p.name().startswith("ray::") for p in left)
+        learner.kill()  # SIGKILL: no checkpoint on the way out
         proc.wait(timeout=30)
         killed_at = saved_steps(run_dir)[-1]
-        # The private redis-server outlived the learner (its own session); read the store there.
-        client = private_redis(run_dir)
-        try:
-            before = {k.decode(): int(v) for k, v in client.hgetall("{cz}:meta").items()}
-            version_before = int(client.get("cz:weights:latest"))
-        finally:
-            client.close()
+        # Nothing it started outlives it: its redis-server and every Ray process go.
+        _, alive = psutil.wait_procs(left, timeout=ORPHAN_TIMEOUT_S)
+        assert [p.name() for p in alive if p.is_running()] == []
+        assert redis_processes(run_dir) == []
+        # The store as the killed run left it, read from its append-only file.
+        with EmbeddedRedis(run_dir) as srv:
+            client = redis.Redis(host="127.0.0.1", port=srv.port, password=srv.password)
+            try:
+                before = {k.decode(): int(v) for k, v in client.hgetall("{cz}:meta").items()}
+                version_before = int(client.get("cz:weights:latest"))
+            finally:
+                client.close()
         assert before["positions_added"] >= 64 and before["games_added"] >= 1
-        # The killed run's Ray and actors go, so the second run has the cores; its orphaned
-        # redis-server stays for the second run to find.
-        kill_all([p for p in seen if p not in redis_processes(run_dir)])
 
-        # Inside the first run's block, whose clean-up would kill the orphaned server. Only the
-        # directory and a new step limit: the rest (the smoke network above all) is the run's
-        # saved config, not the laptop default the command line would compose.
+        # Only the directory and a new step limit: the rest (the smoke network above all) is
+        # the run's saved config, not the laptop default the command line would compose.
         resumed_to = killed_at + 10
         with learner_process(
             run_dir, second_log, f"learner.max_steps={resumed_to}", resume=True
@@ -388,9 +399,7 @@ def test_killed_learner_resumes_from_its_checkpoint(tmp_path):
             rc = proc.wait(timeout=RUN_TIMEOUT_S)
     output = second_log.read_text(errors="replace")
     assert rc == 0, output[-4000:]
-    # The orphaned redis-server of the killed run was shut down (flushing its append-only
-    # file) before a new one started on the same directory.
-    assert "shutting down redis-server left running" in output
+    assert "left running" not in output  # the killed run's server had ended with it
     match = re.search(
         r"resumed from \S+state_(\d{8})\.safetensors \(step (\d+), weights version", output
     )
@@ -410,6 +419,90 @@ def test_killed_learner_resumes_from_its_checkpoint(tmp_path):
         list(SMOKE)
     )
     assert len(list((run_dir / ".hydra").glob("resume-*/config.yaml"))) == 1
+
+
+def store_counters(run_dir: Path) -> dict[str, int]:
+    client = private_redis(run_dir)
+    try:
+        return {k.decode(): int(v) for k, v in client.hgetall("{cz}:meta").items()}
+    finally:
+        client.close()
+
+
+def kill_redis_while_training(
+    run_dir: Path, proc: subprocess.Popen, log: Path, binary: Path | None = None
+) -> dict:
+    """Waits for a checkpoint at step 5 or later, then (after deleting `binary`, so that no new
+    server can start) SIGKILLs the run's redis-server; returns the store's counters just
+    before and the killed server's pid."""
+    wait_for(
+        lambda: [s for s in saved_steps(run_dir) if s >= 5],
+        RUN_TIMEOUT_S,
+        "a checkpoint at step 5 or later",
+        proc,
+        log,
+    )
+    if binary is not None:
+        binary.unlink()  # the running server keeps its image
+    (server,) = redis_processes(run_dir)
+    before = store_counters(run_dir)
+    server.kill()
+    server.wait(timeout=30)
+    return {"counters": before, "pid": server.pid}
+
+
+def test_a_run_whose_redis_dies_restarts_it_and_goes_on(tmp_path):
+    run_dir = tmp_path / "run"
+    log = tmp_path / "learner.log"
+    # Steps enough that the run is still training when its Redis is killed after step 5.
+    with learner_process(run_dir, log, "learner.max_steps=40") as (proc, _):
+        killed = kill_redis_while_training(run_dir, proc, log)
+        rc = proc.wait(timeout=RUN_TIMEOUT_S)
+    output = log.read_text(errors="replace")
+    assert rc == 0, output[-4000:]
+    port = private_port(run_dir)
+    died = [line for line in output.splitlines() if "redis-server" in line and "died" in line]
+    assert len(died) == 1, output[-4000:]
+    assert re.search(
+        rf"the private redis-server \(pid {killed['pid']}\) died \(killed by SIGKILL\); "
+        rf"restarted it on redis://127\.0\.0\.1:{port}/0 from its append-only file",
+        died[0],
+    )
+    assert "unreachable" not in output and "Traceback" not in output
+    summary = summary_of(run_dir, output)
+    assert summary["step"] == 40  # training went on to the end
+    before = killed["counters"]
+    assert summary["positions"] >= before["positions_added"] > 0  # the window came back
+    assert summary["games"] >= before["games_added"] > 0
+    assert redis_processes(run_dir) == []
+
+
+def test_a_run_whose_redis_cannot_be_restarted_stops_with_one_line(tmp_path):
+    run_dir = tmp_path / "run"
+    log = tmp_path / "learner.log"
+    binary = tmp_path / "redis-server"
+    shutil.copy(find_redis_server(), binary)
+    endless = ("learner.max_steps=0", "learner.time_limit_min=4", f"replay.redis_server={binary}")
+    with learner_process(run_dir, log, *endless) as (proc, _):
+        killed = kill_redis_while_training(run_dir, proc, log, binary)
+        rc = proc.wait(timeout=RUN_TIMEOUT_S)
+    output = log.read_text(errors="replace")
+    assert rc == 1, output[-4000:]
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: the private redis-server on port {private_port(run_dir)} died (killed by "
+        f"SIGKILL) and could not be restarted: redis-server from the binary argument "
+        f"({binary}) is not an executable file"
+    ], output[-4000:]
+    assert killed["counters"]["games_added"] > 0
+    assert "Traceback" not in output and "skipped" not in output
+    assert not FINISHED.search(output)
+    assert saved_steps(run_dir)[-1] >= 5  # the training state was saved on the way out
+
+
+def private_port(run_dir: Path) -> int:
+    conf = (run_dir / "redis" / "redis.conf").read_text()
+    return int(re.search(r'^port "(\d+)"$', conf, re.MULTILINE).group(1))
 
 
 @pytest.mark.slow

@@ -9,13 +9,20 @@ a local ``ray.init()``, here said explicitly, so Ray does not warn about it on e
 token is Ray's own file (``~/.ray/auth_token``, made on first use) or ``RAY_AUTH_TOKEN_PATH``.
 Joining a cluster uses the token when one is configured; a cluster started with token
 authentication refuses a client without it (docker/entrypoint.sh, deploy/).
+
+A local Ray ends with this process, also when it is SIGKILLed: Ray's daemons do so by themselves,
+and a watcher process (`checkerzero.cluster.reaper`) ends the agents that would linger.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import subprocess
 from pathlib import Path
+
+from checkerzero.cluster.reaper import start_watcher, watch_session
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +84,7 @@ def start_ray(
     if AUTH_MODE_VAR not in os.environ:
         _token_mode()  # Ray's default for a local Ray, said aloud
     memory = None if object_store_memory_mb is None else int(object_store_memory_mb) * 1024 * 1024
+    watcher = _new_watcher()
     ray.init(
         address="local",
         num_cpus=num_cpus,
@@ -86,7 +94,28 @@ def start_ray(
         log_to_driver=log_to_driver,
     )
     logger.info("started a local Ray (%s CPUs)", ray.cluster_resources().get("CPU"))
+    if watcher is not None:
+        watch_session(watcher, ray._private.worker._global_node.get_session_dir_path())
     return True
+
+
+# The watchers of the local Rays this process started, held for the life of the process: a
+# watcher's pipe closing (this process gone, or a later start_ray) is what tells it to act.
+_reapers: list[subprocess.Popen[bytes]] = []
+
+
+def _new_watcher() -> subprocess.Popen[bytes] | None:
+    """A watcher (`checkerzero.cluster.reaper`) that ends the Ray about to start once this
+    process is gone; earlier ones, whose Ray was shut down, are let go: each ends what is left
+    of its Ray."""
+    for old in _reapers:
+        with contextlib.suppress(OSError):
+            if old.stdin is not None:
+                old.stdin.close()
+    watcher = start_watcher()
+    if watcher is not None:
+        _reapers.append(watcher)
+    return watcher
 
 
 def _token_mode() -> None:

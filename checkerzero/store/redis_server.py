@@ -12,22 +12,31 @@ environment). Layout under `<run_dir>/redis/`:
     lock              held (flock) while a server of ours runs on this dir
 
 The server is a child process: `stop()` (or leaving the `with` block, or interpreter exit) sends
-SHUTDOWN, which fsyncs the append-only file, and kills it only if it does not exit in time.
+SHUTDOWN, which fsyncs the append-only file, and kills it only if it does not exit in time. It
+dies with its parent: on Linux it gets SIGTERM (which Redis treats as SHUTDOWN) when the thread
+that started it ends, so a SIGKILLed learner leaves no server behind. `watch()` restarts a server
+that died while the run goes on: same port, same password, the same append-only file replayed;
+when that fails it hands the error to the caller's callback.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import fcntl
 import logging
 import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -46,6 +55,11 @@ START_TIMEOUT_S = 30.0  # replaying a large append-only file on restart can take
 STOP_TIMEOUT_S = 15.0  # SHUTDOWN fsyncs the append-only file; a slow disk may need a while
 PING_INTERVAL_S = 0.02  # a fresh server answers in ~70 ms here; poll finer than that
 PORT_ATTEMPTS = 3  # a free port found by bind(0) can be taken before redis binds it: retry
+WATCH_INTERVAL_S = 0.5  # how often `watch` looks at the server; clients' retries (0.5 s, 1 s, ..)
+# outlast a death noticed this late plus a restart (~70 ms, more with a large append-only file)
+RESTART_MIN_UPTIME_S = 10.0  # a server that dies again this soon after a restart is not
+# restarted again: something kills it or its data, and restarting in a loop would hide that
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>: the signal a child gets when its parent thread ends
 PASSWORD_PATTERN = re.compile(r"[A-Za-z0-9_\-]{16,}")  # what token_urlsafe writes, 16+ chars
 INSTALL_HINT = (
     "install it (Debian/Ubuntu: `apt-get install redis-server`; macOS: `brew install redis`), "
@@ -143,6 +157,33 @@ def _local_client(port: int, password: str, *, timeout_s: float) -> redis.Redis:
     )
 
 
+def _dies_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` giving the child SIGTERM when the thread that started it ends (Linux's
+    PR_SET_PDEATHSIG; Redis treats SIGTERM as SHUTDOWN and flushes its append-only file); None
+    where there is no such call (the next start shuts down a server a killed run left)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl: no signal would come
+            os._exit(1)
+
+    return preexec
+
+
+def _how_it_ended(returncode: int | None) -> str:
+    if returncode is not None and returncode < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-returncode).name}"
+    return f"exit status {returncode}"
+
+
 def _answers(port: int) -> bool:
     """Whether anything accepts TCP connections on 127.0.0.1:`port`."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -154,6 +195,8 @@ class EmbeddedRedis:
     """A redis-server child process for one run directory.
 
     Usage: `with EmbeddedRedis(run_dir) as server: client = connect(server.url, server.password)`.
+    Start it from a thread that outlives it (the main thread, or the one that stops it): on Linux
+    the server gets SIGTERM when that thread ends.
     """
 
     def __init__(
@@ -177,6 +220,12 @@ class EmbeddedRedis:
         self._password: str | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._lock_file: int | None = None
+        self._state = threading.RLock()  # the process and port, between `watch` and `stop`
+        self._stopping = False  # set by stop(): the watcher restarts nothing from then on
+        self._watcher: threading.Thread | None = None
+        self._watch_done = threading.Event()
+        self._restarted_at: float | None = None  # monotonic time of the watcher's last restart
+        self.restarts = 0  # times the watcher brought the server back
 
     # -- properties -------------------------------------------------------------------------
     @property
@@ -209,6 +258,7 @@ class EmbeddedRedis:
         """Start the server and wait until it answers PING (it replays its append-only file)."""
         if self.running:
             return self
+        self._stopping = False
         executable = find_redis_server(self._binary)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock()
@@ -289,6 +339,7 @@ class EmbeddedRedis:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # a Ctrl-C in the terminal goes to us; we shut it down
+            preexec_fn=_dies_with_parent(),  # and a SIGKILL of ours takes it down too
         )
         self._process, self._port = process, port
         client = _local_client(port, self.password, timeout_s=1.0)
@@ -318,12 +369,95 @@ class EmbeddedRedis:
         finally:
             client.close()
 
+    # -- watching -----------------------------------------------------------------------------
+    def watch(
+        self,
+        on_failure: Callable[[RedisServerError], None],
+        *,
+        interval_s: float = WATCH_INTERVAL_S,
+    ) -> None:
+        """Restarts the server whenever it dies, until `stop()`: on the same port with the same
+        password, replaying its append-only file, so clients that retry find their data again;
+        one warning line per restart. When a restart fails (or the server dies again within
+        RESTART_MIN_UPTIME_S of one) it calls `on_failure` once, from the watching thread, with
+        an error whose message is one line, and watches no more.
+
+        The watching thread starts the new server, so it lives until `stop()` (a server dies
+        with the thread that started it)."""
+        if self._watcher is not None and self._watcher.is_alive():
+            return
+        self._watch_done = threading.Event()
+        self._watcher = threading.Thread(
+            target=self._watch, args=(on_failure, interval_s), name="redis-watch", daemon=True
+        )
+        self._watcher.start()
+
+    def _watch(self, on_failure: Callable[[RedisServerError], None], interval_s: float) -> None:
+        while not self._watch_done.wait(interval_s):
+            with self._state:
+                process = self._process
+                if self._stopping or process is None or process.poll() is None:
+                    continue
+                error = self._restart(process)
+            if error is not None:
+                on_failure(error)
+                return
+
+    def _restart(self, dead: subprocess.Popen[bytes]) -> RedisServerError | None:
+        """A new server in place of `dead` (same port); the error if there is none."""
+        port, how = self.port, _how_it_ended(dead.returncode)
+        now = time.monotonic()
+        if self._restarted_at is not None and now - self._restarted_at < RESTART_MIN_UPTIME_S:
+            self._process, self._port = None, None
+            return RedisServerError(
+                f"the private redis-server on port {port} died again ({how}) "
+                f"{now - self._restarted_at:.0f} s after a restart: see "
+                f"{self.data_dir / 'redis.log'}"
+            )
+        try:
+            started = self._launch(find_redis_server(self._binary), port)
+        except RedisServerError as e:
+            self._process, self._port = None, None
+            return RedisServerError(
+                f"the private redis-server on port {port} died ({how}) and could not be "
+                f"restarted: {e}"
+            )
+        if not started:
+            return RedisServerError(
+                f"the private redis-server on port {port} died ({how}) and could not be "
+                f"restarted on that port: see {self.data_dir / 'redis.log'}"
+            )
+        self._restarted_at = time.monotonic()
+        self.restarts += 1
+        logger.warning(
+            "the private redis-server (pid %d) died (%s); restarted it on %s from its "
+            "append-only file (pid %d)",
+            dead.pid,
+            how,
+            self.url,
+            self.pid,
+        )
+        return None
+
     def stop(self) -> None:
         """SHUTDOWN (fsyncs the append-only file); SIGTERM, then SIGKILL, if it hangs."""
-        process = self._process
-        if process is None:
-            return
+        with self._state:
+            self._stopping = True  # the watcher must not bring back what SHUTDOWN ends
+            process = self._process
+        try:
+            self._stop_process(process)
+        finally:
+            self._watch_done.set()
+            watcher = self._watcher
+            if watcher is not None and watcher is not threading.current_thread():
+                watcher.join()
+            self._watcher = None
+
+    def _stop_process(self, process: subprocess.Popen[bytes] | None) -> None:
         atexit.unregister(self.stop)
+        if process is None:  # never started, or died and not restarted: only the lock to free
+            self._unlock()
+            return
         if process.poll() is None:
             client = _local_client(self.port, self.password, timeout_s=self._stop_timeout_s)
             try:

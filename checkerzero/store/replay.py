@@ -91,6 +91,22 @@ def url_has_secret(url: str) -> bool:
     return redact_url(url) != url
 
 
+class _SharedRetry(Retry):
+    """One retry policy for a client and every connection it opens (redis-py gives each a deep
+    copy otherwise), so that `stop_retrying` reaches calls already retrying."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _SharedRetry:
+        return self
+
+
+def stop_retrying(client: redis.Redis) -> None:
+    """Makes every later failure of `client` (from `connect`) final, the calls retrying now
+    included (after the wait they are in): for a Redis known to be gone for good."""
+    retry = client.get_retry()
+    if retry is not None:
+        retry.update_retries(0)
+
+
 def _describe(client: redis.Redis) -> str:
     kwargs = client.connection_pool.connection_kwargs
     if "path" in kwargs:
@@ -126,7 +142,9 @@ def connect(
     try:
         client = redis.Redis.from_url(
             url,
-            retry=Retry(ExponentialWithJitterBackoff(cap=MAX_BACKOFF_S, base=backoff_s), retries),
+            retry=_SharedRetry(
+                ExponentialWithJitterBackoff(cap=MAX_BACKOFF_S, base=backoff_s), retries
+            ),
             retry_on_error=[redis.ConnectionError, redis.TimeoutError],
             **options,
         )
