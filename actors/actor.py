@@ -29,6 +29,7 @@ from checkerzero.network.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoi
 from checkerzero.network.inference import NetworkEvaluator
 from checkerzero.network.server import RemoteEvaluator, ServerStopped
 from checkerzero.store.keys import (
+    selfplay_actor_starts_key,
     selfplay_games_by_node_key,
     selfplay_starts_key,
     selfplay_stats_key,
@@ -264,10 +265,13 @@ class SelfPlayActor:
         password: str | None,
         device: str = "cpu",
         server: str | None = None,
+        starts_field: str | None = None,
     ) -> None:
         """``device``: ``cpu``, or ``cuda`` for an actor created with a share of a GPU (Ray
         makes its GPU the only visible one); ``server``: its node's inference server's address
-        (None: the actor runs the network itself)."""
+        (None: the actor runs the network itself); ``starts_field``: its field in the
+        ``actor_starts`` hash, counted up on every start of its process (the first, and each
+        restart by Ray), so the pool can count Ray's restarts (None: not counted)."""
         level = (cfg.get("logging") or {}).get("level", "INFO")  # the run's logging.level
         logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s")
         if device == "cuda" and not ray.get_gpu_ids():
@@ -276,6 +280,9 @@ class SelfPlayActor:
         self.worker = SelfPlayWorker(
             cfg, actor_id, url, password, device=device, node_id=node_id, server=server
         )
+        if starts_field is not None:
+            key = selfplay_actor_starts_key(self.worker.namespace)
+            self.worker.client.hincrby(key, starts_field, 1)
 
     def run(self, seconds: float | None = None) -> dict[str, float]:
         return self.worker.run(seconds)

@@ -35,8 +35,14 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.actor import STATS_FIELDS, SelfPlayActor
 from actors.inference_server import InferenceServerActor, server_address
+from checkerzero.cluster.preflight import another_machine, is_loopback_url
 from checkerzero.cluster.supervisor import RunLoop, stop_loops
-from checkerzero.store.keys import selfplay_games_by_node_key, selfplay_stats_key
+from checkerzero.store.keys import (
+    selfplay_actor_starts_key,
+    selfplay_games_by_node_key,
+    selfplay_stats_key,
+)
+from checkerzero.store.replay import redact_url
 
 logger = logging.getLogger(__name__)
 
@@ -196,6 +202,10 @@ class ActorPool:
         self._last_sync = 0.0
         self._last: tuple[float, dict[str, int]] | None = None
         self._last_servers: tuple[float, dict[str, int]] | None = None
+        # A store on loopback: only the head's machine reaches it (preflight checks the nodes at
+        # start; a machine that joins later gets no actors, said once per node).
+        self._store_on_loopback = is_loopback_url(url)
+        self._refused: set[str] = set()
         # The share of the head's GPU held by other work (the evaluator on a GPU share): set
         # before start(); the head's GPU takes that many fewer actors.
         self.head_reserved_gpus = 0.0
@@ -209,6 +219,13 @@ class ActorPool:
     def restarts(self) -> int:
         """run() calls restarted so far, over all actors."""
         return self._restarts_of_gone + sum(m.loop.restarts for m in self.members.values())
+
+    def process_restarts(self) -> int:
+        """Times Ray restarted the process of one of this pool's actors (each start of an
+        actor's process counts in Redis; all but its first are restarts)."""
+        starts = self._client.hgetall(selfplay_actor_starts_key(self.cfg.replay.namespace))
+        ours = f"{self._run_token}:".encode()
+        return sum(max(0, int(n) - 1) for field, n in starts.items() if field.startswith(ours))
 
     @property
     def size(self) -> int:
@@ -227,7 +244,7 @@ class ActorPool:
     def sync_nodes(self) -> bool:
         """Actors for nodes that joined, none for nodes that left; True if anything changed."""
         self._last_sync = time.monotonic()
-        nodes = ray.nodes()
+        nodes = self._reaching_the_store(ray.nodes())
         alive = {n["NodeID"] for n in nodes if n.get("Alive")}
         changed = False
         for member in [m for m in self.members.values() if m.node_id not in alive]:
@@ -306,6 +323,30 @@ class ActorPool:
             )
         return changed
 
+    def _reaching_the_store(self, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`nodes` less the machines that cannot reach a store on the head's loopback (one
+        warning per such node)."""
+        head = next((n for n in nodes if n["NodeID"] == self._head), None)
+        if head is None or not self._store_on_loopback:
+            return nodes
+        kept = []
+        for node in nodes:
+            if not (node.get("Alive") and another_machine(head, node)):
+                kept.append(node)
+                continue
+            if node["NodeID"] not in self._refused:
+                self._refused.add(node["NodeID"])
+                logger.warning(
+                    "node %s (%s) gets no self-play actors: the replay store %s is on the "
+                    "loopback of the head (%s), which that machine cannot reach; set "
+                    "CHECKERZERO_REDIS_URL (replay.url) to a Redis every node reaches",
+                    node["NodeID"][:8],
+                    node.get("NodeManagerAddress"),
+                    redact_url(self.url),
+                    head.get("NodeManagerAddress"),
+                )
+        return kept
+
     def _spawn_server(self, node_id: str, index: int, gpus: float, cpus: float) -> None:
         address = server_address(self.cfg.replay.namespace, self._run_token, node_id, index)
         device = "cuda" if gpus > 0 else "cpu"
@@ -343,7 +384,15 @@ class ActorPool:
             num_cpus=cpu_share,
             num_gpus=gpus,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-        ).remote(self._container, self._next_id, self.url, self.password, device, server)
+        ).remote(
+            self._container,
+            self._next_id,
+            self.url,
+            self.password,
+            device,
+            server,
+            starts_field=f"{self._run_token}:{self._next_id}",
+        )
         loop = RunLoop(actor, f"self-play actor {self._next_id}")
         self.members[self._next_id] = Member(loop, self._next_id, node_id, device, server)
         self._next_id += 1
@@ -398,7 +447,8 @@ class ActorPool:
         out: dict[str, float] = {
             "selfplay/actors": float(self.size),
             "selfplay/nodes": float(self.nodes),
-            "selfplay/actor_restarts": float(self.restarts),
+            # Ray's restarts of a dead actor process, and the pool's of an ended run() call
+            "selfplay/actor_restarts": float(self.process_restarts() + self.restarts),
             "selfplay/games_dropped": float(stats.get("dropped", 0)),
         }
         if self._last is not None:

@@ -16,6 +16,7 @@ cluster's address file does not redirect another `ray.init()` on this machine to
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import signal
@@ -184,6 +185,7 @@ def test_killed_actor_is_restarted_and_no_finished_game_is_lost(loop):
     starts_key = f"{loop.cfg.replay.namespace}:selfplay:starts"
     starts_before = int(loop.client.get(starts_key))
     before = {gid: hashlib.sha256(data).digest() for gid, data in loop.records().items()}
+    assert loop.pool.metrics()["selfplay/actor_restarts"] == 0.0
 
     os.kill(pid, signal.SIGKILL)
 
@@ -211,6 +213,9 @@ def test_killed_actor_is_restarted_and_no_finished_game_is_lost(loop):
 
     wait_until(new_game_from_victim, GAMES_TIMEOUT_S, "a game from the restarted actor")
     assert loop.pool.restarts == 0
+    # The restart by Ray is counted: the only one, of the one actor killed.
+    assert loop.pool.process_restarts() == 1
+    assert loop.pool.metrics()["selfplay/actor_restarts"] == 1.0
 
     # No finished game was lost: every record the store had before the kill is still there.
     after = {gid: hashlib.sha256(data).digest() for gid, data in loop.records().items()}
@@ -256,3 +261,30 @@ def test_a_node_that_joins_gets_actors_and_one_that_leaves_loses_no_finished_gam
     assert member.actor_id not in loop.pool.members
     after = loop.records()
     assert {gid: hashlib.sha256(after[gid]).digest() for gid in late_games} == late_games
+
+
+def test_a_machine_that_joins_gets_no_actors_while_the_store_is_on_loopback(loop, caplog):
+    """The store here is the private Redis on 127.0.0.1: a node on another address (another
+    machine, as far as the pool can tell) that joins after the start is refused actors, with
+    one warning line naming it and why, however often the pool looks again."""
+    other = loop.cluster.add_node(num_cpus=1, node_ip_address="127.0.0.2")
+    try:
+        loop.cluster.wait_for_nodes(timeout=60)
+        (node,) = [n for n in ray.nodes() if n["Alive"] and n["NodeManagerAddress"] == "127.0.0.2"]
+        before = set(loop.pool.members)
+        with caplog.at_level(logging.WARNING, logger="actors.pool"):
+            for _ in range(3):
+                loop.pool.sync_nodes()
+        assert set(loop.pool.members) == before  # no actor anywhere new, none on that node
+        assert all(m.node_id != node["NodeID"] for m in loop.pool.members.values())
+        head = ray.get_runtime_context().get_node_id()
+        head_address = next(n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == head)
+        refused = [r.getMessage() for r in caplog.records if "gets no self-play actors" in r.msg]
+        assert refused == [
+            f"node {node['NodeID'][:8]} (127.0.0.2) gets no self-play actors: the replay store "
+            f"{loop.pool.url} is on the loopback of the head ({head_address}), which that "
+            "machine cannot reach; set CHECKERZERO_REDIS_URL (replay.url) to a Redis every "
+            "node reaches"
+        ]
+    finally:
+        loop.cluster.remove_node(other)

@@ -12,6 +12,7 @@ idling for minutes:
 - A replay store on loopback (a ``127.0.0.1``/``localhost`` URL, or the private embedded Redis
   that ``preset=cluster`` starts when ``CHECKERZERO_REDIS_URL`` is unset) while the Ray cluster
   spans several machines: actors on the other machines would find no Redis at that address.
+  A machine that joins later (`another_machine` than the head) gets no actors from the pool.
 """
 
 from __future__ import annotations
@@ -137,6 +138,12 @@ def check_cluster(cfg: DictConfig, url: str | None, nodes: Iterable[Mapping[str,
             f"evaluation.device={ev_device} but no node of the Ray cluster has a GPU: use "
             "evaluation.device=auto (a GPU share where the learner's node has one) or cpu"
         )
+
+
+def another_machine(head: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """Whether `node` runs on another machine than `head` (`ray.nodes()` entries, told apart
+    by address, as `check_cluster` counts machines): it cannot reach the head's loopback."""
+    return node.get("NodeManagerAddress") != head.get("NodeManagerAddress")
 
 
 def is_loopback_url(url: str) -> bool:

@@ -31,6 +31,9 @@ Self-play (``actors``; the learner's actor pool reads the counters):
 ``<ns>:selfplay:stats``         hash: games, positions, evaluations, ... summed over actors
 ``<ns>:selfplay:games_by_node`` hash: Ray node id -> games its actors stored
 ``<ns>:selfplay:starts``        counter: actor starts, which seeds each start differently
+``<ns>:selfplay:actor_starts``  hash: ``<pool>:<actor_id>`` -> times that actor's process
+                                started (Ray restarts a dead one); ``<pool>`` names one
+                                learner process's actor pool
 ``<ns>:live:<actor_id>``        JSON: the game that actor plays now, expiring
                                 (``checkerzero.store.live``)
 ==============================  ===========================================================
@@ -101,6 +104,10 @@ def selfplay_games_by_node_key(namespace: str) -> str:
 
 def selfplay_starts_key(namespace: str) -> str:
     return f"{namespace}:selfplay:starts"
+
+
+def selfplay_actor_starts_key(namespace: str) -> str:
+    return f"{namespace}:selfplay:actor_starts"
 
 
 def live_key(namespace: str, actor_id: int) -> str:
