@@ -29,7 +29,13 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         *parents, leaf = key.split(".")
         for part in parents:
             node = node.setdefault(part, {})
-        node[leaf] = yaml.safe_load(value)
+            if not isinstance(node, dict):
+                raise ValueError(f"--set {key}: {part} was set to a value, not a group")
+        try:
+            node[leaf] = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            problem = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ValueError(f"--set {key}: the value is not a YAML scalar ({problem})") from None
     return out
 
 

@@ -7,6 +7,7 @@ they read the one YAML file directly; command-line flags override its top-level 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -131,10 +132,17 @@ def load_settings(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     An override naming a key the file does not have, or a value of the wrong kind or out of
     its range (``SCHEMA``), raises ValueError naming it.
     """
-    settings = yaml.safe_load(conf_file().read_text()) or {}
+    path = conf_file()
+    settings = copy.deepcopy(_read(path, path.stat().st_mtime_ns))
     _merge(settings, dict(overrides or {}), "play")
     check_settings(settings)
     return settings
+
+
+@functools.lru_cache(maxsize=4)
+def _read(path: Path, mtime_ns: int) -> dict[str, Any]:
+    """The file's settings, read once per modification time (callers get deep copies)."""
+    return yaml.safe_load(path.read_text()) or {}
 
 
 def _merge(base: dict[str, Any], extra: Mapping[str, Any], where: str) -> None:

@@ -11,6 +11,7 @@ import pytest
 from play_helpers import REPO, SHIPPED
 
 from game import Position
+from play.__main__ import parse_overrides
 from play.cli import play_game
 from play.engine import answer
 from play.engines import Engines, LimitError
@@ -226,3 +227,18 @@ def test_play_settings_of_the_wrong_kind_or_range_are_refused_by_name(overrides,
     with pytest.raises(ValueError) as refused:
         load_settings(overrides)
     assert problem in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("items", "problem"),
+    [
+        (["limits.max_ms=\x0b"], "--set limits.max_ms: the value is not a YAML scalar"),
+        (["limits.max_ms=[1"], "--set limits.max_ms: the value is not a YAML scalar"),
+        (["limits=3", "limits.max_ms=5"], "--set limits.max_ms: limits was set to a value"),
+        (["max_ms"], "--set 'max_ms': use KEY=VALUE"),
+    ],
+)
+def test_set_flags_that_do_not_read_are_refused_in_one_line(items, problem):
+    with pytest.raises(ValueError) as refused:
+        parse_overrides(items)
+    assert str(refused.value).startswith(problem) and "\n" not in str(refused.value)
