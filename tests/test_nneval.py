@@ -279,11 +279,13 @@ def test_player_spec_refuses_a_bad_file(tmp_path: Path) -> None:
 
 
 def test_training_command_reads_a_run_and_writes_a_usable_file(tmp_path: Path) -> None:
+    import torch
+
     from evaluation import train_nneval
     from game.archive import read_archive
     from game.pdn import iter_pdn, write_pdn
 
-    games = [g for _, g in zip(range(40), iter_pdn(read_archive()), strict=False)]
+    games = [g for _, g in zip(range(20), iter_pdn(read_archive()), strict=False)]
     run = tmp_path / "run"
     (run / "games").mkdir(parents=True)
     (run / train_nneval.RUN_GAMES).write_text(write_pdn(games))
@@ -302,14 +304,27 @@ def test_training_command_reads_a_run_and_writes_a_usable_file(tmp_path: Path) -
     black_result = train_nneval.RESULT_FOR_BLACK[games[0].result]
     assert np.array_equal(first.result, np.where(first.white_to_move, -black_result, black_result))
 
+    # The loss falls on this fixed small set (targets: the results), held out too.
+    every = train_nneval.collect_positions([write_pdn(games)], skip_plies=6)
+    settings = train_nneval.TrainSettings(
+        hidden=16, dense1=8, dense2=8, epochs=10, batch=64, lr=2e-2
+    )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _, report = train_nneval.train(every, every.result, settings)
+    finally:
+        torch.set_num_threads(threads)
+    assert report["epoch9/train_loss"] < report["epoch0/train_loss"] - 0.05
+    assert report["val_loss"] < report["val_loss_constant"] - 0.02
+
     out = tmp_path / "n.safetensors"
-    argv = ["--run", str(run), "--no-archive", "--teacher", "", "--epochs", "2", "--out", str(out)]
+    argv = ["--run", str(run), "--no-archive", "--teacher", "", "--epochs", "1", "--out", str(out)]
     argv += ["--hidden", "16", "--dense1", "8", "--dense2", "8", "--batch", "256"]
     assert train_nneval.main(argv) == 0
     net = nneval.load(out)
     assert net.hidden == 16 and net.metadata["teacher"] == "none"
-    assert int(net.metadata["positions"]) > 1000
-    assert float(net.metadata["held_out_loss"]) < 0.7  # below a coin's 0.693 on most targets
+    assert int(net.metadata["positions"]) == len(every)
 
 
 def test_training_command_refuses_a_run_without_games(tmp_path: Path, capsys) -> None:
