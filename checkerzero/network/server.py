@@ -264,7 +264,7 @@ class _Worker:
             else:
                 self.model.load_state_dict(model.state_dict(), strict=True)
         self.version = version
-        logger.info("inference worker %d now computes with weights v%d", self.index, version)
+        logger.debug("inference worker %d now computes with weights v%d", self.index, version)
 
     def _on_stream(self):
         return torch.cuda.stream(self.stream) if self.cuda else contextlib.nullcontext()
@@ -329,6 +329,8 @@ class _Worker:
                 )
                 for req in batch:  # their clients reconnect and send the batch again
                     srv.drop(req.client, "a batch failed")
+            finally:
+                srv.done(batch)
 
     def _serve_direct(self, batch: list[_Request]) -> None:
         """On CUDA with every client's buffer page-locked: one DMA per request each way
@@ -427,6 +429,7 @@ class InferenceServer:
         self._lock = threading.Lock()
         self._cv = threading.Condition(self._lock)
         self._pending: collections.deque[_Request] = collections.deque()
+        self._in_flight = 0  # requests taken by a worker and not yet answered
         self._clients: dict[int, _Client] = {}
         self._closing: list[_Client] = []
         self.capture_lock = threading.Lock()  # one worker captures its CUDA graphs at a time
@@ -496,7 +499,9 @@ class InferenceServer:
             if not self._pending or self._model is None:
                 self._cv.wait(POLL_S)
                 return []
-            target = max(1, math.ceil(len(self._clients) / s.pipeline))
+            # A share of the clients, but no more than those not waiting on a batch already.
+            clients = len(self._clients)
+            target = max(1, min(math.ceil(clients / s.pipeline), clients - self._in_flight))
             rows = sum(r.rows for r in self._pending)
             wait = self._pending[0].t + s.max_wait_ms / 1000 - time.monotonic()
             if len(self._pending) < target and rows < s.max_batch and wait > 0:
@@ -509,7 +514,14 @@ class InferenceServer:
                 if req.client.alive:
                     batch.append(req)
                     total += req.rows
+            self._in_flight += len(batch)
             return batch
+
+    def done(self, batch: list[_Request]) -> None:
+        """A worker has answered (or dropped) `batch`."""
+        with self._cv:
+            self._in_flight -= len(batch)
+            self._cv.notify_all()
 
     def count(self, requests: int, rows: int, host_in: float, device: float, host_out: float):
         with self._lock:
