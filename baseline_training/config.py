@@ -12,7 +12,8 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from checkerzero.config import SOURCE_CONF, compose
+from checkerzero.config import SOURCE_CONF, compose, unknown_key_message
+from checkerzero.config_schema import leaf_keys
 
 PACKAGE_CONF = Path(__file__).resolve().parents[1] / "checkerzero" / "conf"  # non-editable installs
 CONFIG_FILE = "config.yaml"
@@ -42,10 +43,13 @@ def load_config(name: str, overrides: Sequence[str], run_dir: Path | None = None
         try:
             cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([item]))
         except ConfigKeyError as err:
+            key, _, value = item.partition("=")
+            keys = leaf_keys(OmegaConf.to_container(cfg, resolve=False))
             where = f"conf/baselines/{name}.yaml"
-            raise ValueError(f"unknown config key in {item!r} ({where})") from err
+            raise ValueError(f"{unknown_key_message(key, keys, value)} ({where})") from err
         except OmegaConfBaseException as err:
-            raise ValueError(f"bad override {item!r}: {err}") from err
+            flat = " ".join(str(err).split())
+            raise ValueError(f"bad override {item!r}: {flat}") from err
     return cfg
 
 

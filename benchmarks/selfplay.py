@@ -46,7 +46,7 @@ from omegaconf import OmegaConf
 
 from actors.actor import SelfPlayActor
 from checkerzero.cluster.start import start_ray
-from checkerzero.config import compose
+from checkerzero.config import ConfigError, compose
 from checkerzero.network.checkpoint import encode_checkpoint
 from checkerzero.network.inference import compute_dtype
 from checkerzero.network.model import CheckersNet, model_config
@@ -159,7 +159,10 @@ def measure_bare(n: int, cfg, args: argparse.Namespace) -> float:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     counts = [int(x) for x in args.actors.split(",")]
-    cfg = compose(["run_dir=unused", *args.set])
+    try:
+        cfg = compose(["run_dir=unused", *args.set])
+    except ConfigError as e:  # one line naming the key, as every command line
+        raise SystemExit(f"error: {e}") from None
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     m, mc, sp = cfg.model, cfg.mcts, cfg.selfplay
     print(

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from actors.self_play import SelfPlayObserver, run_self_play
-from checkerzero.config import compose
+from checkerzero.config import ConfigError, compose
 from checkerzero.network.model import count_parameters
 from checkerzero.store.redis_server import EmbeddedRedis
 from checkerzero.store.replay import ReplayStore, connect
@@ -75,7 +75,10 @@ def load_config(args: argparse.Namespace):
     overrides = [f"learner.device={args.device}", "run_dir=unused", *args.set]
     if args.batch is not None:
         overrides.append(f"learner.batch_size={args.batch}")
-    return compose(overrides)
+    try:
+        return compose(overrides)
+    except ConfigError as e:  # one line naming the key, as every command line
+        raise SystemExit(f"error: {e}") from None
 
 
 def fill_store(store: ReplayStore, cfg, games: int) -> tuple[int, int, float]:

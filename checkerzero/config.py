@@ -2,25 +2,30 @@
 
 `compose(overrides)` is the one way to read the configuration: `python -m learner`, every other
 command line, the benchmarks and the tests all get the same groups, presets and defaults from it.
-Hydra already rejects unknown keys (the composed config is in struct mode); `validate` rejects
-values that are the right type but wrong (a board of 7, zero simulations, a negative window), so
-a bad command line fails in the first second with a message naming the key.
+`validate` checks every key against its rule in `checkerzero.config_schema` (type, range, finite,
+a path that exists) and the rules between keys (the board and the model, a warm start's network
+file and the model keys), so a bad command line fails in its first second, before Ray, Redis or
+the run folder, with one line naming the key, the value and what is allowed. An override Hydra
+refuses (an unknown key, a group option that does not exist) gets one line too, with the nearest
+valid names (`override_error_message`).
 """
 
 from __future__ import annotations
 
+import difflib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir, initialize_config_module
-from hydra.errors import HydraException
+from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from checkerzero.network.precision import PRECISIONS
+from checkerzero.config_schema import group_names, leaf_keys, problems
+from checkerzero.network.header import SHAPE_KEYS, read_model_shape, shape_text
 from game.encoding import NUM_PLANES
 from game.mcts import SEARCH_PARAMETERS
 
@@ -62,124 +67,191 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
             with ctx:
                 cfg = hydra_compose("config", overrides=list(overrides))
     except (HydraException, OmegaConfBaseException) as e:
-        raise ConfigError(f"config overrides {list(overrides)}: {e}") from e
+        raise ConfigError(override_error_message(e, overrides)) from e
     validate(cfg)
     return cfg
 
 
-def _check(cfg: DictConfig, key: str, ok: Any, why: str | Any) -> None:
-    """Raises ConfigError unless ``ok(value)``; ``why`` is the reason, or makes it from the
-    value."""
-    node = cfg
-    for part in key.split("."):
-        if node is None or part not in node:
-            return  # the group is absent in this composition; nothing to check
-        node = node[part]
-    if not ok(node):
-        reason = why(node) if callable(why) else why
-        raise ConfigError(f"bad config value {key}={node!r}: {reason}")
+def validate(cfg: DictConfig, *, refuse_unknown: bool = True) -> None:
+    """Raises ConfigError, one line naming the key, the value and what is allowed, for the first
+    value that breaks its rule in `checkerzero.config_schema.SCHEMA` or a rule between keys.
+
+    ``refuse_unknown``: a key the schema does not know is refused too (a ``+key`` added on the
+    command line that nothing would read); off for a resumed run's saved config, which may hold
+    keys that were since removed.
+    """
+    try:
+        values = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"cannot resolve the config: {_one_line(e)}") from None
+    assert isinstance(values, dict)
+    validate_values(values, refuse_unknown=refuse_unknown)
 
 
-def validate(cfg: DictConfig) -> None:
-    """Raises ConfigError naming the first key whose value is wrong. One flat list of checks,
-    one per key, in the order of the groups: long, but a reader finds a key's rule by its name."""
-    positive = lambda v: isinstance(v, int | float) and v > 0  # noqa: E731
-    non_negative = lambda v: isinstance(v, int | float) and v >= 0  # noqa: E731
-    _check(cfg, "game.size", lambda v: v in (6, 8), "the board side must be 6 or 8")
-    _check(cfg, "game.max_plies", non_negative, "a ply cap is >= 0 (0: none)")
-    _check(cfg, "model.board_size", lambda v: v == cfg.game.size, "must equal game.size")
-    _check(cfg, "model.blocks", non_negative, "residual blocks are >= 0")
-    _check(cfg, "model.channels", positive, "channels are > 0")
-    _check(cfg, "learner.batch_size", positive, "the batch size is > 0")
-    _check(
-        cfg,
-        "learner.init_weights",
-        lambda v: v is None or Path(v).is_file(),
-        "no model checkpoint file there",
-    )
-    _check(cfg, "learner.max_steps", non_negative, "0 means no limit")
-    _check(cfg, "learner.time_limit_min", non_negative, "0 means no limit")
-    _check(cfg, "learner.publish_every_steps", positive, "publish at least every so many steps")
-    _check(cfg, "learner.checkpoint_every_steps", positive, "checkpoint every so many steps")
-    _check(cfg, "learner.keep_checkpoints", positive, "keep at least one checkpoint")
-    _check(cfg, "learner.keep_weights", non_negative, "weights files kept, >= 0 (0: all)")
-    _check(
-        cfg,
-        "learner.value_target_q_weight",
-        lambda v: isinstance(v, int | float) and 0 <= v <= 1,
-        "a share in [0, 1] of the search's root value in the value target",
-    )
-    _check(
-        cfg,
-        "learner.ema_decay",
-        lambda v: isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < 1,
-        "the weights average's decay per step is in [0, 1) (0: off)",
-    )
-    _check(cfg, "learner.moves_left_weight", non_negative, "a loss weight >= 0")
-    for key in ("learner.precision", "selfplay.precision"):
-        _check(cfg, key, lambda v: v in PRECISIONS, f"one of {', '.join(PRECISIONS)}")
-    _check(cfg, "model.moves_left_head", lambda v: isinstance(v, bool), "true or false")
-    _check(cfg, "replay.window_positions", positive, "the replay window holds > 0 positions")
-    _check(cfg, "replay.sample_ratio", positive, "samples per new position must be > 0")
-    _check(cfg, "replay.min_positions", non_negative, "positions before training, >= 0")
+def validate_values(values: dict[str, Any], *, refuse_unknown: bool = True) -> None:
+    """`validate` for a resolved config as plain dicts and lists."""
+    for key, value, allowed in problems(values, unknown=refuse_unknown):
+        if allowed == "not a config key":
+            raise ConfigError(unknown_key_message(key, leaf_keys(values), value))
+        raise ConfigError(f"bad config value {key}={value!r}: {allowed}")
+    for keys, why in CROSS_RULES:
+        if all(_has(values, k) for k in keys):
+            reason = why(values)
+            if reason is not None:
+                key = keys[0]
+                raise ConfigError(f"bad config value {key}={_get(values, key)!r}: {reason}")
     for key, parameter in SEARCH_PARAMETERS.items():  # the search's own ranges (game.mcts)
-        if parameter.ok is not None:
-            _check(cfg, f"mcts.{key}", _number_and(parameter.ok), parameter.rule)
-    # A run's searches (self-play, the evaluator) make at least one visit per move.
-    _check(cfg, "mcts.simulations", positive, "at least one simulation per move")
-    _check(
-        cfg,
-        "selfplay.playout_cap.full_share",
-        lambda v: isinstance(v, int | float) and 0 <= v <= 1,
-        "the chance of a full search is in [0, 1]",
-    )
-    _check(
-        cfg,
-        "selfplay.playout_cap.fast_simulations",
-        lambda v: (
-            not cfg.selfplay.playout_cap.get("enabled", False)
-            or (isinstance(v, int) and 0 <= v <= cfg.mcts.simulations)
-        ),
-        lambda v: f"fast searches take 0 to mcts.simulations ({cfg.mcts.simulations}) simulations",
-    )
-    _check(
-        cfg,
-        "selfplay.actors",
-        lambda v: v is None or (isinstance(v, int) and v >= 0),
-        "null (one per free core) or a count >= 0",
-    )
-    for key, rule in (
-        ("max_batch", "the largest batch of leaves is >= 1"),
-        ("pipeline", "at least one batch in flight"),
-    ):
-        _check(
-            cfg,
-            f"selfplay.inference_server.{key}",
-            lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-            rule,
-        )
-    _check(cfg, "selfplay.inference_server.max_wait_ms", non_negative, "milliseconds, >= 0")
-    _check(cfg, "selfplay.inference_server.cpus", non_negative, "CPUs per server, >= 0")
-    _check(
-        cfg,
-        "logging.wandb.mode",
-        lambda v: v in ("online", "offline", "disabled"),
-        "online, offline or disabled",
-    )
-    _check(
-        cfg,
-        "evaluation.gating",
-        lambda v: not v or cfg.evaluation.get("enabled", False),
-        "gating needs evaluation.enabled=true: actors follow the weights the evaluator "
-        "promotes, and with no evaluator they would wait for ever",
-    )
+        value = _get(values, f"mcts.{key}")
+        if parameter.ok is not None and _has(values, f"mcts.{key}") and not parameter.ok(value):
+            raise ConfigError(f"bad config value mcts.{key}={value!r}: {parameter.rule}")
     for key in ("learner.device", "evaluation.device"):
-        _check(cfg, key, device_available, device_missing_why)
+        if _has(values, key) and not device_available(_get(values, key)):
+            value = _get(values, key)
+            raise ConfigError(f"bad config value {key}={value!r}: {device_missing_why(value)}")
 
 
-def _number_and(ok: Any) -> Any:
-    """``ok`` for a number (a bool or a string is no number here), False for anything else."""
-    return lambda v: isinstance(v, int | float) and not isinstance(v, bool) and ok(v)
+_MISSING = object()
+
+
+def _get(values: dict[str, Any], key: str) -> Any:
+    node: Any = values
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def _has(values: dict[str, Any], key: str) -> bool:
+    return _get(values, key) is not _MISSING
+
+
+def _init_weights_why(values: dict[str, Any]) -> str | None:
+    """A warm start's network must have the run's shape: read from the file's header only."""
+    path = _get(values, "learner.init_weights")
+    if path is None:
+        return None
+    try:
+        held = read_model_shape(path)
+    except (OSError, ValueError) as e:
+        return f"not a network file: {e}"
+    model = values["model"]
+    if all(held.get(k) == model.get(k) for k in SHAPE_KEYS):
+        return None
+    return (
+        f"the file holds a {shape_text(held)} network, the model keys make a "
+        f"{shape_text(model)} one: set model.* to the file's shape or pick another file"
+    )
+
+
+def _fast_simulations_why(values: dict[str, Any]) -> str | None:
+    cap, simulations = values["selfplay"]["playout_cap"], values["mcts"]["simulations"]
+    if not cap.get("enabled", False) or cap["fast_simulations"] <= simulations:
+        return None
+    return f"fast searches take 0 to mcts.simulations ({simulations}) simulations"
+
+
+# Rules between keys: (the keys, the first one named in the error; why(values) -> reason | None).
+# Each runs only when all its keys are present (a saved config may predate one).
+CROSS_RULES: tuple[tuple[tuple[str, ...], Callable[[dict[str, Any]], str | None]], ...] = (
+    (
+        ("model.board_size", "game.size"),
+        lambda v: None if v["model"]["board_size"] == v["game"]["size"] else "must equal game.size",
+    ),
+    (("learner.init_weights", "model"), _init_weights_why),
+    (
+        (
+            "selfplay.playout_cap.fast_simulations",
+            "selfplay.playout_cap.enabled",
+            "mcts.simulations",
+        ),
+        _fast_simulations_why,
+    ),
+    (
+        ("evaluation.gating", "evaluation.enabled"),
+        lambda v: (
+            None
+            if not v["evaluation"]["gating"] or v["evaluation"]["enabled"]
+            else "gating needs evaluation.enabled=true: actors follow the weights the evaluator "
+            "promotes, and with no evaluator they would wait for ever"
+        ),
+    ),
+    (
+        ("evaluation.gate.elo0", "evaluation.gate.elo1"),
+        lambda v: (
+            None
+            if v["evaluation"]["gate"]["elo0"] < v["evaluation"]["gate"]["elo1"]
+            else "the gate's H0 must be below its H1 (evaluation.gate.elo1)"
+        ),
+    ),
+)
+
+
+def _one_line(e: BaseException) -> str:
+    """An exception's message on one line (Hydra's and OmegaConf's span several)."""
+    return " ".join(line.strip() for line in str(e).splitlines() if line.strip())
+
+
+def known_keys() -> list[str]:
+    """Every key of the default composition and every config group: what a typo is near."""
+    with _COMPOSE_LOCK:
+        path = config_path()
+        ctx = (
+            initialize_config_module("checkerzero.conf", version_base="1.3")
+            if path == PACKAGE_CONF
+            else initialize_config_dir(config_dir=path, version_base="1.3")
+        )
+        with ctx:
+            cfg = hydra_compose("config", overrides=[])
+    values = OmegaConf.to_container(cfg, resolve=False)
+    assert isinstance(values, dict)
+    groups = group_names(SOURCE_CONF) if path != PACKAGE_CONF else ()
+    return [*leaf_keys(values), *groups]
+
+
+def _nearest(word: str, candidates: Sequence[str], n: int = 3) -> list[str]:
+    near = difflib.get_close_matches(word, candidates, n=n, cutoff=0.6)
+    if near or "." not in word:
+        return near
+    # A typo in the section (lerner.batch_size): the same last part under another section.
+    leaf = word.rsplit(".", 1)[1]
+    return [c for c in candidates if c.rsplit(".", 1)[-1] == leaf][:n]
+
+
+def unknown_key_message(key: str, candidates: Sequence[str], value: Any = _MISSING) -> str:
+    """One line: the key is not in the config, and the nearest ones that are."""
+    near = _nearest(key, [c for c in candidates if c != key])
+    where = f"{key}={value}" if value is not _MISSING else key
+    hint = (
+        f"; did you mean {' or '.join(near)}?" if near else "; python -m learner --help lists them"
+    )
+    return f"unknown config key {where}{hint}"
+
+
+def override_error_message(error: BaseException, overrides: Sequence[str]) -> str:
+    """One line for an override Hydra refused: an unknown key or group option with the nearest
+    valid ones, or a line that does not parse. Never Hydra's ``+key`` advice, which would start
+    a run with the key silently ignored."""
+    cause = error.__cause__
+    if isinstance(error, MissingConfigException) and error.missing_cfg_file:
+        group, _, option = str(error.missing_cfg_file).rpartition("/")
+        options = sorted(error.options or ())
+        near = _nearest(option, options)
+        hint = f"did you mean {' or '.join(near)}? " if near else ""
+        return (
+            f"no option {option!r} in config group {group}: {hint}"
+            f"its options are {', '.join(options)}"
+        )
+    if isinstance(cause, ConfigKeyError | ConfigAttributeError) and cause.full_key:
+        key = str(cause.full_key)  # the first part that is missing: lerner of lerner.batch_size
+        for override in overrides:
+            typed, sep, value = override.lstrip("+~").partition("=")
+            if typed == key or typed.startswith(key + "."):
+                return unknown_key_message(typed, known_keys(), value if sep else _MISSING)
+        return unknown_key_message(key, known_keys())
+    if isinstance(error, OverrideParseException):
+        return f"cannot read the override: {_one_line(error)}"
+    return _one_line(error)
 
 
 def device_available(spec: Any) -> bool:

@@ -15,15 +15,18 @@ only then creates the run directory, records the config and starts Redis and Ray
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from checkerzero.cluster.preflight import PreflightError, check_environment
-from checkerzero.config import ConfigError, config_path
+from checkerzero.config import ConfigError, config_path, override_error_message
 from checkerzero.run_files import LOG_FILE
 from learner.run_record import prepare, write_record
 
@@ -34,9 +37,16 @@ def _main(cfg: DictConfig) -> None:
     try:
         prepared = prepare(cfg, list(hc.overrides.task), job_num)
         check_environment(prepared.cfg)  # W&B key, devices: before anything is written
+        check_evaluation(prepared.cfg)
         record = write_record(prepared, hc)
     except (ConfigError, PreflightError) as e:
         print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as e:  # the run folder cannot be made (a path the schema could not foresee)
+        print(
+            f"error: run_dir: cannot create the run folder {e.filename}: {e.strerror}",
+            file=sys.stderr,
+        )
         sys.exit(2)
     root = logging.getLogger()
     root.setLevel(prepared.cfg.logging.level)
@@ -66,8 +76,50 @@ def _main(cfg: DictConfig) -> None:
         log_file.close()
 
 
+def check_evaluation(cfg: DictConfig) -> None:
+    """The evaluator's settings (its ladder's player specs, the rated table) are checked here,
+    not first inside its Ray actor after the run has started; ConfigError naming the key."""
+    if not cfg.evaluation.enabled:
+        return
+    from evaluation.settings import EvalSettings  # torch: learner.run imports it next anyway
+
+    try:
+        EvalSettings.from_config(OmegaConf.to_container(cfg, resolve=True))
+    except (ValueError, KeyError) as e:
+        message = " ".join(str(e).split()) or repr(e)
+        raise ConfigError(
+            message if "evaluation." in message else f"evaluation: {message}"
+        ) from None
+
+
+FULL_ERROR = "HYDRA_FULL_ERROR"  # makes Hydra raise a refused override instead of printing it
+
+
 def main() -> None:
-    hydra.main(config_path=config_path(), config_name="config", version_base="1.3")(_main)()
+    """Hydra prints a refused override itself, in five lines suggesting ``+key`` (which would
+    start a run with the key ignored); with HYDRA_FULL_ERROR set it raises instead, and this
+    prints one line with the nearest valid names, exit status 2. Once the run has begun, errors
+    are Hydra's to report as before (the variable is unset again)."""
+    overrides = [a for a in sys.argv[1:] if not a.startswith("-")]
+    ours = FULL_ERROR not in os.environ
+    os.environ.setdefault(FULL_ERROR, "1")
+    started = False
+
+    def task(cfg: DictConfig) -> None:
+        nonlocal started
+        started = True
+        if ours:
+            os.environ.pop(FULL_ERROR, None)
+        _main(cfg)
+
+    task.__module__ = _main.__module__  # Hydra names the job after the task's module
+    try:
+        hydra.main(config_path=config_path(), config_name="config", version_base="1.3")(task)()
+    except (HydraException, OmegaConfBaseException) as e:
+        if started or not ours:
+            raise
+        print(f"error: {override_error_message(e, overrides)}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -127,7 +127,7 @@ def prepare(cfg: DictConfig, overrides: Sequence[str], job_num: int | None = Non
     OmegaConf.set_struct(out, False)
     out.run_dir = str(run_dir)
     OmegaConf.set_struct(out, True)
-    validate(out)
+    validate(out, refuse_unknown=not resumed)  # a saved config may hold keys since removed
     return Prepared(out, run_dir, list(overrides), resumed, filled)
 
 

@@ -203,12 +203,17 @@ def test_warm_start_loads_the_weights_and_refuses_another_shape(tmp_path):
     save_checkpoint(wider, CheckersNet(ModelConfig(blocks=1, channels=8)), step=1, version=1)
     with pytest.raises(ValueError, match=r"wide\.safetensors"):
         trainer.load_weights(wider)
+    shape = [f"model.{k}={v}" for k, v in TINY.to_dict().items() if k != "board_size"]
     with initialize_config_dir(config_dir=str(SOURCE_CONF), version_base="1.3"):
-        cfg = compose("config", ["run_dir=/tmp/x", f"learner.init_weights={path}"])
+        cfg = compose("config", ["run_dir=/tmp/x", *shape, f"learner.init_weights={path}"])
         validate(cfg)
         missing = compose("config", ["run_dir=/tmp/x", f"learner.init_weights={tmp_path}/no"])
+        default_shape = compose("config", ["run_dir=/tmp/x", f"learner.init_weights={path}"])
     with pytest.raises(ConfigError, match=r"learner\.init_weights"):
         validate(missing)
+    # The network file's shape must be the model keys' (read from its header before the run).
+    with pytest.raises(ConfigError, match=r"learner\.init_weights=.*holds a 1x16 .* a 4x16 "):
+        validate(default_shape)
 
 
 def test_agreement_stops_where_the_rules_end_the_game():
