@@ -399,6 +399,12 @@ def test_actor_processes_share_one_server_and_their_games_reach_the_store(run):
     assert stats["clients"] == 2 and stats["version"] == 1
     assert stats["requests"] > stats["batches"]  # batches held leaves of both actors
     assert stats["max_rows"] > 2 * 8  # more than one actor's most (2 games x 8 leaves)
+    # The run's metrics carry the server's batches (the first call only starts the count).
+    assert run.pool.metrics()["selfplay/servers"] == 1.0
+    mean = wait_until(
+        lambda: run.pool.metrics().get("selfplay/server_batch_mean"), CALL_TIMEOUT_S, "batches"
+    )
+    assert 1 <= mean <= 2 * 2 * 8  # at most both actors' 16 leaves in one batch
 
     def quiet() -> tuple | None:
         before = run.store.stats()
