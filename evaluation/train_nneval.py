@@ -65,8 +65,9 @@ def collect_positions(
     texts: Iterable[str], *, size: int = 8, max_games: int = 0, skip_plies: int = 0
 ) -> Positions:
     """The quiet positions of every finished game in the PDN texts (at most ``max_games`` games
-    in all when > 0), after the first ``skip_plies`` plies of each; a game with an illegal move
-    is skipped with a warning."""
+    in all when > 0), after the first ``skip_plies`` plies of each, up to where the rules end the
+    game (a game played on past a repetition or the 40-move rule ends there); a game with an
+    illegal move is skipped with a warning."""
     rows: list[tuple[int, int, int, bool, float]] = []
     packed: list[np.ndarray] = []
     games = 0
@@ -80,6 +81,8 @@ def collect_positions(
             try:
                 pos = game.start()
                 for plies, move in enumerate(game.moves):
+                    if pos.is_over():  # played on past a draw by our rules (repetition, 40 moves)
+                        break
                     _keep(pos, plies, skip_plies, black_result, rows, packed)
                     pos.play(move)
             except ValueError as err:

@@ -360,3 +360,15 @@ def test_play_engines_offer_the_learned_evaluation() -> None:
     assert reply["move"] in {str(m) for m in Position().legal_moves()}
     with pytest.raises(ValueError, match="unknown player 'ab\\+nn:3:/etc/passwd'"):
         engines.parse("ab+nn:3:/etc/passwd")  # the server reads no file a request names
+
+
+def test_positions_stop_where_the_rules_end_a_game_played_on() -> None:
+    from evaluation import train_nneval
+
+    # Two kings shuffle: the start recurs after 4 and 8 plies, a draw by threefold repetition
+    # there; the two moves written after it are not positions of a game in progress.
+    text = '[FEN "B:WK32:BK1"]\n1. 1-5 32-28 2. 5-1 28-32 3. 1-5 32-28 4. 5-1 28-32 '
+    text += "5. 1-5 32-28 1/2-1/2\n"
+    positions = train_nneval.collect_positions([text])
+    assert len(positions) == 8
+    assert np.array_equal(positions.result, np.zeros(8, np.float32))
