@@ -4,8 +4,8 @@
   precision and the network file format (``checkpoint``).
 - ``checkerzero.store``: what travels through Redis: the replay store, the weights channel, the
   live game, the evaluator's keys and the private ``redis-server``.
-- ``checkerzero.cluster``: starting Ray, the supervisor of a Ray actor's loop, the cluster's
-  preflight.
+- ``checkerzero.cluster``: starting Ray (and the watcher that ends a local one with its
+  driver), the supervisor of a Ray actor's loop, the cluster's preflight.
 - ``checkerzero.config``: composing and validating the Hydra config (``conf/``).
 - ``checkerzero.metrics`` (the metrics log, plots, W&B) and ``checkerzero.revision`` (the
   code's git revision).
