@@ -326,6 +326,7 @@ def test_settings_values():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 10^5 cases: about 10 minutes on two busy cores
 def test_slow_lane(app, engines):
     calling(app, fuzz_api, CASES["api"] * SLOW_FACTOR, seed=11)
     calling(app, fuzz_pdn_write, CASES["pdn_write"] * SLOW_FACTOR, seed=12)
