@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -54,6 +55,10 @@ from checkerzero.store.weights import WeightsChannel
 from game.encoding import NUM_PLANES, num_actions
 from game.mcts import new_search
 from game.records import GameRecord
+
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux", reason="the inference server needs Linux (memfd, abstract sockets)"
+)
 
 A8 = num_actions(8)
 TINY = ModelConfig(blocks=1, channels=16, policy_channels=8, value_channels=4, value_hidden=16)

@@ -707,6 +707,11 @@ class RemoteEvaluator:
         Connects on the first `evaluate`."""
         if not 1 <= capacity <= MAX_CLIENT_ROWS:
             raise ValueError(f"capacity must be 1 to {MAX_CLIENT_ROWS}, got {capacity}")
+        if not hasattr(os, "memfd_create"):
+            raise RuntimeError(
+                "the inference server needs Linux (memfd_create, abstract Unix sockets); "
+                "set selfplay.inference_server.enabled=false"
+            )
         self.address, self.name = address, name
         self.planes, self.size, self.num_actions = planes, size, actions
         self.layout = Layout(capacity, planes, size, actions)
