@@ -5,8 +5,10 @@ its rule says it is fine."""
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -183,19 +185,34 @@ def test_a_warm_start_of_another_shape_is_refused_naming_both_shapes_from_the_he
         compose(same)
 
 
-def learner(*args: str) -> subprocess.CompletedProcess:
+def learner(*args: str, tripwire: Path | None = None) -> subprocess.CompletedProcess:
+    """``python -m learner``; with ``tripwire``, importing ray fails the process."""
+    env = dict(os.environ)
+    if tripwire is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tripwire), env.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-m", "learner", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
+        env=env,
         timeout=120,
     )
 
 
+def _tripwire(folder: Path) -> Path:
+    """A package named ray that raises when imported: a check that ran before Ray could start
+    leaves it unimported. (The private redis-server is started after the run folder is made,
+    its data inside it: no folder, no Redis.)"""
+    (folder / "ray").mkdir(parents=True)
+    (folder / "ray" / "__init__.py").write_text("raise ImportError('ray was imported')\n")
+    return folder
+
+
 def test_the_command_line_refuses_in_one_line_before_anything_starts(tmp_path):
-    """Exit 2, one line on stderr naming the key, nothing on stdout, no run folder (where the
-    private Redis would keep its data) and no Ray (it logs when it starts)."""
+    """Exit 2, one line on stderr naming the key, nothing on stdout, no run folder (so no
+    private Redis, which keeps its data there), and Ray never imported."""
+    tripwire = _tripwire(tmp_path / "tripwire")
     a_file = tmp_path / "a-file"
     a_file.write_text("not a folder")
     run_dir = tmp_path / "run"
@@ -205,13 +222,22 @@ def test_the_command_line_refuses_in_one_line_before_anything_starts(tmp_path):
         (f"run_dir={a_file}", "preset=smoke", f"run_dir='{a_file}'"),
         (f"run_dir={a_file}/run", "preset=smoke", f"({a_file} is a file)"),
     ]
-    for *args, needle in cases:
-        done = learner(*args)
+    with ThreadPoolExecutor(len(cases)) as pool:  # four interpreters start side by side
+        runs = list(pool.map(lambda case: learner(*case[:-1], tripwire=tripwire), cases))
+    for (*args, needle), done in zip(cases, runs, strict=True):
         assert done.returncode == 2, (args, done.stderr)
         assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
-        assert needle in done.stderr, done.stderr
-        assert "Ray" not in done.stdout + done.stderr and "redis" not in done.stdout
-        assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+        assert needle in done.stderr and done.stdout == "", done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "tripwire"]
+    # The tripwire works: this interpreter with that path cannot import Ray.
+    probe = subprocess.run(
+        [sys.executable, "-c", "import ray"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tripwire)},
+        timeout=60,
+    )
+    assert probe.returncode == 1 and "ImportError: ray was imported" in probe.stderr
 
 
 @pytest.mark.parametrize(
