@@ -80,6 +80,21 @@ def test_github_slugs():
     assert github_slug("Player specs") == "player-specs"
 
 
+def ci_commands() -> list[str]:
+    """The commands .ci/run runs, in order: its lines that are neither comments nor shell set-up."""
+    lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    skip = ("#", "set ", "cd ")
+    return [line.strip() for line in lines if line.strip() and not line.startswith(skip)]
+
+
+def test_ci_runs_what_the_readme_says():
+    """CI runs the README's set-up and test commands, word for word, and nothing else."""
+    readme_blocks = "\n".join(FENCE.findall((ROOT / "README.md").read_text(encoding="utf-8")))
+    readme_commands = {line.split("#")[0].strip() for line in readme_blocks.splitlines()}
+    assert ci_commands() == ["bash scripts/setup.sh", ".venv/bin/python -m pytest -q"]
+    assert [c for c in ci_commands() if c not in readme_commands] == []
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_pages_speak_to_users(page):
     text = page.read_text(encoding="utf-8")
