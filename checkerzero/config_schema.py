@@ -371,6 +371,7 @@ SCHEMA: dict[str, Rule] = {
     "learner.scheduler.milestones": Items(STEPS, 0, 1000, ascending=True),
     "learner.scheduler.gamma": Num(0, 1, open_lo=True),  # a factor at each drop: 0 stops learning
     "learner.publish_every_steps": STEPS,
+    "learner.publish_every_min": Num(0, 10_000),  # minutes; 10,000 is a week
     "learner.checkpoint_every_steps": STEPS,
     "learner.checkpoint_every_min": Num(0.01, 10**6),  # 0 would checkpoint every step
     "learner.keep_checkpoints": Int(1, 10_000),

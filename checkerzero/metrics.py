@@ -28,7 +28,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from checkerzero.run_files import METRICS_CSV
+from checkerzero.run_files import (
+    ELO_BY_STEP_PNG,
+    LOSS_PNG,
+    METRICS_CSV,
+    REPLAY_PNG,
+    THROUGHPUT_PNG,
+)
 from checkerzero.store.replay import redact_url
 
 logger = logging.getLogger(__name__)
@@ -37,17 +43,27 @@ STEP_METRIC = "learner/step"  # W&B's x axis for every chart (define_metric)
 WALL_METRIC = "learner/wall_s"  # an alternative x axis: the run's seconds, resumes summed
 EVAL_PREFIX = "eval/"
 EVAL_STEP = "eval/step"  # the training step of the evaluated candidate's weights
-# Plots drawn into the run directory: file name -> the metric keys it shows.
+# Plots drawn into the run directory: file name -> the metric keys it shows. Every name is
+# distinct from the evaluator's own plots under eval/ (checkerzero.run_files).
+ELO_PLOT = ELO_BY_STEP_PNG  # each rating once, at its weights' training step
 PLOTS = {
-    "loss.png": (
+    LOSS_PNG: (
         "learner/loss_policy",
         "learner/loss_value",
         "learner/loss_total",
         "learner/loss_moves_left",  # only with the moves-left head
     ),
-    "elo.png": ("eval/elo",),
-    "throughput.png": ("selfplay/positions_per_s", "learner/samples_per_s"),
-    "replay.png": ("replay/window_positions", "replay/positions_added"),
+    ELO_PLOT: ("eval/elo",),
+    THROUGHPUT_PNG: ("selfplay/positions_per_s", "learner/samples_per_s"),
+    REPLAY_PNG: ("replay/window_positions", "replay/positions_added"),
+}
+# Each plot's axes: (x axis, y label); x is "step" (the training step) or "minutes" (the run's
+# own minutes, learner/wall_s where the row has it).
+PLOT_AXES = {
+    LOSS_PNG: ("step", "loss per position (nats)"),
+    ELO_PLOT: ("step", "Elo (random = 0), 95% interval"),
+    THROUGHPUT_PNG: ("minutes", "per second"),
+    REPLAY_PNG: ("minutes", "positions"),
 }
 
 
@@ -279,24 +295,80 @@ def plot_metrics(csv_path: Path, out_dir: Path) -> list[Path]:
 def draw_plot(
     name: str, keys: tuple[str, ...], series: Mapping[str, list[tuple[int, float, float]]]
 ) -> Any:
-    """The matplotlib figure of one plot (None when none of its keys has a value)."""
+    """The matplotlib figure of one plot (None when none of its keys has a value): the losses
+    by training step, each Elo rating once at its weights' step (:func:`elo_points`), the
+    rates and the replay's counts by the run's minutes."""
     import matplotlib.pyplot as plt
 
     present = [k for k in keys if series.get(k)]
     if not present:
         return None
+    x_kind, y_label = PLOT_AXES.get(name, ("minutes", "value"))
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    x_is_step = name in ("loss.png", "elo.png")
-    for key in present:
-        points = series[key]
-        t0 = points[0][1]
-        xs = [p[0] for p in points] if x_is_step else [(p[1] - t0) / 60 for p in points]
-        # Points marked where a line would not show them: Elo's few ratings, a series of one.
-        marked = name == "elo.png" or len(points) == 1
-        ax.plot(xs, [p[2] for p in points], label=key, marker="o" if marked else None)
-    ax.set_xlabel("training step" if x_is_step else "minutes")
+    if name == ELO_PLOT:
+        points = elo_points(series)
+        if not points:
+            plt.close(fig)
+            return None
+        ax.errorbar(
+            [p[1] for p in points],
+            [p[2] for p in points],
+            yerr=[[p[2] - p[3] for p in points], [p[4] - p[2] for p in points]],
+            fmt="o",
+            capsize=3,
+            label="rated versions",
+        )
+    else:
+        minutes = run_minutes(series)
+        for key in present:
+            points = series[key]
+            xs = [p[0] for p in points] if x_kind == "step" else [minutes(p[1]) for p in points]
+            # A series of one point: a line would not show it.
+            ax.plot(xs, [p[2] for p in points], label=key, marker="o" if len(points) == 1 else None)
+    ax.set_xlabel("training step" if x_kind == "step" else "minutes since the run started")
+    ax.set_ylabel(y_label)
+    ax.set_xlim(left=0)
     ax.set_title(name.removesuffix(".png"))
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+def run_minutes(series: Mapping[str, list[tuple[int, float, float]]]) -> Any:
+    """``minutes(time_s)``: the run's own minutes at a row's time (its learner/wall_s, which
+    sums resumes), else minutes since the first row; never negative."""
+    wall = {t: v for _, t, v in series.get(WALL_METRIC, [])}
+    t0 = min((p[1] for points in series.values() for p in points), default=0.0)
+
+    def minutes(t: float) -> float:
+        seconds = wall.get(t)
+        return max(seconds if seconds is not None else t - t0, 0.0) / 60
+
+    return minutes
+
+
+def elo_points(
+    series: Mapping[str, list[tuple[int, float, float]]],
+) -> list[tuple[int, float, float, float, float]]:
+    """Each rated version once: (version, its weights' training step, Elo, lower, upper), by
+    version. metrics.csv repeats the newest rating on every row until the next one; a version
+    is placed at the step its weights were published at (eval/step), the row's step where
+    that is missing, and keeps its newest fit."""
+    by_time: dict[float, dict[str, float]] = defaultdict(dict)
+    row_step: dict[float, int] = {}
+    for key in ("eval/version", "eval/elo", "eval/elo_lower", "eval/elo_upper", EVAL_STEP):
+        for step, t, value in series.get(key, []):
+            by_time[t][key] = value
+            row_step[t] = step
+    rated: dict[int, tuple[int, float, float, float, float]] = {}
+    for t in sorted(by_time):
+        row = by_time[t]
+        if "eval/version" not in row or "eval/elo" not in row:
+            continue
+        version, elo = int(row["eval/version"]), row["eval/elo"]
+        step = int(row.get(EVAL_STEP, row_step[t]))
+        lower, upper = row.get("eval/elo_lower", elo), row.get("eval/elo_upper", elo)
+        lower, upper = (b if math.isfinite(b) else elo for b in (lower, upper))
+        rated[version] = (version, step, elo, lower, upper)
+    return [rated[v] for v in sorted(rated)]

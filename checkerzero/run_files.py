@@ -16,9 +16,11 @@ which folder it lives. Who writes what (docs/architecture.md has the whole map):
 ``games/selfplay.pdn``                 sampled self-play games (``learner.run``)
 ``games/live.json``                    a game an actor is playing now (``checkerzero.store.live``)
 ``eval/``                              the evaluator's PDN games, ``decisions.jsonl``,
-                                       ``ratings.csv``/``.png``, ``curve.csv``, ``elo.png``
-``metrics.csv``, ``*.png``             every metric over time and its plots
-                                       (``checkerzero.metrics``)
+                                       ``ratings.csv``/``.png``, ``curve.csv``,
+                                       ``elo_curve.png``
+``metrics.csv``                        every metric over time (``checkerzero.metrics``)
+``loss.png``, ``elo_by_step.png``,     its plots: losses and ratings by training step,
+``throughput.png``, ``replay.png``     rates and the replay window by the run's minutes
 ``redis/``                             the private Redis's data (``checkerzero.store.redis_server``)
 ``summary.json``                       the run's end state (``learner.run``)
 =====================================  ==========================================================
@@ -76,12 +78,16 @@ DECISIONS_FILE = "decisions.jsonl"  # under EVAL_DIR: one gate decision per line
 RATINGS_CSV = "ratings.csv"  # under EVAL_DIR: the ladder, then candidates by version
 RATINGS_PNG = "ratings.png"  # under EVAL_DIR
 CURVE_CSV = "curve.csv"  # under EVAL_DIR: each candidate's rating by step, wall time, positions
-CURVE_PNG = "elo.png"  # under EVAL_DIR: the same, plotted
+CURVE_PNG = "elo_curve.png"  # under EVAL_DIR: the same, plotted by step, minutes and positions
 RATINGS_PATH = f"{EVAL_DIR}/{RATINGS_CSV}"
 GAME_FOLDERS = (GAMES_DIR, EVAL_DIR)  # the folders whose *.pdn files the play server lists
 
 # --- metrics (checkerzero.metrics) ------------------------------------------------------------
 METRICS_CSV = "metrics.csv"  # long form: time_s, step, key, value
+LOSS_PNG = "loss.png"  # the losses by training step
+ELO_BY_STEP_PNG = "elo_by_step.png"  # each rating once, at its weights' training step
+THROUGHPUT_PNG = "throughput.png"  # self-play positions and training samples per second
+REPLAY_PNG = "replay.png"  # the replay window and the positions ever added
 
 # --- the private Redis (checkerzero.store.redis_server) ---------------------------------------
 REDIS_DIR = "redis"  # its append-only file, config, password and log

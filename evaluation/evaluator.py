@@ -25,12 +25,15 @@ evaluation.evaluator_ratings    :func:`publish_metrics`: the fit of every result
 The games themselves are played by plain functions that the tests call too: the gate
 (evaluation.gate), the ladder and its rungs (evaluation.ladder_play).
 
-Weights come from the weights channel (checkerzero.store.weights): every
-``evaluation.every_versions``-th published version is a candidate, the newest first (older ones
-not yet evaluated are skipped: the evaluator only ever falls behind, never catches up on stale
-weights); the first version the evaluator sees becomes the best. Games are written as PDN under
+Weights come from the weights channel (checkerzero.store.weights): the newest published
+version (a multiple of ``evaluation.every_versions``) is a candidate once ``evaluation.every_min``
+minutes have passed since the previous rating began (``early_every_min`` in the run's first
+``early_min`` minutes, when a candidate plays ``early_games`` instead of ``candidate_games``);
+older ones not yet evaluated are skipped (the evaluator only ever falls behind, never catches up
+on stale weights), and so is a network that was never trained. The first version the evaluator
+sees becomes the best. Games are written as PDN under
 ``<run_dir>/eval/``, with ``decisions.jsonl``, ``ratings.csv`` and ``ratings.png`` (every
-candidate's rating by version, the ladder's rungs as lines), ``curve.csv`` and ``elo.png``
+candidate's rating by version, the ladder's rungs as lines), ``curve.csv`` and ``elo_curve.png``
 (every candidate's rating against training step, wall time and self-play positions, which the
 weights channel publishes beside each version; weights published without them fall back on the
 step in their header).
@@ -137,7 +140,7 @@ class EvaluatorWorker:
             best = self.ensure_best()
             played = self.play_rungs()
             ladder_on = self.s.table is not None or self.s.ladder_pairs > 0
-            if best >= 0 and ladder_on and not ladder_done(self, best):
+            if best >= 0 and ladder_on and not ladder_done(self, best) and self.trained(best):
                 player = self.best_player(best)
                 if player is not None and self.play_ladder(best, player):
                     self.publish_metrics(best)
@@ -202,14 +205,52 @@ class EvaluatorWorker:
         return first
 
     def pending_version(self) -> int | None:
-        """The newest due version (a multiple of every_versions) above the last evaluated."""
+        """The newest due version (a multiple of every_versions) above the last evaluated, once
+        ``every_min`` minutes (``early_every_min`` for a version of the run's first
+        ``early_min`` minutes) have passed since the previous rating began; never an untrained
+        one (:meth:`trained`)."""
         latest = self.channel.version("latest")
         due = latest - latest % self.s.every_versions
-        return due if due > self.state.last_version() and due > 0 else None
+        if due <= self.state.last_version() or due <= 0:
+            return None
+        gap = self.s.early_every_min if self.early(due) else self.s.every_min
+        if time.time() - self.state.last_started() < 60 * gap:
+            return None
+        return due if self.trained(due) else None
+
+    def early(self, version: int) -> bool:
+        """Whether ``version`` was published in the run's first ``early_min`` minutes (the
+        run's own seconds, resumes summed), when ratings come cheaper and more often."""
+        run_s = self._published(version).get("run_s")
+        return isinstance(run_s, int | float) and run_s < 60 * self.s.early_min
+
+    def _published(self, version: int) -> dict[str, Any]:
+        """Where ``version`` stood as far as known without decoding it: what the evaluator
+        kept (version_info), else the channel's metadata; {} for weights without any (an older
+        learner's). Unlike version_info this stores nothing, so the header's step can still
+        fill in the curve once the candidate is decoded."""
+        kept = self.state.versions().get(version)
+        return kept if kept is not None else self.channel.meta(version)
+
+    def trained(self, version: int) -> bool:
+        """Whether ``version`` is worth rating: published after a training step, or a warm
+        start's network (``learner.init_weights``). A random network's rating says nothing
+        about the run and would cost the evaluator minutes at its start."""
+        step = self._published(version).get("step")
+        return self.s.warm_start or not isinstance(step, int) or step > 0
+
+    def candidate_games(self, version: int) -> int:
+        """Games of ``version`` against a rated ladder: ``early_games`` for a version published
+        in the run's first ``early_min`` minutes (a first estimate soon, for a curve within
+        minutes), ``candidate_games`` after."""
+        if self.early(version):
+            return min(self.s.early_games, self.s.candidate_games)
+        return self.s.candidate_games
 
     def evaluate(self, version: int) -> None:
         """Gate ``version`` against the best (promoting it on accept), play it on the ladder,
         refit the ratings and publish the metrics."""
+        self.state.mark_started()
         data = self.channel.get(version)
         if data is None:
             logger.warning("weights version %d is no longer stored; skipped", version)

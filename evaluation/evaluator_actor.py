@@ -107,9 +107,13 @@ def start_evaluator(
         scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
     ).remote(container, url, password, str(run_dir))
     logger.info(
-        "evaluator started%s: every %d versions, %d simulations, ladder %s",
+        "evaluator started%s: the newest trained version every %g min (%g min, %d games each"
+        " in the first %g min), %d simulations, ladder %s",
         f" on {gpus:g} of a GPU" if gpus else "",
-        settings.every_versions,
+        settings.every_min,
+        settings.early_every_min,
+        min(settings.early_games, settings.candidate_games),
+        settings.early_min,
         settings.mcts["simulations"],
         list(settings.ladder),
     )

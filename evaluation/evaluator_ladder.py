@@ -129,9 +129,10 @@ def new_rung_player(ev: EvaluatorWorker, spec: str) -> Player:
 
 
 def play_rated(ev: EvaluatorWorker, version: int, candidate: Player) -> int:
-    """``version`` against the rated rungs, ``candidate_games`` games in colour-reversed
-    pairs, each pair recorded on its own: first ``probe_games`` against the rung nearest
-    the previous candidate's rating (the weakest rung for the first), then, pair by pair,
+    """``version`` against the rated rungs, ``candidate_games`` games (``early_games`` early
+    in the run: EvaluatorWorker.candidate_games) in colour-reversed pairs, each pair
+    recorded on its own: first ``probe_games`` against the rung nearest the previous
+    candidate's rating (the weakest rung for the first), side by side; then, pair by pair,
     against the ``neighbour_rungs`` rungs below and above its estimate so far (the fit of
     its own games with the rungs fixed), where a game says most about it; while it has won
     or lost every game, a rung further on each pair (``gallop_rung``). Returns the pairs
@@ -148,7 +149,8 @@ def play_rated(ev: EvaluatorWorker, version: int, candidate: Player) -> int:
     order = schedule(ev.gate_openings, len(ev.gate_openings), ev.s.seed + version)
     prior = ev.state.previous_estimate()
     played_now = 0
-    while (games := 2 * sum(pairs.values())) < ev.s.candidate_games:
+    target = ev.candidate_games(version)
+    while (games := 2 * sum(pairs.values())) < target:
         if ev.stopping():
             raise Stopped
         estimate = None
@@ -157,16 +159,16 @@ def play_rated(ev: EvaluatorWorker, version: int, candidate: Player) -> int:
                 estimate = fit_all(rows, ev.s.elo, table=ev.s.table)[name].elo
             except ValueError as e:  # not identified yet: one more pair at the probe's rung
                 logger.warning("v%d: no estimate yet (%s)", version, e)
-        if estimate is None:
+        if estimate is None:  # the probe's pairs side by side, in one batched search
             start = prior if prior is not None else min(rungs.values())
-            opponents = [nearest_rung(start, rungs)]
+            opponents = [nearest_rung(start, rungs)] * max(1, (ev.s.probe_games - games) // 2)
         else:
             jump = gallop_rung(rows, rungs)
             if jump is not None:
                 opponents = [jump]
             else:
                 opponents = neighbour_rungs(estimate, rungs, ev.s.neighbour_rungs)
-        opponents = opponents[: ev.s.candidate_games // 2 - sum(pairs.values())]
+        opponents = opponents[: target // 2 - sum(pairs.values())]
         for rung, pair in zip(
             opponents,
             _play_rated_pairs(ev, candidate, opponents, specs, pairs, order),

@@ -2,7 +2,7 @@
 
 :func:`publish_metrics` refits every rating (:func:`ratings`), writes the ``<ns>:eval:latest``
 hash the learner logs, ``ratings.csv``/``ratings.png`` and the Elo curve (:func:`curve`:
-``curve.csv``/``elo.png``, every candidate against training step, wall time and self-play
+``curve.csv``/``elo_curve.png``, every candidate against training step, wall time and self-play
 positions, from :func:`version_info`). Part of the evaluator's loop (evaluation.evaluator).
 """
 

@@ -42,6 +42,16 @@ class EvalState:
     def last_version(self) -> int:
         return int(self.done("last_version") or 0)
 
+    def last_started(self) -> float:
+        """When the newest rating began (unix seconds; 0 before the first)."""
+        try:
+            return float(self.done("last_started") or 0)
+        except ValueError:
+            return 0.0
+
+    def mark_started(self) -> None:
+        self.client.hset(done_key(self.ns), "last_started", repr(round(time.time(), 3)))
+
     def results(self) -> list[PairResult]:
         return [result_from_json(x) for x in self.client.lrange(results_key(self.ns), 0, -1)]
 

@@ -5,7 +5,7 @@
   (the evaluator's ``ratings.csv`` and ``ratings.png``).
 - :class:`CurvePoint` with :func:`write_curve_csv` / :func:`read_curve_csv` and
   :func:`plot_curve`: each candidate's rating against training step, wall time and self-play
-  positions (the evaluator's ``curve.csv`` and ``elo.png``).
+  positions (the evaluator's ``curve.csv`` and ``elo_curve.png``).
 - :func:`reach_time`: when a run's curve reaches an Elo level, with an interval.
 """
 
@@ -82,7 +82,7 @@ def draw_ratings(ratings: Ratings) -> Any:
         xs = [v for v, _ in versions]
         ys = [p.elo for _, p in versions]
         err = [[p.elo - p.lower for _, p in versions], [p.upper - p.elo for _, p in versions]]
-        ax.errorbar(xs, ys, yerr=err, fmt="o-", capsize=3, label="candidates")
+        ax.errorbar(xs, ys, yerr=err, fmt="o", capsize=3, label="rated candidates")
     for p in ratings.players:
         if _candidate_version(p.name) is None:
             _rung_line(ax, p.name, p.elo)
@@ -266,15 +266,17 @@ def plot_curve(points: Sequence[CurvePoint], rungs: Mapping[str, float], path: P
 
 def draw_curve(points: Sequence[CurvePoint], rungs: Mapping[str, float]) -> Any:
     """Three panels side by side sharing the Elo axis: the candidates' ratings with their
-    intervals against training step, wall time (hours) and self-play positions, and the rungs
+    intervals against training step, the run's minutes and self-play positions, and the rungs
     near them as labelled lines. One figure, so the three clocks of a run line up at a glance
-    (steps show learning per update, hours what a run costs, positions what self-play fed)."""
+    (steps show learning per update, minutes what a run costs, positions what self-play fed).
+    Only rated candidates are drawn, as markers (no line through versions never rated), and
+    every axis starts at 0 (a run's clocks are never negative)."""
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import EngFormatter
+    from matplotlib.ticker import EngFormatter, MaxNLocator
 
     axes_spec = (
         ("step", "training step", 1.0),
-        ("wall_s", "wall time (hours)", 1 / 3600),
+        ("wall_s", "minutes since the run started", 1 / 60),
         ("positions", "self-play positions", 1.0),
     )
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.5), sharey=True)
@@ -300,13 +302,16 @@ def draw_curve(points: Sequence[CurvePoint], rungs: Mapping[str, float]) -> Any:
                 [x * scale for x, _ in xs],
                 [p.elo for _, p in xs],
                 yerr=[[p.elo - p.lower for _, p in xs], [p.upper - p.elo for _, p in xs]],
-                fmt="o-",
+                fmt="o",
                 capsize=3,
                 markersize=4,
             )
         for name, elo in shown.items():
             _rung_line(ax, name, elo)
-        if attr != "wall_s":  # 200k, 1M: full numbers of positions run into each other
+        right = max((x * scale for x, _ in xs), default=0.0)
+        ax.set_xlim(0, max(right * 1.08, 1.0))  # from 0; a single point at 0 still has room
+        if attr != "wall_s":  # whole steps and positions; 200k, 1M: full numbers run together
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))
             ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         ax.set_xlabel(label)
         ax.grid(alpha=0.3)

@@ -50,6 +50,11 @@ class EvalSettings:
     candidate_games: int = 32  # games per candidate against the rated rungs
     probe_games: int = 4  # of which first against the rung nearest the previous candidate
     neighbour_rungs: int = 1  # then against this many rungs below and above its estimate
+    every_min: float = 0.0  # minutes from one rating's start to the next's at the soonest
+    early_games: int = 32  # games per candidate published in the run's first early_min minutes
+    early_min: float = 0.0
+    early_every_min: float = 0.0  # every_min for the versions of the first early_min minutes
+    warm_start: bool = False  # learner.init_weights is set: a step-0 network is worth a rating
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> EvalSettings:
@@ -114,6 +119,11 @@ class EvalSettings:
             candidate_games=int(ev.get("candidate_games", 32)),
             probe_games=int(ev.get("probe_games", 4)),
             neighbour_rungs=int(ev.get("neighbour_rungs", 1)),
+            every_min=float(ev.get("every_min", 0.0)),
+            early_games=int(ev.get("early_games", ev.get("candidate_games", 32))),
+            early_min=float(ev.get("early_min", 0.0)),
+            early_every_min=float(ev.get("early_every_min", ev.get("every_min", 0.0))),
+            warm_start=bool((cfg.get("learner") or {}).get("init_weights")),
         )
         s.check(ev, table, setting)
         return s
@@ -141,6 +151,14 @@ class EvalSettings:
                 "must be even, >= 0 and at most candidate_games",
             ),
             ("neighbour_rungs", self.neighbour_rungs >= 1, "must be >= 1"),
+            ("every_min", self.every_min >= 0, "must be >= 0"),
+            (
+                "early_games",
+                self.early_games >= 2 and self.early_games % 2 == 0,
+                "must be an even number >= 2 (colour-reversed pairs)",
+            ),
+            ("early_min", self.early_min >= 0, "must be >= 0"),
+            ("early_every_min", self.early_every_min >= 0, "must be >= 0"),
         )
         for key, ok, why in checks:
             if not ok:

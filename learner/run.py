@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import signal
 import threading
 import time
@@ -72,7 +71,7 @@ from learner.mirror import MirrorPrefetcher, ReplayMirror
 from learner.retention import prune_weights, save_promoted
 from learner.run_services import ensure_egdb, redis_for_run
 from learner.selfplay_pdn import SelfPlayPdn
-from learner.summary import describe_summary, finite, loss_metrics
+from learner.summary import describe_summary, finite, loss_metrics, progress_text
 from learner.trainer import Trainer
 
 logger = logging.getLogger(__name__)
@@ -96,9 +95,10 @@ class _Loop:
     last_stats: ReplayStats = field(init=False)  # the store's counters at the last metrics row
     last_stats_t: float = field(init=False)
     steps_at_last: int = field(init=False)  # the step at the last metrics row
+    last_publish: float = field(init=False)  # monotonic time of the last published version
 
     def __post_init__(self, store: ReplayStore) -> None:
-        self.last_progress = self.t_start
+        self.last_progress = self.last_publish = self.t_start
         self.last_ckpt_step = self.steps_at_last = self.trainer.counters.step
         self.last_stats, self.last_stats_t = store.stats(), self.t_start
         self.stats = self.last_stats
@@ -324,7 +324,8 @@ class Run:
         client: Any,
     ) -> None:
         """One optimizer step on the next prefetched batch; publishes (keeping any newly
-        promoted version on disk, and writing new self-play games as PDN) on its multiples. The
+        promoted version on disk, and writing new self-play games as PDN) on the multiples of
+        learner.publish_every_steps, and after a step once learner.publish_every_min passed. The
         prefetcher starts with the first step, once the window has positions."""
         cfg, trainer = self.cfg, loop.trainer
         if loop.prefetcher is None:
@@ -335,12 +336,18 @@ class Run:
                 seed=cfg.seed + trainer.counters.step,
                 q_weight=cfg.learner.value_target_q_weight,
             )
+            loop.last_publish = time.monotonic()  # publish_every_min counts from training's start
         batch = loop.prefetcher.get(timeout=PREFETCH_TIMEOUT_S)
         losses = trainer.step(batch)
         if losses.skipped:  # a non-finite loss: the step count stays, so nothing is published
             return
         loop.losses = losses
-        if trainer.counters.step % cfg.learner.publish_every_steps == 0:
+        # absent (a run saved before the key existed) or 0: by steps alone
+        every_min = float(OmegaConf.select(cfg, "learner.publish_every_min", default=0) or 0)
+        now = time.monotonic()
+        due_by_time = every_min > 0 and now - loop.last_publish >= 60 * every_min
+        if trainer.counters.step % cfg.learner.publish_every_steps == 0 or due_by_time:
+            loop.last_publish = now
             self._publish(trainer, channel, store.stats().positions_added)
             self._keep_promoted(client, channel)
             if trainer.counters.version % cfg.logging.pdn_every_versions == 0:
@@ -463,6 +470,7 @@ class Run:
             # What `python -m evaluation.match` and `evaluation.calibration` take as a player.
             "model": str(self.ckpt_dir / MODEL_FILE),
             "training_state": str(state),  # what a resume loads
+            "init_weights": self.cfg.learner.init_weights or None,  # a warm start's network
             "losses": None
             if losses is None
             else {"policy": losses.policy, "value": losses.value, "total": losses.total},
@@ -538,41 +546,16 @@ class Run:
         elapsed: float,
         ratio: SampleRatio,
     ) -> None:
-        parts = [
-            f"games {stats.games_added:,} ({row['selfplay/games_per_s']:.2f}/s)",
-            f"positions {stats.positions_added:,} ({row['selfplay/positions_per_s']:.0f}/s)",
-            f"window {stats.window_positions:,}",
-            f"step {trainer.counters.step:,} ({row['learner/steps_per_s']:.1f}/s)",
-        ]
-        if "learner/loss_total" in row:
-            parts.append(
-                f"loss {row['learner/loss_total']:.3f} (policy {row['learner/loss_policy']:.3f},"
-                f" value {row['learner/loss_value']:.3f})"
-            )
+        """The progress line (learner.summary.progress_text), with what the learner waits for:
+        the first replay.min_positions (counted), or new positions once it trained on all
+        that replay.sample_ratio allows."""
         batch = int(self.cfg.learner.batch_size)
+        waiting = None
         if stats.positions_added < ratio.min_positions:
-            parts.append(
-                f"waiting for data: {stats.positions_added:,}/{ratio.min_positions:,} positions"
-            )
+            waiting = f"waiting for data {stats.positions_added:,}/{ratio.min_positions:,}"
         elif ratio.should_wait(stats.positions_added, trainer.counters.samples, batch):
-            # Trained on all that replay.sample_ratio allows: the next batch needs new positions.
-            needed = math.ceil((trainer.counters.samples + batch) / ratio.ratio)
-            parts.append(
-                f"waiting for self-play: {stats.positions_added:,}/{needed:,} positions"
-                f" (replay.sample_ratio {ratio.ratio:g})"
-            )
-        if "eval/elo" in row:  # the newest rated candidate, random = 0
-            lower, upper = row.get("eval/elo_lower", math.nan), row.get("eval/elo_upper", math.nan)
-            version = row.get("eval/version", 0)
-            parts.append(
-                f"Elo {row['eval/elo']:+.0f} [{lower:+.0f}, {upper:+.0f}] (v{version:.0f})"
-            )
-        parts.append(f"weights v{trainer.counters.version}")
-        if "selfplay/actors" in row:
-            parts.append(
-                f"{row['selfplay/actors']:.0f} actors on {row['selfplay/nodes']:.0f} node(s)"
-            )
-        logger.info("[%5.0fs] %s", elapsed, " | ".join(parts))
+            waiting = "waiting for self-play"
+        logger.info("%s", progress_text(elapsed, trainer.counters.step, row, waiting))
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from scipy.optimize import minimize_scalar
 from checkerzero.network.checkpoint import encode_checkpoint
 from checkerzero.network.model import CheckersNet, ModelConfig
 from checkerzero.run_files import CURVE_CSV, CURVE_PNG, EVAL_DIR
+from checkerzero.store.keys import done_key
 from checkerzero.store.eval_results import read_eval_metrics
 from checkerzero.store.replay import connect
 from checkerzero.store.weights import KEEP_VERSIONS, WeightsChannel
@@ -348,6 +349,8 @@ def rated_config(config, table: Path, **evaluation) -> dict:
         "candidate_games": 8,
         "probe_games": 2,
         "gating": "false",
+        "every_min": 0,  # a rating whenever the worker steps
+        "early_every_min": 0,
     } | evaluation
     overrides = ["replay.namespace=t", "game.max_plies=150"]
     overrides += [f"evaluation.{k}={v}" for k, v in settings.items()]
@@ -373,7 +376,7 @@ def test_evaluator_with_a_table_plays_no_rung_games_and_writes_the_curve(
     client = connect(server.url, server.password, retries=2, backoff_s=0.05)
     channel = WeightsChannel(client, namespace="t")
     # v2 came after the run was stopped for two hours: the run's own clock skips that.
-    publish(channel, 1, {"step": 0, "positions": 0, "t": 1000.0, "run_s": 5.0})
+    publish(channel, 1, {"step": 10, "positions": 900, "t": 1000.0, "run_s": 5.0})
     publish(channel, 2, {"step": 50, "positions": 4321, "t": 8290.5, "run_s": 95.5})
     worker = EvaluatorWorker(settings, client, tmp_path)
     assert worker.step()  # v1 made best and rated, v2 rated
@@ -392,8 +395,8 @@ def test_evaluator_with_a_table_plays_no_rung_games_and_writes_the_curve(
     with (tmp_path / EVAL_DIR / CURVE_CSV).open() as f:
         curve = list(csv.DictReader(f))
     assert [row["version"] for row in curve] == ["1", "2"]
-    assert [row["step"] for row in curve] == ["0", "50"]
-    assert [row["positions"] for row in curve] == ["0", "4321"]
+    assert [row["step"] for row in curve] == ["10", "50"]
+    assert [row["positions"] for row in curve] == ["900", "4321"]
     assert [row["wall_s"] for row in curve] == ["5.0", "95.5"]
     for row in curve:
         p = ratings[f"v{row['version']}"]
@@ -412,6 +415,42 @@ def test_evaluator_with_a_table_plays_no_rung_games_and_writes_the_curve(
     with (tmp_path / EVAL_DIR / CURVE_CSV).open() as f:
         last = list(csv.DictReader(f))[-1]
     assert last["version"] == "3" and last["step"] == "30" and last["positions"] == ""
+
+
+def test_the_evaluator_skips_the_untrained_network_and_rates_by_the_clock_cheaper_early(
+    server, tmp_path, config
+) -> None:
+    """The step-0 network is never rated; a version of the run's first early_min minutes plays
+    early_games, a later one candidate_games; a rating waits every_min (early_every_min early)
+    from the start of the previous one."""
+    table_file = tmp_path / "ladder.csv"
+    write_table(
+        table_of({"random": 0.0, "minimax:1": 800.0, "minimax:2": 1050.0}, 90.0), table_file
+    )
+    cfg = rated_config(
+        config, table_file, every_min=60, early_min=10, early_games=4, candidate_games=8
+    )
+    client = connect(server.url, server.password, retries=2, backoff_s=0.05)
+    channel = WeightsChannel(client, namespace="t")
+    worker = EvaluatorWorker(EvalSettings.from_config(cfg), client, tmp_path)
+
+    def games(version: int) -> int:
+        return sum(r.wins + r.draws + r.losses for r in worker.results() if r.a == f"v{version}")
+
+    publish(channel, 1, {"step": 0, "positions": 0, "t": 1000.0, "run_s": 5.0})
+    assert not worker.step()  # v1 is the first best, but untrained: nothing played
+    assert channel.version("best") == 1 and worker.results() == []
+    publish(channel, 2, {"step": 50, "positions": 1200, "t": 1060.0, "run_s": 65.0})
+    assert worker.step() and games(2) == 4  # early: early_every_min 0, early_games 4
+    publish(channel, 3, {"step": 900, "positions": 9000, "t": 1700.0, "run_s": 705.0})
+    assert not worker.step() and games(3) == 0  # past early_min: every_min 60 from v2's start
+    client.hset(done_key("t"), "last_started", "0")  # as if an hour went by
+    assert worker.step() and games(3) == 8 and games(1) == 0
+    # A warm start's network is rated at step 0.
+    warm = json.loads(json.dumps(cfg))
+    warm["learner"]["init_weights"] = "some.safetensors"
+    assert EvalSettings.from_config(warm).warm_start
+    assert not EvalSettings.from_config(cfg).warm_start
 
 
 def test_the_curve_keeps_where_the_run_stood_when_the_learner_publishes_during_the_games(

@@ -284,6 +284,8 @@ def shrunk(config, **evaluation) -> dict:
         "rung_pairs": 2,
         "gate.max_games": 8,
         "gating": "true",  # the laptop preset (the default) rates without gating
+        "every_min": 0,  # a rating whenever the worker steps
+        "early_every_min": 0,
     } | evaluation
     # evaluation=default: the rungs rated in-run, as on 6x6 (8x8 defaults to the rated table)
     overrides = ["evaluation=default", "replay.namespace=t", "game.max_plies=150"]

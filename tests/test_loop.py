@@ -204,10 +204,10 @@ def test_the_progress_line_counts_what_it_waits_for(config, caplog):
             )
         return caplog.text
 
-    assert "waiting for data: 37/64 positions" in line(37, 0)
+    assert "waiting for data 37/64" in line(37, 0)
     assert "waiting" not in line(64, 0)
-    # 3,200 samples drawn from 64 positions at 50 each: the next 32 need ceil(3232 / 50) = 65.
-    assert "waiting for self-play: 64/65 positions (replay.sample_ratio 50)" in line(64, 3200)
+    # 3,200 samples drawn from 64 positions at 50 each: the next 32 need a 65th position.
+    assert line(64, 3200).rstrip().endswith("waiting for self-play")
 
 
 def test_smoke_run_completes_end_to_end(tmp_path):

@@ -12,26 +12,33 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from actors.self_play import play_games, record_moves, record_to_pdn
 from checkerzero.config import compose
-from checkerzero.metrics import draw_plot
+from checkerzero.metrics import draw_plot, elo_points
 from checkerzero.network.checkpoint import encode_checkpoint, load_checkpoint, save_checkpoint
 from checkerzero.network.model import CheckersNet, ModelConfig
-from checkerzero.run_files import SELFPLAY_PDN, best_name, step_name
+from checkerzero.run_files import (
+    ELO_BY_STEP_PNG,
+    SELFPLAY_PDN,
+    THROUGHPUT_PNG,
+    best_name,
+    step_name,
+)
 from checkerzero.store.eval_results import promoted_versions
 from checkerzero.store.keys import decisions_key
 from checkerzero.store.replay import ReplayStats, ReplayStore, SampleRatio
 from checkerzero.store.weights import WeightsChannel
 from evaluation.elo import PairResult
 from evaluation.elo_fit import fit_ratings
-from evaluation.ratings_report import draw_ratings, write_ratings_csv
+from evaluation.ratings_report import CurvePoint, draw_curve, draw_ratings, write_ratings_csv
 from game.mcts import UniformEvaluator
 from game.openings import load_openings
 from game.pdn import read_pdn, write_pdn
 from learner.retention import prune_weights, save_promoted, step_files
 from learner.run import Run
-from learner.summary import describe_summary
+from learner.summary import describe_summary, progress_text
 from learner.trainer import Counters
 
 TINY = ModelConfig(board_size=8, blocks=0, channels=4, policy_channels=2, value_channels=1)
@@ -166,11 +173,40 @@ def progress_line(caplog, positions: int, samples: int) -> str:
 
 def test_progress_says_what_the_learner_waits_for(caplog):
     line = progress_line(caplog, positions=40, samples=0)
-    assert "waiting for data: 40/64 positions" in line and "positions 40 (20/s)" in line
+    assert line == "0m12s  games 0.50/s  pos 20.0/s  step 3 (0.00/s)  waiting for data 40/64"
     # Past min_positions but trained on all the ratio allows: 100 positions x 50 = 5,000 samples.
     line = progress_line(caplog, positions=100, samples=4990)
-    assert "waiting for self-play: 100/101 positions (replay.sample_ratio 50)" in line
+    assert line.endswith("step 3 (0.00/s)  waiting for self-play")
     assert "waiting" not in progress_line(caplog, positions=100, samples=0)
+
+
+def test_the_progress_line_fits_160_characters_with_every_field_at_its_widest():
+    """Every field present and at the widest a run reaches (a cluster's rates, a week's run,
+    an early rating's wide interval), with the log's own prefix as conf/config.yaml writes it."""
+    row = {
+        "selfplay/games_per_s": 99.9,
+        "selfplay/positions_per_s": 9999.4,
+        "learner/steps_per_s": 99.94,
+        "learner/loss_total": 9.9994,
+        "eval/elo": -2345.2,
+        "eval/elo_lower": -3344.0,
+        "eval/elo_upper": -1346.0,
+        "eval/version": 9999.0,
+    }
+    line = progress_text(99 * 3600 + 59 * 60 + 59, 999_999, row, "waiting for self-play")
+    assert line == (
+        "99h59m  games 99.9/s  pos 9,999/s  step 999,999 (99.9/s)  loss 9.999"
+        "  Elo -2345±999 v9999  waiting for self-play"
+    )
+    config = OmegaConf.load(Path(__file__).parents[1] / "conf" / "config.yaml")
+    fmt = config.hydra.job_logging.formatters.simple.format
+    record = logging.LogRecord("learner.run", logging.INFO, __file__, 1, line, None, None)
+    record.created = 2e9  # a time stamp of the usual width
+    text = logging.Formatter(fmt).format(record)
+    assert text.endswith(line) and len(text) <= 160
+    # A whole hour's line on a laptop, for the record of what the terminal shows.
+    laptop = progress_text(3725, 12_345, row | {"selfplay/games_per_s": 0.0713}, None)
+    assert laptop.startswith("1h02m  games 0.07/s  pos 9,999/s  step 12,345 (99.9/s)")
 
 
 def test_the_end_of_a_run_reads_as_text(tmp_path):
@@ -198,6 +234,14 @@ def test_the_end_of_a_run_reads_as_text(tmp_path):
     assert older.startswith("run finished after 2 min 05 s (resumed): 1,200 training steps,")
     assert "newest Elo: +412 [+350, ?] (weights v20, random = 0)" in text
     assert "python -m evaluation.match runs/x/checkpoints/latest.safetensors minimax:4" in text
+    # A run that never trained says so, and suggests no match with its random network ...
+    fresh = summary | {"resumed": False, "step": 0, "version": 1, "losses": None, "elo": None}
+    text = describe_summary(fresh, tmp_path / "summary.json")
+    assert "0 training steps: this network is untrained" in text
+    assert "evaluation.match" not in text
+    # ... unless it is a warm start's network.
+    text = describe_summary(fresh | {"init_weights": "w.safetensors"}, tmp_path / "summary.json")
+    assert "the network is the warm start's" in text and "evaluation.match" in text
     assert "{" not in text
 
 
@@ -237,6 +281,72 @@ def test_a_plot_of_one_point_marks_it():
     many = {"learner/loss_total": [(10, 0.0, 3.4), (20, 1.0, 3.2)]}
     fig = draw_plot("loss.png", ("learner/loss_total",), many)
     assert fig.axes[0].lines[0].get_marker() in (None, "None", "")
+
+
+def test_elo_by_step_marks_each_rated_version_once_at_its_step():
+    """metrics.csv repeats the newest rating on every row until the next one: the plot shows
+    each rated version once, at its weights' step, as a marker with its interval, and draws
+    no line through the steps between ratings."""
+    series: dict = {}
+    rows = [  # (row step, row time, version, weights' step, Elo): v2 repeated over three rows
+        (60, 100.0, 2, 50, 300.0),
+        (120, 110.0, 2, 50, 300.0),
+        (180, 120.0, 2, 50, 300.0),
+        (240, 130.0, 5, 200, 650.0),
+    ]
+    for step, t, version, at, elo in rows:
+        for key, value in (
+            ("eval/version", version),
+            ("eval/step", at),
+            ("eval/elo", elo),
+            ("eval/elo_lower", elo - 100),
+            ("eval/elo_upper", elo + 120),
+        ):
+            series.setdefault(key, []).append((step, t, float(value)))
+    assert elo_points(series) == [(2, 50, 300.0, 200.0, 420.0), (5, 200, 650.0, 550.0, 770.0)]
+    fig = draw_plot(ELO_BY_STEP_PNG, ("eval/elo",), series)
+    (ax,) = fig.axes
+    (marks,) = [line for line in ax.lines if line.get_marker() == "o"]
+    assert list(marks.get_xdata()) == [50, 200] and list(marks.get_ydata()) == [300.0, 650.0]
+    assert marks.get_linestyle() == "None"
+    assert ax.get_xlabel() == "training step" and "Elo" in ax.get_ylabel()
+    assert ax.get_xlim()[0] == 0
+
+
+def test_plots_by_time_count_the_runs_minutes_from_zero():
+    """The run's own minutes (learner/wall_s of the same row), never negative, with units."""
+    series = {
+        "learner/wall_s": [(0, 1000.0, 30.0), (5, 1060.0, 90.0), (9, 1120.0, 150.0)],
+        "selfplay/positions_per_s": [(0, 1000.0, 8.0), (5, 1060.0, 11.0), (9, 1120.0, 10.0)],
+    }
+    fig = draw_plot(THROUGHPUT_PNG, ("selfplay/positions_per_s",), series)
+    (ax,) = fig.axes
+    assert list(ax.lines[0].get_xdata()) == [0.5, 1.5, 2.5]
+    assert ax.get_xlabel() == "minutes since the run started" and ax.get_ylabel() == "per second"
+    assert ax.get_xlim()[0] == 0
+    # Rows without the run's clock: minutes since the first row.
+    del series["learner/wall_s"]
+    fig = draw_plot(THROUGHPUT_PNG, ("selfplay/positions_per_s",), series)
+    assert list(fig.axes[0].lines[0].get_xdata()) == [0.0, 1.0, 2.0]
+
+
+def test_the_elo_curve_of_one_point_has_plain_axes_from_zero():
+    """One candidate at step 0 once gave a step axis from -0.04 to 0.04 labelled "-40m"."""
+    point = CurvePoint(
+        version=2, step=0, wall_s=0.0, positions=0, elo=5.0, lower=-200.0, upper=210.0, games=8
+    )
+    fig = draw_curve([point], {"random": 0.0, "minimax:1": 800.0})
+    fig.canvas.draw()
+    for ax in fig.axes:
+        assert ax.get_xlim()[0] == 0
+        labels = [t.get_text() for t in ax.get_xticklabels()]
+        assert labels and not [x for x in labels if x.startswith(("-", "\u2212")) or "m" in x]
+        assert ax.lines[0].get_linestyle() == "None"  # markers only
+    assert [ax.get_xlabel() for ax in fig.axes] == [
+        "training step",
+        "minutes since the run started",
+        "self-play positions",
+    ]
 
 
 @pytest.fixture(autouse=True)
