@@ -35,7 +35,8 @@ Specs (``evaluation.players.make_player`` hands every spec that is not minimax o
 Options after the colon, separated by ``,`` or ``:``: ``sims`` (simulations per decision) or
 ``tMS`` / ``ms=MS`` (milliseconds per move; not both), ``leaves`` (leaves per forward pass),
 ``cpuct``, ``fpu`` (first-play urgency reduction, root included), ``pst`` (policy softmax
-temperature), ``solver`` (1 or 0: the MCTS-solver on or off, as ``mcts.solver``), ``device``
+temperature), ``solver`` (1 or 0: the MCTS-solver on or off, as ``mcts.solver``), ``root``
+(puct or gumbel: the search at the root and its choice of move, as ``mcts.root_policy``), ``device``
 (auto, cpu, cuda, ...), ``threads`` (torch intra-op threads; 1 by default so parallel workers do
 not oversubscribe), ``precision`` (auto, float32, bfloat16: the network's arithmetic; auto is bf16
 on CUDA and on a CPU with native bf16, checkerzero.network.inference.compute_dtype).
@@ -108,6 +109,7 @@ _OPTIONS: dict[str, tuple[str, Any]] = {
     "fpu": ("fpu_reduction", float),
     "pst": ("policy_temperature", float),
     "solver": ("solver", _switch),
+    "root": ("root_policy", str),
     "device": ("device", str),
     "threads": ("threads", int),
     "precision": ("precision", str),

@@ -81,6 +81,10 @@ SEARCH_PARAMETERS: dict[str, SearchParameter] = {
     "policy_temperature": SearchParameter(),
     "seed": SearchParameter(),
     "solver": SearchParameter(),
+    "root_policy": SearchParameter(),  # puct or gumbel: the C++ setter refuses anything else
+    "gumbel_m": SearchParameter(lambda v: v >= 1, "Gumbel considers >= 1 root action (paper: 16)"),
+    "gumbel_c_visit": SearchParameter(lambda v: v >= 0, "Gumbel's c_visit is >= 0 (paper: 50)"),
+    "gumbel_c_scale": SearchParameter(lambda v: v >= 0, "Gumbel's c_scale is >= 0 (paper: 1)"),
 }
 SEARCH_KEYS = tuple(SEARCH_PARAMETERS)
 
@@ -146,7 +150,7 @@ def make_config(cfg: Mapping[str, Any], *, seed: int | None = None) -> _core.Mct
         value = cfg[key]
         try:
             setattr(out, key, value)
-        except TypeError as err:
+        except (TypeError, ValueError) as err:
             raise ValueError(f"mcts.{key}: cannot use {value!r} ({err})") from err
         if parameter.ok is not None and not parameter.ok(getattr(out, key)):
             raise ValueError(f"mcts.{key}={value!r}: {parameter.rule}")

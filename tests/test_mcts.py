@@ -623,7 +623,14 @@ def test_a_composed_config_and_make_config_apply_the_same_ranges(config):
     from game.mcts import SEARCH_PARAMETERS, make_config
 
     ranged = {k: p for k, p in SEARCH_PARAMETERS.items() if p.ok is not None}
-    assert set(ranged) == {"simulations", "leaves_per_game", "forced_playouts_k"}
+    assert set(ranged) == {
+        "simulations",
+        "leaves_per_game",
+        "forced_playouts_k",
+        "gumbel_m",
+        "gumbel_c_visit",
+        "gumbel_c_scale",
+    }
     for key, parameter in ranged.items():
         with pytest.raises(ValueError, match=rf"mcts\.{key}=-1: {re.escape(parameter.rule)}"):
             make_config({key: -1})

@@ -34,7 +34,21 @@ void cz::bind::bind_mcts(nb::module_& m) {
       .def_rw("forced_playouts_k", &cz::MctsConfig::forced_playouts_k)
       .def_rw("policy_temperature", &cz::MctsConfig::policy_temperature)
       .def_rw("seed", &cz::MctsConfig::seed)
-      .def_rw("solver", &cz::MctsConfig::solver);
+      .def_rw("solver", &cz::MctsConfig::solver)
+      .def_prop_rw(
+          "root_policy", [](const cz::MctsConfig& c) { return std::string(c.gumbel ? "gumbel" : "puct"); },
+          [](cz::MctsConfig& c, const std::string& v) {
+            if (v != "puct" && v != "gumbel")
+              throw nb::value_error(("root_policy must be puct or gumbel, got " + v).c_str());
+            c.gumbel = v == "gumbel";
+          },
+          "puct (AlphaZero) or gumbel (sequential halving, completed-Q policy target)")
+      .def_rw("gumbel_m", &cz::MctsConfig::gumbel_m)
+      .def_rw("gumbel_c_visit", &cz::MctsConfig::gumbel_c_visit)
+      .def_rw("gumbel_c_scale", &cz::MctsConfig::gumbel_c_scale);
+  m.def("considered_visit", &cz::considered_visit, "m"_a, "n"_a, "index"_a,
+        "Sequential halving over m actions and n simulations: the visits each survivor has when\n"
+        "simulation `index` starts.");
 
   using cz::BatchedMcts;
   using F32Rows = nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
@@ -172,6 +186,30 @@ void cz::bind::bind_mcts(nb::module_& m) {
           "the solver: only the proven wins' visits when one exists, else proven losses at 0 (see\n"
           "game/cpp/mcts.h).")
       .def(
+          "root_policy",
+          [f32_out](const BatchedMcts& s, int i) {
+            auto [buf, owner] = f32_out(s.num_actions());
+            s.root_policy(i, buf);
+            return nb::ndarray<nb::numpy, float, nb::ndim<1>>(buf, {size_t(s.num_actions())}, owner);
+          },
+          "game_index"_a,
+          "The policy target as probabilities, float32 (A,), all 0 before any child visit: the\n"
+          "normalised root_target() under PUCT, softmax(logit + sigma(completed Q)) under Gumbel.")
+      .def(
+          "root_gumbel",
+          [f32_out](const BatchedMcts& s, int i) {
+            auto [g, go] = f32_out(s.num_actions());
+            auto* c = new uint8_t[size_t(s.num_actions())];
+            nb::capsule co(c, [](void* p) noexcept { delete[] static_cast<uint8_t*>(p); });
+            s.root_gumbel(i, g, c);
+            const size_t A = size_t(s.num_actions());
+            return nb::make_tuple(nb::ndarray<nb::numpy, float, nb::ndim<1>>(g, {A}, go),
+                                  nb::ndarray<nb::numpy, bool, nb::ndim<1>>(reinterpret_cast<bool*>(c), {A}, co));
+          },
+          "game_index"_a,
+          "Gumbel: (g float32 (A,), considered bool (A,)): each root action's Gumbel draw (0 without\n"
+          "noise, NaN where not legal) and whether sequential halving searches it.")
+      .def(
           "root_priors",
           [f32_out](const BatchedMcts& s, int i) {
             auto [buf, owner] = f32_out(s.num_actions());
@@ -224,6 +262,7 @@ void cz::bind::bind_mcts(nb::module_& m) {
           "1 win, 2 loss, 3 draw, 0 not proven (or not legal).")
       .def("choose", &BatchedMcts::choose, "game_index"_a, "temperature"_a,
            "An action sampled from visit counts ^ (1/temperature); temperature <= 0: the most visited.\n"
+           "Gumbel: the search's choice among its last survivors, whatever the temperature.\n"
            "With the solver: a proven win when there is one, never a proven loss while another move\n"
            "is not proven lost.")
       .def("set_egdb", &BatchedMcts::set_egdb, "db"_a.none(), nb::keep_alive<1, 2>(),

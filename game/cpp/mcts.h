@@ -63,6 +63,31 @@
 //     stays the raw visit counts.
 // Proofs are exact for the path the tree took (repetitions and the forty-move count included),
 // so a subtree kept by advance() keeps its proofs.
+//
+// Gumbel root search (config gumbel = true; Danihelka et al., "Policy improvement by planning
+// with Gumbel", ICLR 2022). Off by default, and then nothing below applies.
+//   - Values are read in [0, 1] ((Q + 1) / 2), and sigma(q) = (gumbel_c_visit + max_b N(b)) *
+//     gumbel_c_scale * q, N(b) the visits of the node's children. A child's completed Q is its
+//     own mean value when it has visits, else the node's mixed value: (v + N * sum_visited p Q /
+//     sum_visited p) / (N + 1), v the node's own network value, N its children's visits.
+//   - The root's noise is Gumbel(0, 1) draws g(a), one per legal action, in place of Dirichlet
+//     noise (same switch: dirichlet_epsilon > 0 and a full search; without noise g = 0). The
+//     m = min(gumbel_m, legal) actions of highest g + logit (logit: the log prior) are
+//     considered; sequential halving spreads the decision's new simulations over them in
+//     ceil(log2 m) phases, each giving its survivors equal visits and keeping the better half
+//     by g + logit + sigma(completed Q). Leaves in flight count as visits, so the leaves of one
+//     batch go to different survivors. Visits a kept subtree brings along do not count in the
+//     schedule; a schedule the budget outgrew (search_until) visits the least visited
+//     considered action next.
+//   - choose() plays argmax g + logit + sigma(completed Q) over the considered actions with the
+//     most new visits, whatever the temperature (the Gumbel draws are the exploration).
+//   - The policy target root_policy() is softmax(logit + sigma(completed Q)) over the legal
+//     actions; root_target() gives it in integer units, 65535 for its largest entry.
+//   - Below the root a child is selected by argmax pi'(a) - N(a) / (1 + sum_b N(b)), pi' =
+//     softmax(logit + sigma(completed Q)) at that node (leaves in flight counted as visits that
+//     lost, as virtual loss). No PUCT, FPU or forced playouts anywhere.
+//   - With the solver, proven losses are never selected nor played, and a proven win at the
+//     root is played (and is the policy target) as under PUCT.
 #pragma once
 
 #include <cstdint>
@@ -94,7 +119,15 @@ struct MctsConfig {
                                    // temperature): T > 1 flattens them; 1: as the network gives
   uint64_t seed = 0;               // RNG seed (noise, move sampling): same seed, same games
   bool solver = false;             // MCTS-solver: prove wins/losses/draws up the tree (see above)
+  bool gumbel = false;             // Gumbel root search and deterministic non-root selection
+  int gumbel_m = 16;               // actions sampled at the root (Gumbel-top-k)
+  float gumbel_c_visit = 50.0f;    // sigma's visit offset c_visit
+  float gumbel_c_scale = 1.0f;     // sigma's scale c_scale (values read in [0, 1])
 };
+
+// The visit count every survivor of sequential halving has when the search starts its
+// `index`-th simulation of `n`, over `m` considered actions (mctx's table of considered visits).
+int considered_visit(int m, int n, int index);
 
 // Throws std::invalid_argument naming the first field out of range (non-finite values included).
 void check_config(const MctsConfig& config);
@@ -193,7 +226,14 @@ class BatchedMcts {
   void root_visits(int i, int32_t* out) const;  // (A,) visit count per action
   // (A,) the policy target: root_visits() less the forced visits PUCT would not have spent
   // (prune_forced_visits) when this root had forced playouts, else root_visits() itself.
+  // Gumbel: the completed-Q policy (root_policy()) scaled to 65535 for its largest entry.
   void root_target(int i, int32_t* out) const;
+  // (A,) the policy target as probabilities (0 on illegal actions, all 0 before any child
+  // visit): root_target() normalised under PUCT, softmax(logit + sigma(completed Q)) under Gumbel.
+  void root_policy(int i, float* out) const;
+  // Gumbel: (A,) each root action's Gumbel draw (0 without noise, NaN where not legal) and
+  // whether it is considered (1) by sequential halving.
+  void root_gumbel(int i, float* g, uint8_t* considered) const;
   void root_priors(int i, float* out) const;    // (A,) priors at the root (after noise)
   void root_q(int i, float* out) const;         // (A,) child Q from the root mover's view, NaN if unvisited
   void root_wdl(int i, float* out) const;       // (3,) root value estimate, root mover's view
@@ -229,6 +269,11 @@ class BatchedMcts {
     bool full = true;         // full search (noise, forced playouts) or fast (neither)
     bool mixed = false;       // noise is in the root's priors now; `clean` holds them without
     std::vector<float> clean; // the root children's priors before noise, to undo it
+    // Gumbel root state, one entry per root child (empty until the root is set up):
+    std::vector<float> gumbel;         // g(a); 0 without noise
+    std::vector<uint32_t> base;        // visits the child had when this decision began
+    std::vector<uint8_t> considered;   // among the m actions sequential halving searches
+    int num_considered = 0;
   };
   struct Leaf {
     int game;
@@ -255,6 +300,16 @@ class BatchedMcts {
   int playable(const Tree& t, bool* ok) const;
   void add_noise(Tree& t);
   void remove_noise(Tree& t);
+  // Gumbel helpers.
+  void gumbel_setup(Tree& t, bool noise);  // draws g, samples the considered set, sets base
+  bool gumbel_ready(const Tree& t) const;
+  // Each child's sigma(completed Q) at `node` (virtual: leaves in flight count as lost visits).
+  void gumbel_sigma(const Tree& t, uint32_t node, bool virtual_loss, float* sigma) const;
+  uint32_t gumbel_select_root(const Tree& t) const;
+  uint32_t gumbel_select_inner(const Tree& t, uint32_t node) const;
+  int gumbel_choice(const Tree& t, const bool* ok, int only) const;  // root child index
+  // The completed-Q policy over the root children (probabilities, order of the children).
+  void gumbel_policy(const Tree& t, float* pi) const;
   bool needs_search(const Tree& t) const;
   bool forcing(const Tree& t) const;
   int budget(const Tree& t) const { return t.simulations >= 0 ? t.simulations : config_.simulations; }
