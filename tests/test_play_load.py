@@ -101,8 +101,10 @@ def test_cheap_routes_and_players_answer_while_searches_run_and_queue(server):
         assert server.post("/api/pdn/write", {"moves": ["11-15"]}).startswith("[")
         assert server.get("/api/status")["searches"] == 1
     finally:
-        for sock in socks:
+        for sock in socks[1:]:  # the waiting ones first: no slot may go to one of them
             sock.close()
+        wait_for(server, queued=0)
+        socks[0].close()
     status = wait_for(server, searches=0, queued=0)
     # The running search and the three waiting requests: all given up, none searched on.
     assert status["cancelled"] == before["cancelled"] + 4
