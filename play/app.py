@@ -264,6 +264,10 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
             if not await slots.acquire(client, gone):
                 counts["cancelled"] += 1
                 raise Cancelled("the client left while waiting for a search slot")
+            if gone.is_set() or await request.is_disconnected():  # left as the slot came
+                slots.release(client)
+                counts["cancelled"] += 1
+                raise Cancelled("the client left while waiting for a search slot")
             future = asyncio.get_running_loop().run_in_executor(search_threads, work, stop)
 
             def finished(_: Any) -> None:  # the slot is held until the thread is done
