@@ -135,8 +135,8 @@ def play_rated(ev: EvaluatorWorker, version: int, candidate: Player) -> int:
     candidate's rating (the weakest rung for the first), side by side; then, pair by pair,
     against the ``neighbour_rungs`` rungs below and above its estimate so far (the fit of
     its own games with the rungs fixed), where a game says most about it; while it has won
-    or lost every game, a rung further on each pair (``gallop_rung``). Returns the pairs
-    played now."""
+    or lost every game, a rung further on each round of as many pairs as the probe's
+    (``gallop_rung``). Returns the pairs played now."""
     assert ev.s.table is not None
     unit = f"ladder:{version}"
     if ev.state.done(unit):
@@ -164,8 +164,8 @@ def play_rated(ev: EvaluatorWorker, version: int, candidate: Player) -> int:
             opponents = [nearest_rung(start, rungs)] * max(1, (ev.s.probe_games - games) // 2)
         else:
             jump = gallop_rung(rows, rungs)
-            if jump is not None:
-                opponents = [jump]
+            if jump is not None:  # as many pairs side by side as the probe's
+                opponents = [jump] * max(1, ev.s.probe_games // 2)
             else:
                 opponents = neighbour_rungs(estimate, rungs, ev.s.neighbour_rungs)
         opponents = opponents[: target // 2 - sum(pairs.values())]
