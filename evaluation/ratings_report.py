@@ -71,8 +71,9 @@ def plot_ratings(ratings: Ratings, path: Path) -> None:
 
 
 def draw_ratings(ratings: Ratings) -> Any:
-    """The matplotlib figure of :func:`plot_ratings`."""
+    """The matplotlib figure of :func:`plot_ratings`: rated candidates as markers only."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     versions = sorted(
         (v, p) for p in ratings.players if (v := _candidate_version(p.name)) is not None
@@ -83,6 +84,8 @@ def draw_ratings(ratings: Ratings) -> Any:
         ys = [p.elo for _, p in versions]
         err = [[p.elo - p.lower for _, p in versions], [p.upper - p.elo for _, p in versions]]
         ax.errorbar(xs, ys, yerr=err, fmt="o", capsize=3, label="rated candidates")
+        ax.set_xlim(0, max(xs) * 1.08 + 1)  # whole versions from 0, a single one included
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for p in ratings.players:
         if _candidate_version(p.name) is None:
             _rung_line(ax, p.name, p.elo)
