@@ -352,6 +352,10 @@ SCHEMA: dict[str, Rule] = {
     # ---- learner (learner/)
     # A network file; its shape is compared with the model keys (checkerzero.config).
     "learner.init_weights": Maybe(Check(_file_problem, "a network file")),
+    "learner.reanalysis.enabled": Flag(),
+    "learner.reanalysis.share": SHARE,
+    "learner.reanalysis.simulations": Int(1, 100_000),
+    "learner.reanalysis.games": Int(1, 4096),  # as selfplay.games_in_parallel
     "learner.batch_size": Int(1, 65_536),  # a GPU wants 1-4 k; 65,536 is 250 MB of input a step
     "learner.max_steps": Int(0, 10**12),  # 0: no limit
     "learner.time_limit_min": Num(0, 10**7),  # 0: no limit; 10^7 minutes is 19 years

@@ -43,6 +43,21 @@ on CUDA and on a CPU with native bf16, checkerzero.network.inference.compute_dty
 Defaults come from the composed config: the ``mcts`` group with ``simulations`` and
 ``leaves_per_game`` from the ``evaluation`` group, and for a player with a time per move that
 group's ``timed_leaves_per_game`` (a ``leaves`` option wins over both).
+
+Two switches bring in what the system knows exactly (both off unless the spec or the config turns
+them on; ``egdb=1`` / ``book=1`` on, ``=0`` off):
+
+``egdb``
+    the endgame database (the ``egdb`` config group's ``dir`` and ``pieces``; default
+    ``egdb.play``): its values at the search's leaves, and at a root it knows the move is chosen
+    among those that keep its value by a progress search (:mod:`evaluation.endgame_play`), so a
+    won ending is won, not shuffled. An absent database is said in one warning line and the
+    player plays without it.
+``book``
+    the opening book beside the checkpoint (``<stem>.book.json``, :mod:`evaluation.book`;
+    default ``evaluation.book``): a position in it is played from the book without search. An
+    absent book is said in one warning line; a damaged or foreign one is refused (ValueError
+    naming the file).
 """
 
 from __future__ import annotations
@@ -57,8 +72,16 @@ from typing import Any
 
 from checkerzero.config import compose
 from checkerzero.network.precision import PRECISIONS
+from evaluation.book import Book, book_path, load_book
+from evaluation.endgame_play import (
+    DEFAULT_PROGRESS_DEPTH,
+    database_move,
+    open_for_play,
+    play_database_settings,
+)
 from evaluation.policy_player import PolicyPlayer, is_q_network
 from game import _core
+from game.egdb import EndgameDatabase
 from game.mcts import (
     SEARCH_KEYS,
     Evaluator,
@@ -113,6 +136,8 @@ _OPTIONS: dict[str, tuple[str, Any]] = {
     "device": ("device", str),
     "threads": ("threads", int),
     "precision": ("precision", str),
+    "egdb": ("egdb", _switch),
+    "book": ("book", _switch),
 }
 # Spec options that change the search (besides the budget), named in the player's name when given.
 _SEARCH_OPTIONS_SHOWN = tuple(
@@ -138,6 +163,20 @@ def eval_mcts_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
 @functools.cache
 def _composed_mcts_settings() -> tuple[tuple[str, Any], ...]:
     return tuple(eval_mcts_settings(compose()).items())
+
+
+@functools.cache
+def _composed_knowledge() -> tuple[tuple[tuple[str, Any], ...], bool]:
+    cfg = compose()
+    return tuple(play_database_settings(cfg["egdb"]).items()), bool(cfg["evaluation"]["book"])
+
+
+def default_knowledge() -> tuple[dict[str, Any], bool]:
+    """``(egdb, book)`` defaults of the players from the composed config: the database's
+    ``{"on", "dir", "pieces", "depth"}`` (``egdb.play``, ``egdb.dir``, ``egdb.pieces``,
+    ``egdb.play_depth``) and whether the book is on (``evaluation.book``)."""
+    egdb, book = _composed_knowledge()
+    return dict(egdb), book
 
 
 def default_mcts_settings() -> dict[str, Any]:
@@ -197,6 +236,9 @@ class MCTSPlayer:
         size: int | None = None,
         reuse_tree: bool = True,
         time_ms: int = 0,
+        egdb: EndgameDatabase | None = None,
+        egdb_depth: int = DEFAULT_PROGRESS_DEPTH,
+        book: Book | None = None,
     ) -> None:
         if isinstance(time_ms, bool) or not isinstance(time_ms, int) or time_ms < 0:
             raise ValueError(f"{name}: time_ms must be an integer >= 0, got {time_ms!r}")
@@ -209,6 +251,9 @@ class MCTSPlayer:
         self.simulations = int(self.settings.get("simulations", _core.MctsConfig().simulations))
         self.time_ms = time_ms  # milliseconds per move; 0: `simulations` per decision
         self.clock = time.perf_counter  # what the time per move is read from (a test sets its own)
+        self.egdb = egdb  # the endgame database at leaves and roots (None: off)
+        self.egdb_depth = egdb_depth  # plies of the progress search at a database root (no time)
+        self.book = book  # the opening book (None: off)
         # One batch of the timed search: the leaves one tree gathers per forward pass.
         self._chunk = int(self.settings.get("leaves_per_game", _core.MctsConfig().leaves_per_game))
         self._mcts: _core.BatchedMCTS | None = None
@@ -222,12 +267,16 @@ class MCTSPlayer:
         self.simulations_done = 0  # new visits below the root over the searched moves
         self.last_simulations = 0  # new visits of the latest move (0 for a forced one)
         self.last_visits = 0  # visits below the root when its first action was chosen
+        self.book_moves = 0  # moves played from the book
+        self.egdb_moves = 0  # moves chosen at a root the database knows
 
     def _search_object(self, size: int) -> _core.BatchedMCTS:
         if self.size is not None and size != self.size:
             raise ValueError(f"{self.name} plays {self.size}x{self.size}, got a {size}x{size} game")
         if self._mcts is None or self._mcts.size != size:
             self._mcts = new_search(1, size, self.settings, seed=self.seed)
+            if self.egdb is not None and self.egdb.size == size:
+                self._mcts.set_egdb(self.egdb.core)
             self._synced = False
         return self._mcts
 
@@ -271,6 +320,9 @@ class MCTSPlayer:
         if game.mid_jump:
             raise ValueError(f"{self.name}: asked for a move in the middle of a multi-jump")
         deadline = self.clock() + self.time_ms / 1000.0  # the whole move's budget
+        known = self._known_move(position)
+        if known is not None:
+            return known
         self._sync(game)
         self.decisions += 1
         mcts = self._mcts
@@ -317,6 +369,29 @@ class MCTSPlayer:
             self.simulations_done += simulations
         return start.move_of(actions)
 
+    def _known_move(self, position: Position) -> Move | None:
+        """The book's move, or the database's at a root it knows; None: search. A move played
+        so is counted, and the next search starts a fresh tree."""
+        move = self.book.move(position) if self.book is not None else None
+        if move is not None:
+            self.book_moves += 1
+        elif self.egdb is not None and self.egdb.size == position.size:
+            # a timed player keeps a fifth of its time for the alpha-beta's overshoot
+            found = database_move(
+                position,
+                self.egdb,
+                depth=0 if self.time_ms else self.egdb_depth,
+                time_ms=max(1, self.time_ms * 4 // 5) if self.time_ms else 0,
+            )
+            if found is not None:
+                move = found[0]
+                self.egdb_moves += 1
+        if move is not None:
+            self.decisions += 1
+            self.last_simulations = self.last_visits = 0
+            self._synced = False
+        return move
+
     def fork(self) -> MCTSPlayer:
         """A player with this one's evaluator (shared), settings, name and seed and a tree of
         its own: one per game when several games of one network are played side by side."""
@@ -328,6 +403,9 @@ class MCTSPlayer:
             size=self.size,
             reuse_tree=self.reuse_tree,
             time_ms=self.time_ms,
+            egdb=self.egdb,
+            egdb_depth=self.egdb_depth,
+            book=self.book,
         )
 
     def stats(self) -> dict[str, int]:
@@ -340,6 +418,8 @@ class MCTSPlayer:
             "simulations": self.simulations_done,
             "evaluations": self.evaluations,
             "reused": self.reused,
+            "book_moves": self.book_moves,
+            "egdb_moves": self.egdb_moves,
         }
 
     def reset(self) -> None:
@@ -507,12 +587,15 @@ def mcts_player(
     *,
     seed: int = 0,
     mcts: Mapping[str, Any] | None = None,
+    egdb_dir: str | None = None,
+    egdb_pieces: int = 0,
     **_other: Any,
 ) -> MCTSPlayer | None:
     """The player of a ``uniform-mcts[:...]`` or ``*.safetensors[:...]`` spec, None for others.
 
     ``mcts`` (a make_player option) replaces the default search settings; the spec's own
-    options win over both.
+    options win over both. ``egdb_dir`` / ``egdb_pieces``: the database an ``egdb`` switch
+    opens, instead of the config's.
     """
     parsed = parse_spec(spec)
     if parsed is None:
@@ -522,6 +605,8 @@ def mcts_player(
     threads = options.pop("threads", DEFAULT_TORCH_THREADS)
     precision = options.pop("precision", "auto")
     time_ms = options.pop("time_ms", 0)
+    knowledge = {"egdb": options.pop("egdb", None), "book": options.pop("book", None)}
+    knowledge.update(egdb_dir=egdb_dir, egdb_pieces=egdb_pieces)
     settings = play_settings(mcts, **options)
     if time_ms and "leaves_per_game" not in options and "timed_leaves_per_game" in settings:
         # a timed search batches more leaves a pass: more simulations in its milliseconds
@@ -534,13 +619,14 @@ def mcts_player(
         if _OPTIONS[key][0] in options
     )
     if source == UNIFORM_SPEC:
-        return MCTSPlayer(
+        player = MCTSPlayer(
             UniformEvaluator(),
             settings,
             name=f"{UNIFORM_SPEC}:{budget}",
             seed=seed,
             time_ms=time_ms,
         )
+        return with_knowledge(player, None, **knowledge)
     if not Path(source).is_file():
         raise ValueError(f"unknown player spec {spec!r}: no checkpoint file at {source}")
     loaded = load_network(source, device, threads, precision)  # once, for either kind
@@ -551,7 +637,7 @@ def mcts_player(
         if time_ms:
             raise ValueError(f"player spec {spec!r}: a Q-network plays greedily, without a time")
         return searchless
-    return checkpoint_player(
+    player = checkpoint_player(
         source,
         settings,
         name=_label(source, budget, precision),
@@ -562,11 +648,53 @@ def mcts_player(
         precision=precision,
         loaded=loaded,
     )
+    return with_knowledge(player, source, **knowledge)
+
+
+def with_knowledge(
+    player: MCTSPlayer,
+    network: str | Path | None,
+    *,
+    egdb: bool | None = None,
+    book: bool | None = None,
+    egdb_dir: str | None = None,
+    egdb_pieces: int = 0,
+) -> MCTSPlayer:
+    """``player`` with the endgame database and the opening book of ``network`` (None: no
+    network, so no book) turned on as asked; None: as the config says (`default_knowledge`).
+    What is on is named in the player's name (``,egdb=1``, ``,book=1``). An absent database or
+    book is said in one warning line and left off; a damaged or foreign book raises BookError
+    (a ValueError naming the file)."""
+    defaults, book_default = default_knowledge()
+    if defaults["on"] if egdb is None else egdb:
+        size = player.size or 8
+        folder, pieces = egdb_dir or defaults["dir"], egdb_pieces or defaults["pieces"]
+        player.egdb = open_for_play(folder, size, pieces)
+        player.egdb_depth = defaults["depth"]
+        if player.egdb is not None:
+            player.name += ",egdb=1"
+    if book_default if book is None else book:
+        if network is None:
+            raise ValueError(f"{player.name}: a book belongs to a network; uniform-mcts has none")
+        path = book_path(network)
+        if not path.is_file():
+            logger.warning(
+                "book %s not found; %s plays without it (build it with: python -m evaluation.book "
+                "build --network %s)",
+                path,
+                player.name,
+                network,
+            )
+        else:
+            player.book = load_book(path, network)
+            player.name += ",book=1"
+    return player
 
 
 __all__ = [
     "MCTSPlayer",
     "checkpoint_player",
+    "default_knowledge",
     "default_mcts_settings",
     "eval_mcts_settings",
     "mcts_player",
@@ -574,4 +702,5 @@ __all__ = [
     "parse_spec",
     "play_settings",
     "searchless_player",
+    "with_knowledge",
 ]

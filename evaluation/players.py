@@ -291,7 +291,7 @@ def make_player(
             raise ValueError(f"player spec {spec!r}: {e}") from None
     if m := _RANDOM_SPEC.fullmatch(text):
         return RandomPlayer(int(m["seed"]) if m["seed"] is not None else seed)
-    player = mcts_player(text, seed=seed, **options)
+    player = mcts_player(text, seed=seed, egdb_dir=egdb_dir, egdb_pieces=egdb_pieces, **options)
     if player is not None:
         return player
     if text.startswith(("minimax", "random", "ab+nn")):

@@ -29,9 +29,12 @@ from typing import Any
 
 import numpy as np
 
+from evaluation.book import Book
+from evaluation.endgame_play import DEFAULT_PROGRESS_DEPTH, database_move
 from game import _core
+from game.egdb import EndgameDatabase, describe
 from game.mcts import Evaluator, new_search, search_until, step
-from game.position import Position
+from game.position import Move, Position
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,9 @@ class Analysis:
     visits: int = 0
     pv: list[str] = field(default_factory=list)
     top: list[MoveInfo] = field(default_factory=list)
+    # Set when the move is not the search's: "book" (the network's opening book) or "database
+    # win" / "database draw" / "database loss" (the endgame database's value, converted).
+    known: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -213,11 +219,17 @@ def analyse(
     top_moves: int = 8,
     pv_max_plies: int = 20,
     stop: Stop | None = None,
+    egdb: EndgameDatabase | None = None,
+    book: Book | None = None,
+    egdb_depth: int = DEFAULT_PROGRESS_DEPTH,
 ) -> list[Analysis]:
     """Searches every position in one batched search and reads back each one's analysis.
 
     ``stop`` ends the search early: Cancelled when it was cancelled; when its time is up, the
-    analysis of what was searched (fewer visits than the budget)."""
+    analysis of what was searched (fewer visits than the budget). ``egdb``: the endgame
+    database's values at the search's leaves, and at a root it knows the move that keeps its
+    value and makes progress (``evaluation.endgame_play``, ``egdb_depth`` plies); ``book``: a
+    position in the opening book gets the book's move. Either sets ``known``."""
     out: list[Analysis] = []
     live: list[int] = []
     for k, pos in enumerate(positions):
@@ -234,6 +246,8 @@ def analyse(
     settings["skip_forced_root"] = False
     settings["simulations"] = budget.simulations or budget.chunk
     mcts = new_search(len(live), size, settings)
+    if egdb is not None and egdb.size == size:
+        mcts.set_egdb(egdb.core)
     for slot, k in enumerate(live):
         if positions[k].size != size:
             raise ValueError(f"position {k}: every position of one batch must be {size}x{size}")
@@ -253,11 +267,29 @@ def analyse(
         stats = _move_stats(mcts, slot, root, moves)
         a.visits = int(sum(m.visits for m in stats))
         a.top = stats[:top_moves]
-        if stats:
+        known = _known_move(positions[k], egdb, book, egdb_depth)
+        if known is not None:
+            a.known = known[1]
+            a.move = str(known[0])
+        elif stats:
             a.move = stats[0].move
+        if a.move is not None:
             best = next(m for m in moves if str(m) == a.move)
             a.pv = _pv(mcts, slot, root, best, pv_max_plies)
     return out
+
+
+def _known_move(
+    position: Position, egdb: EndgameDatabase | None, book: Book | None, depth: int
+) -> tuple[Move, str] | None:
+    """The book's move, or the database's at a root it knows, with what it is; None."""
+    if book is not None and (move := book.move(position)) is not None:
+        return move, "book"
+    if egdb is not None and egdb.size == position.size:
+        found = database_move(position, egdb, depth=depth)
+        if found is not None:
+            return found[0], describe(found[1])
+    return None
 
 
 __all__ = [

@@ -3,12 +3,15 @@
 A request names a player by the match tool's specs (``evaluation.players``) plus a time budget
 for networks:
 
-``path.safetensors[:sims=N|:ms=N|:tN][:cpuct=X]``
+``path.safetensors[:sims=N|:ms=N|:tN][:cpuct=X][:egdb=0|1][:book=0|1]``
     a network checkpoint, by a path relative to the models or runs folder, searched with the
     batched MCTS for N simulations or N milliseconds per move (``tN`` as in the match tool's
     specs; the time-budget search is ``game.mcts.search_until``, the match players' too);
-``uniform-mcts[:sims=N|:ms=N|:tN]``
-    the same search with equal priors and no network;
+    ``egdb=1``: with the endgame database (the ``egdb`` config group's folder) at the search's
+    leaves and roots, ``book=1``: with the network's opening book (``<stem>.book.json`` beside
+    it); by default as ``egdb.play`` and ``evaluation.book`` say;
+``uniform-mcts[:sims=N|:ms=N|:tN][:egdb=0|1]``
+    the same search with equal priors and no network (and so no book);
 ``minimax:D`` / ``minimax:tMS``
     the alpha-beta baseline at depth D or MS milliseconds;
 ``ab+nn:D`` / ``ab+nn:tMS``
@@ -37,8 +40,11 @@ from typing import Any
 import torch
 
 from checkerzero.network.inference import load_for_play
-from evaluation.network_player import default_mcts_settings, play_settings
+from evaluation.book import Book, book_path, load_book
+from evaluation.endgame_play import open_for_play
+from evaluation.network_player import default_knowledge, default_mcts_settings, play_settings
 from evaluation.players import MATE_THRESHOLD, make_player
+from game.egdb import EndgameDatabase
 from game.mcts import Evaluator, UniformEvaluator
 from game.position import Position
 from play.analysis import Analysis, Budget, Stop, analyse
@@ -69,6 +75,8 @@ class PlayerSpec:
     depth: int = 0  # minimax
     time_ms: int = 0  # minimax
     seed: int = 0  # random
+    egdb: bool = False  # network and uniform: the endgame database at leaves and roots
+    book: bool = False  # network: its opening book
 
     @property
     def searches(self) -> bool:
@@ -93,7 +101,8 @@ class Engines:
         self._networks: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
         # Files refused, by (path, mtime, size): the same file is not read again to refuse it.
         self._refused: OrderedDict[tuple[str, int, int], str] = OrderedDict()
-        self._lock = threading.Lock()  # guards the two caches; never held while a file is read
+        self._books: OrderedDict[tuple[str, int, int], Book] = OrderedDict()  # as _networks
+        self._lock = threading.Lock()  # guards the caches; never held while a file is read
         self._torch_ready = False
 
     # --- specs ---------------------------------------------------------------------------------
@@ -128,6 +137,7 @@ class Engines:
         ]
         if spec.c_puct is not None:
             parts.append(f"cpuct={spec.c_puct:g}")
+        parts += [f"{key}=1" for key in ("egdb", "book") if getattr(spec, key)]
         return replace(spec, text=":".join(parts), budget=budget)
 
     def parse(self, spec: str) -> PlayerSpec:
@@ -160,10 +170,13 @@ class Engines:
             if t := _TIME_OPTION.fullmatch(item):
                 item = f"ms={t['ms']}"
             key, sep, value = item.partition("=")
-            if not sep or key not in ("sims", "ms", "cpuct"):
+            if not sep or key not in ("sims", "ms", "cpuct", "egdb", "book"):
                 raise ValueError(
-                    f"player {text!r}: bad option {item!r}; use sims=N, ms=N (or tN) or cpuct=X"
+                    f"player {text!r}: bad option {item!r}; use sims=N, ms=N (or tN), cpuct=X, "
+                    "egdb=0|1 or book=0|1"
                 )
+            if key in ("egdb", "book") and value not in ("0", "1"):
+                raise ValueError(f"player {text!r}: {key} must be 0 or 1, got {value!r}")
             options[key] = value
         try:
             sims = int(options["sims"]) if "sims" in options else None
@@ -174,10 +187,17 @@ class Engines:
         if c_puct is not None and not 0 < c_puct <= 100:
             raise LimitError(f"player {text!r}: cpuct must be in (0, 100]")
         budget = self.budget(sims, ms)
+        egdb_default, book_default = default_knowledge()
+        egdb = options["egdb"] == "1" if "egdb" in options else egdb_default["on"]
+        book = options["book"] == "1" if "book" in options else book_default
         if m["source"] == UNIFORM:
-            return PlayerSpec("uniform", text, budget=budget, c_puct=c_puct)
+            if "book" in options and book:
+                raise ValueError(f"player {text!r}: a book belongs to a network; name one")
+            return PlayerSpec("uniform", text, budget=budget, c_puct=c_puct, egdb=egdb)
         path = self.roots.checkpoint(m["source"])
-        return PlayerSpec("network", text, path=path, budget=budget, c_puct=c_puct)
+        return PlayerSpec(
+            "network", text, path=path, budget=budget, c_puct=c_puct, egdb=egdb, book=book
+        )
 
     # --- networks ------------------------------------------------------------------------------
     def evaluator(self, spec: PlayerSpec) -> Evaluator:
@@ -219,6 +239,37 @@ class Engines:
         logger.info("loaded %s (step %d, version %d)", name, meta.step, meta.version)
         return evaluator
 
+    def knowledge(self, spec: PlayerSpec) -> tuple[EndgameDatabase | None, Book | None]:
+        """The endgame database and the opening book ``spec`` asks for, each None when it is
+        off or absent (absent: one warning line). A damaged or foreign book is a ValueError
+        naming the file as asked; a good one is read once per (path, mtime, size)."""
+        egdb = None
+        if spec.egdb:
+            defaults, _ = default_knowledge()
+            egdb = open_for_play(defaults["dir"], 8, defaults["pieces"])
+        if not spec.book or spec.path is None:
+            return egdb, None
+        path = book_path(spec.path)
+        try:
+            stat = path.stat()
+        except OSError:
+            logger.warning("book %s not found; %s plays without it", path, spec.text)
+            return egdb, None
+        key = (str(path), stat.st_mtime_ns, stat.st_size)
+        with self._lock:
+            if key in self._books:
+                return egdb, self._books[key]
+        try:
+            book = load_book(path, spec.path)
+        except ValueError as e:
+            shown = self.roots.relative(spec.path)
+            raise ValueError(str(e).replace(str(spec.path), shown)) from None
+        with self._lock:
+            self._books[key] = book
+            while len(self._books) > int(self.limits["max_cached_networks"]):
+                self._books.popitem(last=False)
+        return egdb, book
+
     def mcts_settings(self, spec: PlayerSpec) -> dict[str, Any]:
         overrides: dict[str, Any] = {"leaves_per_game": self.settings["leaves_per_game"]}
         if spec.c_puct is not None:
@@ -250,6 +301,7 @@ class Engines:
                 f"most {self.limits['max_request_simulations']} in one request "
                 "(limits.max_request_simulations)"
             )
+        egdb, book = self.knowledge(spec)
         return analyse(
             positions,
             self.evaluator(spec),
@@ -258,6 +310,9 @@ class Engines:
             top_moves=int(self.settings["top_moves"]),
             pv_max_plies=int(self.settings["pv_max_plies"]),
             stop=stop,
+            egdb=egdb,
+            book=book,
+            egdb_depth=int(default_knowledge()[0]["depth"]),
         )
 
     def move(

@@ -214,6 +214,8 @@ def test_a_timed_move_searches_and_reports_its_simulations(tiny_checkpoint) -> N
             "simulations": player.last_simulations,
             "evaluations": player.evaluations,
             "reused": 0,
+            "book_moves": 0,
+            "egdb_moves": 0,
         }
         assert player.evaluations > 1  # the root and at least one batch below it
 
@@ -253,6 +255,8 @@ def test_a_forced_move_is_played_without_search() -> None:
         "simulations": 0,
         "evaluations": 0,
         "reused": 0,
+        "book_moves": 0,
+        "egdb_moves": 0,
     }
 
 
