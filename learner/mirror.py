@@ -27,6 +27,12 @@ with `fast_value` (replay.fast_positions_train_value) they are drawn like any po
 rows of the batch have policy weight 0, so they train the value head only; without it they are
 never drawn (KataGo's way), and every draw is a full search.
 
+Reanalysis (learner.reanalysis, learner/reanalysis.py) re-searches drawn positions with newer
+weights: `set_targets` keeps a position's new policy target and root value beside the stored
+ones, with the weights version they came from, until the position leaves the window; `batch_at`
+then trains on the new ones. `target_versions` says which version each position's target comes
+from (the record's `network_version`, or the reanalysis'), for the targets' age.
+
 `MirrorPrefetcher` runs refresh and sample on a prefetch thread and queues the batches.
 """
 
@@ -38,7 +44,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import Self
+from typing import Any, Self
 
 import numpy as np
 
@@ -165,6 +171,10 @@ class ReplayMirror:
         self._full_rows = _Column(np.int64)
         self._plies_left = _Column(np.int32)  # the moves-left head's target
         self._plies_exact = _Column(np.bool_)  # False: a lower bound (a game cut short)
+        self._version = _Column(np.int64)  # weights version of the search that made its target
+        # reanalysed positions: absolute row -> (actions, fractions, root_wdl, version)
+        self._fresh: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
+        self.reanalysis_rejected = 0  # new targets refused by set_targets (not finite, illegal)
         # per visit entry
         self._actions = _Column(np.uint8)
         self._fractions = _Column(np.float32)
@@ -284,19 +294,22 @@ class ReplayMirror:
         with self._exclusive():
             p = self._checked(rows)
             n = len(p)
-            index = self._index.take(p)
-            packed = np.zeros((n, HISTORY, PACKED_WORDS), np.uint32)
-            for k in range(HISTORY):
-                ok = index >= k
-                packed[ok, k] = self._positions.take(p[ok] - k)
+            packed = self._packed(p)
             lens = self._visit_len.take(p).astype(np.int64)
             owner = np.repeat(np.arange(n), lens)  # the draw each gathered visit entry is for
             shift = self._visit_start.take(p) - (np.cumsum(lens) - lens)
             entries = np.arange(len(owner)) + shift[owner]  # absolute visit rows, draw by draw
             pi = np.zeros((n, self._num_actions), np.float32)
             pi[owner, self._actions.take(entries)] = self._fractions.take(entries)
-            wdl = value_targets(self._result.take(p), self._root_wdl.take(p), q_weight)
+            root_wdl = self._root_wdl.take(p)
             full = self._full.take(p)
+            for i in np.flatnonzero([int(r) in self._fresh for r in p]) if self._fresh else ():
+                actions, fractions, fresh_wdl, _ = self._fresh[int(p[i])]
+                pi[i] = 0.0
+                pi[i, actions] = fractions
+                root_wdl[i] = fresh_wdl
+                full[i] = True  # a full search's target now
+            wdl = value_targets(self._result.take(p), root_wdl, q_weight)
             weight = None if full.all() else full.astype(np.float32)
             plies_left, plies_exact = self._plies_left.take(p), self._plies_exact.take(p)
         return TrainBatch(
@@ -308,6 +321,78 @@ class ReplayMirror:
             moves_left=plies_left,
             moves_left_exact=plies_exact,
         )
+
+    def histories(self, rows: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Packed histories (n, HISTORY, PACKED_WORDS) of absolute position `rows`."""
+        with self._exclusive():
+            return self._packed(self._checked(rows))
+
+    def reanalysed(self, rows: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Whether each position's target comes from a reanalysis (bool (n,))."""
+        with self._exclusive():
+            p = self._checked(rows)
+            return np.array([r in self._fresh for r in p.tolist()], np.bool_)
+
+    def target_versions(self, rows: np.ndarray | Sequence[int]) -> np.ndarray:
+        """The weights version each position's policy target comes from (int64 (n,)): its
+        reanalysis' when it was reanalysed, else its record's network_version."""
+        with self._exclusive():
+            p = self._checked(rows)
+            out = self._version.take(p).astype(np.int64)
+            for i, r in enumerate(p.tolist()):
+                if r in self._fresh:
+                    out[i] = self._fresh[r][3]
+            return out
+
+    def set_targets(
+        self,
+        rows: np.ndarray | Sequence[int],
+        pi: np.ndarray,
+        root_wdl: np.ndarray,
+        version: int,
+    ) -> int:
+        """Keeps new targets of positions `rows` from a search with weights `version`: policy
+        `pi` (n, A) (probabilities over the legal actions) and root value `root_wdl` (n, 3).
+        A row whose target is not finite, does not sum to 1, or puts mass on an illegal action
+        is refused and counted in `reanalysis_rejected` (its stored target stays). Returns the
+        number kept."""
+        pi = np.asarray(pi, np.float32)
+        root_wdl = np.asarray(root_wdl, np.float32)
+        with self._exclusive():
+            p = self._checked(rows)
+            if pi.shape != (len(p), self._num_actions) or root_wdl.shape != (len(p), NUM_WDL):
+                raise ValueError(
+                    f"set_targets: pi {pi.shape} and root_wdl {root_wdl.shape} must be "
+                    f"({len(p)}, {self._num_actions}) and ({len(p)}, {NUM_WDL})"
+                )
+            legal = encoding.legal_masks(self._packed(p), self.board_size)
+            ok = (
+                np.isfinite(pi).all(axis=1)
+                & (pi >= 0).all(axis=1)
+                & (np.abs(pi.sum(axis=1) - 1.0) < 1e-3)
+                & ~(pi * ~legal > 0).any(axis=1)
+                & np.isfinite(root_wdl).all(axis=1)
+                & (root_wdl >= 0).all(axis=1)
+                & (np.abs(root_wdl.sum(axis=1) - 1.0) < 1e-3)
+            )
+            self.reanalysis_rejected += int((~ok).sum())
+            for i in np.flatnonzero(ok):
+                actions = np.flatnonzero(pi[i] > 0).astype(np.uint8)
+                self._fresh[int(p[i])] = (
+                    actions,
+                    pi[i, actions],
+                    root_wdl[i].copy(),
+                    int(version),
+                )
+            return int(ok.sum())
+
+    def _packed(self, p: np.ndarray) -> np.ndarray:
+        index = self._index.take(p)
+        packed = np.zeros((len(p), HISTORY, PACKED_WORDS), np.uint32)
+        for k in range(HISTORY):
+            ok = index >= k
+            packed[ok, k] = self._positions.take(p[ok] - k)
+        return packed
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
@@ -332,6 +417,7 @@ class ReplayMirror:
             self._full,
             self._plies_left,
             self._plies_exact,
+            self._version,
         )
 
     def _clear(self, first_id: int) -> None:
@@ -339,6 +425,7 @@ class ReplayMirror:
             column.reset(0)
         self._game_start.reset(first_id)
         self._game_length.reset(first_id)
+        self._fresh.clear()
 
     def _checked(self, rows: np.ndarray | Sequence[int]) -> np.ndarray:
         p = np.asarray(rows, dtype=np.int64).reshape(-1)
@@ -363,6 +450,7 @@ class ReplayMirror:
         if first >= games.hi:  # every game held left the window (or none was held)
             for column in self._columns():
                 column.drop_below(column.hi)
+            self._fresh.clear()
             self._game_start.reset(first)
             self._game_length.reset(first)
             return
@@ -380,6 +468,7 @@ class ReplayMirror:
             visit_row = self._actions.hi
         self._actions.drop_below(visit_row)
         self._fractions.drop_below(visit_row)
+        self._fresh = {r: v for r, v in self._fresh.items() if r >= self._positions.lo}
 
     def _decode(self, game_id: int, data: bytes, listed: int) -> GameRecord | None:
         """The record, or None (counted, logged) when it is malformed or does not fit."""
@@ -453,6 +542,8 @@ class ReplayMirror:
         plies_left, plies_exact = moves_left_targets(games)
         self._plies_left.append(plies_left)
         self._plies_exact.append(plies_exact)
+        versions = np.array([g.network_version for g in games], np.int64)
+        self._version.append(np.repeat(versions, lengths))
         self._positions.append(positions)
 
 
@@ -465,6 +556,11 @@ class MirrorPrefetcher:
     batches queued for `get()`. The mirror belongs to this thread from then on. `malformed`
     counts skipped records (games). A Redis failure (ReplayUnavailable) or any other error stops
     the thread and is raised by the next `get()`.
+
+    With a `reanalyser` (learner/reanalysis.py) and `reanalyse_share` > 0, that share of each
+    batch's positions is searched again with the reanalyser's newest weights before the batch is
+    made, and the new targets stay in the mirror. `take_target_stats()` gives the mean weights
+    version of the targets trained on and the share of them reanalysed, since its last call.
     """
 
     def __init__(
@@ -476,6 +572,8 @@ class MirrorPrefetcher:
         seed: int,
         q_weight: float = 0.0,
         refresh_s: float = REFRESH_S,
+        reanalyser: Any = None,
+        reanalyse_share: float = 0.0,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -485,6 +583,14 @@ class MirrorPrefetcher:
             raise ValueError(f"q_weight must be in [0, 1], got {q_weight}")
         if not refresh_s >= 0:
             raise ValueError(f"refresh_s must be >= 0, got {refresh_s}")
+        if not 0.0 <= reanalyse_share <= 1.0:
+            raise ValueError(f"reanalysis share must be in [0, 1], got {reanalyse_share}")
+        self._reanalyser = reanalyser
+        self._reanalyse_share = reanalyse_share if reanalyser is not None else 0.0
+        self._stats_lock = threading.Lock()
+        self._version_sum = 0.0  # target versions of the rows batched since take_target_stats
+        self._rows = 0
+        self._reanalysed = 0
         self._mirror = mirror
         self._batch_size = batch_size
         self._q_weight = q_weight
@@ -501,6 +607,14 @@ class MirrorPrefetcher:
     def malformed(self) -> int:
         """Records skipped so far because they did not decode or did not fit."""
         return self._mirror.malformed
+
+    def take_target_stats(self) -> tuple[float | None, float]:
+        """(mean weights version of the targets batched, share of them reanalysed) since the
+        last call; (None, 0.0) when no batch was made."""
+        with self._stats_lock:
+            rows, total, fresh = self._rows, self._version_sum, self._reanalysed
+            self._rows, self._version_sum, self._reanalysed = 0, 0.0, 0
+        return (None, 0.0) if rows == 0 else (total / rows, fresh / rows)
 
     def get(self, timeout: float | None = None) -> TrainBatch:
         """The next batch; raises queue.Empty after `timeout` s, or the thread's error."""
@@ -541,7 +655,19 @@ class MirrorPrefetcher:
         if self._mirror.num_drawable == 0:
             self._stop.wait(EMPTY_POLL_S)
             return None
-        return self._mirror.sample(self._batch_size, self._rng, self._q_weight)
+        rows = self._mirror.draw(self._batch_size, self._rng)
+        if self._reanalyse_share > 0 and self._reanalyser.version is not None:
+            # The draws are uniform and independent: the first ones are as good a sample as any.
+            pick = np.unique(rows[: round(self._reanalyse_share * len(rows))])
+            pi, wdl, ok, version = self._reanalyser.run(self._mirror.histories(pick))
+            self._mirror.set_targets(pick[ok], pi[ok], wdl[ok], version)
+        versions = self._mirror.target_versions(rows)
+        fresh = self._mirror.reanalysed(rows)
+        with self._stats_lock:
+            self._version_sum += float(versions.sum())
+            self._rows += len(rows)
+            self._reanalysed += int(fresh.sum())
+        return self._mirror.batch_at(rows, self._q_weight)
 
     def _run(self) -> None:
         try:

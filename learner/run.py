@@ -68,6 +68,7 @@ from game.openings import load_openings
 from learner.chores import Chore, run_due
 from learner.losses import Losses
 from learner.mirror import MirrorPrefetcher, ReplayMirror
+from learner.reanalysis import Reanalyser
 from learner.retention import prune_weights, save_promoted
 from learner.run_services import ensure_egdb, redis_for_run
 from learner.selfplay_pdn import SelfPlayPdn
@@ -88,6 +89,7 @@ class _Loop:
     store: InitVar[ReplayStore]
     trainer: Trainer
     prefetcher: MirrorPrefetcher | None = None  # started with the first training step
+    reanalyser: Reanalyser | None = None  # learner.reanalysis.enabled: made with the prefetcher
     losses: Losses | None = None  # of the newest step
     stats: ReplayStats = field(init=False)  # the store's counters read by this pass of the loop
     last_progress: float = field(init=False)  # monotonic time of the last progress line
@@ -329,12 +331,27 @@ class Run:
         prefetcher starts with the first step, once the window has positions."""
         cfg, trainer = self.cfg, loop.trainer
         if loop.prefetcher is None:
+            # absent (a run saved before the key existed): off
+            re_cfg = OmegaConf.select(cfg, "learner.reanalysis", default=None)
+            if re_cfg is not None and re_cfg.enabled:
+                loop.reanalyser = Reanalyser(
+                    cfg.mcts,
+                    mirror.board_size,
+                    simulations=int(re_cfg.simulations),
+                    games=int(re_cfg.games),
+                    seed=cfg.seed,
+                )
+                loop.reanalyser.update(
+                    trainer.published_model, trainer.counters.version, trainer.device
+                )
             loop.prefetcher = MirrorPrefetcher(
                 mirror,
                 cfg.learner.batch_size,
                 depth=cfg.replay.prefetch_depth,
                 seed=cfg.seed + trainer.counters.step,
                 q_weight=cfg.learner.value_target_q_weight,
+                reanalyser=loop.reanalyser,
+                reanalyse_share=float(re_cfg.share) if loop.reanalyser else 0.0,
             )
             loop.last_publish = time.monotonic()  # publish_every_min counts from training's start
         batch = loop.prefetcher.get(timeout=PREFETCH_TIMEOUT_S)
@@ -349,6 +366,10 @@ class Run:
         if trainer.counters.step % cfg.learner.publish_every_steps == 0 or due_by_time:
             loop.last_publish = now
             self._publish(trainer, channel, store.stats().positions_added)
+            if loop.reanalyser is not None:  # reanalysis searches with the newest weights
+                loop.reanalyser.update(
+                    trainer.published_model, trainer.counters.version, trainer.device
+                )
             self._keep_promoted(client, channel)
             if trainer.counters.version % cfg.logging.pdn_every_versions == 0:
                 self._write_games(store)
@@ -438,6 +459,15 @@ class Run:
             "learner/steps_skipped_nonfinite": trainer.counters.skipped_nonfinite,
             "learner/weights_version": trainer.counters.version,
         }
+        if loop.prefetcher is not None:
+            # The targets' age: versions between the newest weights and those whose search made
+            # the targets trained on since the last row (reanalysis makes them younger).
+            mean_version, reanalysed = loop.prefetcher.take_target_stats()
+            if mean_version is not None:
+                row["replay/target_age"] = trainer.counters.version - mean_version
+                row["replay/reanalysed"] = reanalysed
+        if loop.reanalyser is not None:
+            row["replay/reanalysis_skipped"] = loop.reanalyser.skipped
         if (run_s := trainer.run_seconds()) is not None:
             row[WALL_METRIC] = run_s
         return row | loss_metrics(loop.losses)

@@ -1,0 +1,163 @@
+"""Reanalysis (MuZero Reanalyze): positions of the replay window searched again with the newest
+weights, so that training reads fresher policy targets and root values than the games' own.
+
+The learner's prefetch thread does it (learner.reanalysis.enabled): for each batch it draws,
+a share (learner.reanalysis.share) of the positions is searched again by the newest published
+weights before the batch is queued, and the new targets stay in the mirror
+(`ReplayMirror.set_targets`) for later draws, with the version they came from. That thread
+otherwise waits on a full queue while the training step runs on the GPU or the learner waits
+for self-play, so the searches use time that would idle; on a laptop they share the cores with
+self-play. The age of the trained targets (newest version less the target's) is logged as
+`replay/target_age` and the share of reanalysed positions as `replay/reanalysed`.
+
+A position is rebuilt as a game from its packed history: the oldest position of the history
+that is not in the middle of a multi-jump, then the actions that lead to each newer one. A
+history that no legal action continues (a bad stored record) is skipped and counted in
+`skipped`, and its stored target is trained on unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from game import _core
+from game.encoding import META_WHITE_TO_MOVE, NUM_WDL, num_actions
+from game.mcts import Evaluator, new_search, search
+
+__all__ = ["Reanalyser", "game_from_history"]
+
+_SLOT_PRESENT = 1 << 16  # meta bit: the history slot holds a position
+_MID_JUMP = 0x7E  # meta bits 1-6: the square of a multi-jump in progress, + 1
+
+
+def game_from_history(history: np.ndarray, size: int) -> _core.Game | None:
+    """A game whose last HISTORY positions are `history` (HISTORY, 4), newest first, or None
+    when no legal action leads from one stored position to the next (a bad record).
+
+    It starts at the oldest stored position that is not in the middle of a multi-jump (a game
+    cannot be set up there), so the network sees the same history planes as in training
+    wherever the record's own history holds one."""
+    slots = [k for k in range(len(history)) if int(history[k][3]) & _SLOT_PRESENT]
+    for start in reversed(slots):
+        words = [int(w) for w in history[start]]
+        if words[3] & _MID_JUMP:
+            continue
+        try:
+            game = _core.Game.from_bitboards(
+                size,
+                words[0],
+                words[1],
+                words[2],
+                bool(words[3] & META_WHITE_TO_MOVE),
+                no_progress=(words[3] >> 8) & 0xFF,
+            )
+        except ValueError:
+            return None
+        for k in range(start - 1, -1, -1):
+            want = history[k]
+            for action in game.legal_actions():
+                game.step(int(action))
+                if np.array_equal(game.pack_history()[0], want):
+                    break
+                game.undo()
+            else:
+                return None
+        return game
+    return None
+
+
+class Reanalyser:
+    """Searches positions given as packed histories with the newest weights.
+
+    ``mcts``: search settings (conf/mcts keys; root noise is turned off); ``simulations`` per
+    position; ``games``: positions searched side by side (one BatchedMCTS). ``update`` takes
+    the newest weights (the training thread calls it when it publishes), ``run`` searches (on
+    the prefetch thread): a lock keeps the two apart.
+    """
+
+    def __init__(
+        self,
+        mcts: Mapping[str, Any],
+        size: int,
+        *,
+        simulations: int,
+        games: int,
+        seed: int = 0,
+    ) -> None:
+        if simulations < 1:
+            raise ValueError(f"learner.reanalysis.simulations must be >= 1, got {simulations}")
+        if games < 1:
+            raise ValueError(f"learner.reanalysis.games must be >= 1, got {games}")
+        self.settings = {**dict(mcts), "simulations": simulations, "dirichlet_epsilon": 0.0}
+        self.size = size
+        self.games = games
+        self.seed = seed
+        self.skipped = 0  # positions no game could be rebuilt for (bad stored histories)
+        self.searched = 0
+        self._lock = threading.Lock()
+        self._evaluator: Evaluator | None = None
+
+    @property
+    def version(self) -> int | None:
+        """The weights version searches use now; None before the first `update`."""
+        with self._lock:
+            return None if self._evaluator is None else int(self._evaluator.version)
+
+    def update(
+        self, model: torch.nn.Module, version: int, device: str | torch.device = "cpu"
+    ) -> None:
+        """The weights to search with from now on: a copy of ``model`` on ``device`` (the
+        learner's: on a GPU node the searches' forward passes run there), at ``version``."""
+        from checkerzero.network.inference import NetworkEvaluator
+
+        clone = copy.deepcopy(model)
+        evaluator = NetworkEvaluator(clone, device=device, version=version)
+        with self._lock:
+            self._evaluator = evaluator
+
+    def use(self, evaluator: Evaluator) -> None:
+        """Search with ``evaluator`` (its ``version``) from now on."""
+        with self._lock:
+            self._evaluator = evaluator
+
+    def run(self, histories: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """Searches every position of ``histories`` (n, HISTORY, 4).
+
+        Returns (pi float32 (n, A), root_wdl float32 (n, 3), ok bool (n,), version): the
+        search's policy target (``BatchedMCTS.root_policy``: visit fractions, or the completed-Q
+        policy under Gumbel) and root value where ``ok``; not ok where no game could be rebuilt
+        (counted in ``skipped``) or the position had a single legal move (nothing to learn).
+        """
+        with self._lock:
+            evaluator = self._evaluator
+        if evaluator is None:
+            raise RuntimeError("Reanalyser.run() before any weights (update or use)")
+        n = len(histories)
+        pi = np.zeros((n, num_actions(self.size)), np.float32)
+        wdl = np.zeros((n, NUM_WDL), np.float32)
+        ok = np.zeros(n, np.bool_)
+        games: list[tuple[int, _core.Game]] = []
+        for i in range(n):
+            game = game_from_history(histories[i], self.size)
+            if game is None:
+                self.skipped += 1
+            elif len(game.legal_actions()) > 1 and game.result() == 0:
+                games.append((i, game))
+        for lo in range(0, len(games), self.games):
+            chunk = games[lo : lo + self.games]
+            mcts = new_search(len(chunk), self.size, self.settings, seed=self.seed + lo)
+            for slot, (_, game) in enumerate(chunk):
+                mcts.reset(slot, game)
+            search(mcts, evaluator)
+            for slot, (i, _) in enumerate(chunk):
+                pi[i] = mcts.root_policy(slot)
+                wdl[i] = mcts.root_wdl(slot)
+                ok[i] = pi[i].sum() > 0
+        self.searched += int(ok.sum())
+        return pi, wdl, ok, int(evaluator.version)

@@ -1,0 +1,167 @@
+"""Reanalysis (learner.reanalysis, learner/reanalysis.py): stored positions searched again with
+newer weights; their targets come from those weights (version recorded), bad ones are skipped
+and counted. The mirror runs against a real redis-server, as in tests/test_mirror.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from actors.self_play import play_games
+from checkerzero.store.replay import ReplayStore
+from game.records import histories
+from learner.mirror import MirrorPrefetcher, ReplayMirror
+from learner.reanalysis import Reanalyser, game_from_history
+
+needs_redis = pytest.mark.skipif(
+    shutil.which("redis-server") is None and not os.environ.get("CHECKERZERO_REDIS_SERVER"),
+    reason="redis-server not installed (apt-get install redis-server); these tests need a real one",
+)
+MID_JUMP = 0x7E
+
+
+class Favouring:
+    """Weights of a given version whose policy puts almost everything on the legal action of
+    lowest (``first``) or highest index, and calls every position a draw."""
+
+    def __init__(self, version: int, first: bool) -> None:
+        self.version, self.first = version, first
+
+    def evaluate(self, planes, mask):
+        idx = np.arange(mask.shape[1])
+        pick = (
+            np.where(mask, idx, 10**6).argmin(1)
+            if self.first
+            else np.where(mask, idx, -1).argmax(1)
+        )
+        priors = mask * np.float32(1e-3)
+        priors[np.arange(len(mask)), pick] = 1.0
+        priors = (priors / priors.sum(1, keepdims=True)).astype(np.float32)
+        wdl = np.tile(np.array([0, 1, 0], np.float32), (len(mask), 1))
+        return priors, wdl
+
+
+@pytest.fixture(scope="module")
+def records(config):
+    cfg = config(
+        "mcts.simulations=8",
+        "mcts.leaves_per_game=4",
+        "selfplay.games_in_parallel=6",
+        "selfplay.resign=false",
+    )
+    from game.mcts import UniformEvaluator
+
+    played = play_games(UniformEvaluator(), cfg, n_games=6, seed=4)
+    return [dataclasses.replace(r, network_version=3) for r in played]
+
+
+def test_every_recorded_position_is_rebuilt_from_its_history(records):
+    rebuilt = full = 0
+    for record in records:
+        hist = histories(record.positions, np.arange(record.num_decisions))
+        for h in hist:
+            game = game_from_history(h, 8)
+            assert game is not None
+            packed = game.pack_history()
+            np.testing.assert_array_equal(packed[0], h[0])  # the position itself, mid-jump or not
+            if not (h[:, 3] & MID_JUMP).any():  # started from the oldest slot: the whole history
+                np.testing.assert_array_equal(packed, h)
+                full += 1
+            rebuilt += 1
+    assert rebuilt == sum(r.num_decisions for r in records) and full > rebuilt // 2
+
+
+def test_a_history_no_move_continues_is_skipped_and_counted(records):
+    record = records[0]
+    hist = histories(record.positions, np.arange(4, 8))
+    bad = hist.copy()
+    bad[1, :, [0, 1]] = bad[1, :, [1, 0]]  # its positions' colours swapped: no move leads on
+    assert game_from_history(bad[1], 8) is None
+    reanalyser = Reanalyser({"leaves_per_game": 4}, 8, simulations=8, games=4)
+    reanalyser.use(Favouring(5, first=True))
+    pi, _, ok, version = reanalyser.run(bad)
+    assert version == 5 and reanalyser.skipped == 1
+    assert not ok[1] and not pi[1].any()
+    for i in np.flatnonzero(ok):  # the others: searched (or forced moves, not ok)
+        assert pi[i].sum() == pytest.approx(1.0) and i != 1
+
+
+@needs_redis
+def test_reanalysed_targets_come_from_the_newest_weights_with_their_version(client, records):
+    store = ReplayStore(client, window_positions=100_000)
+    for k, r in enumerate(records):
+        store.add_game(dataclasses.replace(r, opening_id=k).to_bytes(), r.num_decisions)
+    mirror = ReplayMirror(store, 8)
+    mirror.refresh()
+    rows = mirror.draw(40, np.random.default_rng(0))
+    rows = np.unique(rows)
+    stored = mirror.batch_at(rows)
+    assert (mirror.target_versions(rows) == 3).all() and not mirror.reanalysed(rows).any()
+
+    reanalyser = Reanalyser({"leaves_per_game": 4}, 8, simulations=16, games=8)
+    for version, first in ((7, True), (9, False)):
+        reanalyser.use(Favouring(version, first))
+        pi, wdl, ok, got = reanalyser.run(mirror.histories(rows))
+        assert got == version and ok.sum() > len(rows) // 2
+        assert mirror.set_targets(rows[ok], pi[ok], wdl[ok], got) == ok.sum()
+        batch = mirror.batch_at(rows)
+        mask = batch.mask[ok]
+        idx = np.arange(mask.shape[1])
+        favoured = (
+            np.where(mask, idx, 10**6).argmin(1) if first else np.where(mask, idx, -1).argmax(1)
+        )
+        # These weights' search: nearly every visit on the action its policy favours.
+        assert (batch.target_pi[ok].argmax(1) == favoured).all()
+        np.testing.assert_allclose(batch.target_pi[ok].sum(1), 1.0, rtol=1e-5)
+        assert (mirror.target_versions(rows)[ok] == version).all()
+        assert (mirror.target_versions(rows)[~ok] == 3).all()  # forced moves keep theirs
+        np.testing.assert_array_equal(batch.target_pi[~ok], stored.target_pi[~ok])
+    assert mirror.reanalysed(rows).sum() == ok.sum()
+
+
+@needs_redis
+def test_bad_new_targets_are_refused_counted_and_never_trained_on(client, records):
+    store = ReplayStore(client, window_positions=100_000)
+    for k, r in enumerate(records):
+        store.add_game(dataclasses.replace(r, opening_id=k).to_bytes(), r.num_decisions)
+    mirror = ReplayMirror(store, 8)
+    mirror.refresh()
+    rows = np.arange(3)  # the first game's first positions (rows count from 0)
+    before = mirror.batch_at(rows)
+    pi = before.target_pi.copy()
+    pi[0] = np.nan  # not finite
+    pi[1] = 0.0
+    pi[1, np.flatnonzero(~before.mask[1])[0]] = 1.0  # all on an illegal action
+    wdl = np.tile(np.array([0.2, 0.5, 0.3], np.float32), (3, 1))
+    assert mirror.set_targets(rows, pi, wdl, 11) == 1
+    assert mirror.reanalysis_rejected == 2
+    after = mirror.batch_at(rows)
+    np.testing.assert_array_equal(after.target_pi[:2], before.target_pi[:2])
+    assert mirror.target_versions(rows).tolist() == [3, 3, 11]
+
+
+@needs_redis
+def test_the_prefetcher_reanalyses_its_share_and_reports_the_targets_age(client, records):
+    store = ReplayStore(client, window_positions=100_000)
+    for k, r in enumerate(records):
+        store.add_game(dataclasses.replace(r, opening_id=k).to_bytes(), r.num_decisions)
+    reanalyser = Reanalyser({"leaves_per_game": 4}, 8, simulations=8, games=16)
+    reanalyser.use(Favouring(8, first=True))
+    with MirrorPrefetcher(
+        ReplayMirror(store, 8),
+        32,
+        depth=1,
+        seed=0,
+        reanalyser=reanalyser,
+        reanalyse_share=0.5,
+    ) as prefetcher:
+        batch = prefetcher.get(timeout=60)
+        assert len(batch) == 32
+        mean_version, share = prefetcher.take_target_stats()
+    # Half the first batch's draws were searched again (all but forced moves), by version 8.
+    assert reanalyser.searched > 0 and 0.2 < share <= 0.5 + 1e-9
+    assert 3 < mean_version < 8
