@@ -41,6 +41,9 @@ DEFERRED = {
     ("evaluation.network_player", "checkerzero.network.inference"),
     # a bad command line fails before torch and Ray load (see learner/__main__.py).
     ("learner.__main__", "learner.run"),
+    # the evaluator's settings bring torch (3.0 s to import at load 13, measured): checked only
+    # once the config itself has passed, so a bad key is still answered before torch loads.
+    ("learner.__main__", "evaluation.settings"),
 }
 
 
