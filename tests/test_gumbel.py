@@ -257,3 +257,40 @@ def test_puct_visit_counts_are_unchanged_byte_for_byte():
     # Computed with the search as it was before the Gumbel root search was added: with
     # root_policy puct (the default) nothing in the tree, its random draws or its targets moved.
     assert puct_digest() == PUCT_DIGEST
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_proven_win_at_the_root_is_played_and_is_the_target(seed):
+    from test_solver import SHOT, UniformEvaluator, action_of, solver_search
+
+    mcts = solver_search(
+        SHOT,
+        simulations=64,
+        evaluator=UniformEvaluator(),
+        root_policy="gumbel",
+        dirichlet_epsilon=0.25,
+        seed=seed,
+    )
+    win = action_of(SHOT, "15-19")
+    assert mcts.root_proof(0) == 1  # a proven win for the mover
+    assert mcts.choose(0, 1.0) == win
+    pi = mcts.root_policy(0)
+    assert pi[win] == pytest.approx(1.0) and pi.sum() == pytest.approx(1.0)
+    assert int(np.flatnonzero(mcts.root_target(0)).item()) == win
+
+
+def test_leaves_in_flight_go_to_different_considered_actions():
+    # One gather of 8 leaves right after the root's evaluation: the first phase wants one visit
+    # per considered action, and leaves in flight count, so the 7 moves each get one.
+    mcts = new_search(1, 8, {"root_policy": "gumbel", "simulations": 32, "leaves_per_game": 8})
+    evaluator = UniformEvaluator()
+    planes, masks = mcts.gather()
+    assert len(masks) == 1  # the root alone
+    mcts.expand(*evaluator.evaluate(planes, masks))
+    planes, masks = mcts.gather()
+    assert len(masks) >= M
+    mcts.expand(*evaluator.evaluate(planes, masks))
+    visits = mcts.root_visits(0)
+    assert (visits[_core.Game(8).legal_action_mask()] >= 1).all()
+    search(mcts, evaluator)
+    assert mcts.root_visits(0).sum() == 32
