@@ -553,3 +553,27 @@ def test_smoke_run_with_playout_cap_and_forced_playouts(tmp_path):
     shares = [v for _, _, v in read_metrics(run_dir / "metrics.csv")["selfplay/full_search_share"]]
     assert shares and 0.05 < sum(shares) / len(shares) < 0.5  # full_share 0.25 per decision
     assert redis_processes(run_dir) == []
+
+
+def test_smoke_run_with_gumbel_search_and_reanalysis(tmp_path):
+    """Gumbel self-play and reanalysis together: the run completes, its targets' age is
+    logged, and part of the trained targets came from reanalysis by newer weights."""
+    run_dir = tmp_path / "run"
+    log = tmp_path / "learner.log"
+    switches = (
+        "mcts.root_policy=gumbel",
+        "learner.reanalysis.enabled=true",
+        "learner.reanalysis.simulations=8",
+    )
+    with learner_process(run_dir, log, *switches) as (proc, _):
+        rc = proc.wait(timeout=RUN_TIMEOUT_S)
+    output = log.read_text(errors="replace")
+    assert rc == 0, output[-4000:]
+    summary = summary_of(run_dir, output)
+    assert summary["step"] == 20 and summary["version"] >= 2
+    metrics = read_metrics(run_dir / "metrics.csv")
+    shares = [v for _, _, v in metrics["replay/reanalysed"]]
+    assert shares and max(shares) > 0.1  # a quarter of each batch is searched again
+    assert all(v >= 0 for _, _, v in metrics["replay/target_age"])
+    assert [v for _, _, v in metrics["replay/reanalysis_skipped"]][-1] == 0
+    assert redis_processes(run_dir) == []
