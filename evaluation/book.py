@@ -41,6 +41,7 @@ import argparse
 import hashlib
 import json
 import logging
+import math
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -137,6 +138,10 @@ def _check_entry(fen: str, entry: Any, board: int) -> str | None:
     return None
 
 
+def _no_constant(name: str) -> Any:
+    raise json.JSONDecodeError(f"{name} is not strict JSON", name, 0)
+
+
 def load_book(path: str | Path, network: str | Path | None = None) -> Book:
     """The book in ``path``, every part checked (module docstring); ``network``: the network
     file it will play with (its SHA-256 must be the book's). BookError naming the file."""
@@ -150,7 +155,7 @@ def load_book(path: str | Path, network: str | Path | None = None) -> Book:
             raise refuse("not found (build it with: python -m evaluation.book build --network ...)")
         if path.stat().st_size > MAX_BOOK_BYTES:
             raise refuse(f"larger than {MAX_BOOK_BYTES} bytes; not a book")
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise refuse(f"not a readable JSON book ({type(e).__name__}: {e})") from None
     if not isinstance(data, dict) or data.get("format") != BOOK_FORMAT:
@@ -199,7 +204,9 @@ def write_book(
         "checksum": entries_checksum(clean),
     }
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.write_text(
+        json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8"
+    )
     tmp.replace(path)
     return path
 
@@ -212,10 +219,10 @@ def searched_moves(
     evaluator: Evaluator,
     simulations: int,
     mcts_settings: Mapping[str, Any],
-) -> list[tuple[Move, list[float]]]:
+) -> list[tuple[Move, list[float] | None]]:
     """The network's move in every position by one batched search of ``simulations`` visits
     (no noise, the most visited action; a multi-jump's later decisions searched in turn), with
-    the root's win/draw/loss for the mover."""
+    the root's win/draw/loss for the mover (None where the search skipped a forced root)."""
     settings = {
         **mcts_settings,
         "simulations": simulations,
@@ -230,6 +237,7 @@ def searched_moves(
         mcts.reset(i, game)
     search(mcts, evaluator, simulations)
     wdl = [[round(float(x), 4) for x in mcts.root_wdl(i)] for i in range(len(positions))]
+    wdl = [None if any(math.isnan(x) for x in w) else w for w in wdl]  # a root never evaluated
     actions: list[list[int]] = [[] for _ in positions]
     pending = list(range(len(positions)))
     while pending:
@@ -252,26 +260,27 @@ def search_entries(
     mcts_settings: Mapping[str, Any],
     progress: Any = logger.info,
 ) -> dict[str, dict[str, Any]]:
-    """Entries from searches along each opening's main line, ``plies`` book moves deep."""
+    """Entries from searches along each opening's main line, ``plies`` book moves deep (a
+    position with one legal move is followed but gets no entry)."""
     frontier = {}
     for opening in openings:
         pos = opening.position()
         frontier.setdefault(pos.fen(), pos)
     entries: dict[str, dict[str, Any]] = {}
+    searched: set[str] = set()
     for ply in range(plies):
-        todo = [p for fen, p in frontier.items() if fen not in entries and not p.is_over()]
+        todo = [p for fen, p in frontier.items() if fen not in searched and not p.is_over()]
         if not todo:
             break
         start = time.perf_counter()
         found = searched_moves(todo, evaluator, simulations, mcts_settings)
+        searched.update(p.fen() for p in todo)
         frontier = {}
         for pos, (move, wdl) in zip(todo, found, strict=True):
-            entries[pos.fen()] = {
-                "move": str(move),
-                "source": "search",
-                "visits": simulations,
-                "wdl": wdl,
-            }
+            if len(pos.legal_moves()) > 1:  # a forced move needs no book, its line does
+                entries[pos.fen()] = {"move": str(move), "source": "search", "visits": simulations}
+                if wdl is not None:
+                    entries[pos.fen()]["wdl"] = wdl
             after = pos.copy()
             after.play(move)
             frontier.setdefault(after.fen(), after)

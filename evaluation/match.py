@@ -91,6 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = minimax_options(cfg.evaluation.baseline) | {"mcts": eval_mcts_settings(cfg)}
         options["egdb_dir"] = args.egdb_dir or str(cfg.egdb.dir)
         options["egdb_pieces"] = args.egdb_pieces or int(cfg.egdb.pieces)
+        # the network players' switches as the overrides set them (a spec's egdb=/book= wins)
+        options["play_egdb"] = bool(cfg.egdb.play)
+        options["play_book"] = bool(cfg.evaluation.book)
         started = time.monotonic()
 
         def report(pair: PairRecord, done: int, total: int) -> None:

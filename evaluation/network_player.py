@@ -39,10 +39,13 @@ temperature), ``solver`` (1 or 0: the MCTS-solver on or off, as ``mcts.solver``)
 (puct or gumbel: the search at the root and its choice of move, as ``mcts.root_policy``), ``device``
 (auto, cpu, cuda, ...), ``threads`` (torch intra-op threads; 1 by default so parallel workers do
 not oversubscribe), ``precision`` (auto, float32, bfloat16: the network's arithmetic; auto is bf16
-on CUDA and on a CPU with native bf16, checkerzero.network.inference.compute_dtype).
+on CUDA and on a CPU with native bf16, checkerzero.network.inference.compute_dtype), ``backend``
+(eager or jit: how the network runs; jit, float32 on a CPU, is the faster one at small batches,
+checkerzero.network.inference.NetworkEvaluator).
 Defaults come from the composed config: the ``mcts`` group with ``simulations`` and
 ``leaves_per_game`` from the ``evaluation`` group, and for a player with a time per move that
-group's ``timed_leaves_per_game`` (a ``leaves`` option wins over both).
+group's ``timed_leaves_per_game`` (a ``leaves`` option wins over both); the root search is the
+``evaluation`` group's ``root_policy`` (puct unless set; a ``root`` option wins), not self-play's.
 
 Two switches bring in what the system knows exactly (both off unless the spec or the config turns
 them on; ``egdb=1`` / ``book=1`` on, ``=0`` off):
@@ -99,9 +102,10 @@ UNIFORM_SPEC = "uniform-mcts"
 # Torch threads of a checkpoint player unless its spec says otherwise: match workers run one
 # per core, and torch's default (every core in each process) would oversubscribe the machine.
 DEFAULT_TORCH_THREADS = 1
-# Keys of the `evaluation` group that override the `mcts` group for evaluation players (the
-# last is read by players with a time per move only: their leaves per forward pass).
-EVAL_MCTS_KEYS = ("simulations", "leaves_per_game", "timed_leaves_per_game")
+# Keys of the `evaluation` group that override the `mcts` group for evaluation players
+# (timed_leaves_per_game is read by players with a time per move only: their leaves per forward
+# pass; root_policy judges every run by the same search, whatever its self-play used).
+EVAL_MCTS_KEYS = ("simulations", "leaves_per_game", "timed_leaves_per_game", "root_policy")
 _SPEC = re.compile(
     rf"(?P<source>{re.escape(UNIFORM_SPEC)}|.+?{re.escape(CHECKPOINT_SUFFIX)})(?::(?P<opts>.*))?"
 )
@@ -136,6 +140,7 @@ _OPTIONS: dict[str, tuple[str, Any]] = {
     "device": ("device", str),
     "threads": ("threads", int),
     "precision": ("precision", str),
+    "backend": ("backend", str),
     "egdb": ("egdb", _switch),
     "book": ("book", _switch),
 }
@@ -154,7 +159,7 @@ def _label(source: str, budget: str, precision: str) -> str:
 
 def eval_mcts_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The search settings of evaluation players in a composed config: the mcts group with the
-    evaluation group's simulations and leaves per game (plain values)."""
+    evaluation group's simulations, leaves per game and root policy (plain values)."""
     settings = {k: cfg["mcts"][k] for k in cfg["mcts"]}
     settings.update({k: cfg["evaluation"][k] for k in EVAL_MCTS_KEYS})
     return settings
@@ -443,12 +448,14 @@ def _learner_side() -> tuple[Any, Any]:
 
 
 def load_network(
-    path: str | Path, device: str, threads: int | None, precision: str
+    path: str | Path, device: str, threads: int | None, precision: str, backend: str = "eager"
 ) -> tuple[Any, Any]:
     """``(evaluator, header)`` of a checkpoint file for a player (`load_for_play`, any board:
     the player plays the board its network plays)."""
     load_for_play, _ = _learner_side()
-    return load_for_play(path, None, device=device, dtype=precision, threads=threads)
+    return load_for_play(
+        path, None, device=device, dtype=precision, threads=threads, backend=backend
+    )
 
 
 def network_evaluator(
@@ -546,6 +553,8 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]] | None:
             ) from None
     if options.get("precision", "auto") not in PRECISIONS:
         raise ValueError(f"player spec {spec!r}: precision must be one of {', '.join(PRECISIONS)}")
+    if options.get("backend", "eager") not in ("eager", "jit"):
+        raise ValueError(f"player spec {spec!r}: backend must be eager or jit")
     if options.get("simulations", 1) < 0 or options.get("leaves_per_game", 1) < 1:
         raise ValueError(f"player spec {spec!r}: sims must be at least 0 and leaves at least 1")
     if "time_ms" in options:
@@ -589,13 +598,16 @@ def mcts_player(
     mcts: Mapping[str, Any] | None = None,
     egdb_dir: str | None = None,
     egdb_pieces: int = 0,
+    play_egdb: bool | None = None,
+    play_book: bool | None = None,
     **_other: Any,
 ) -> MCTSPlayer | None:
     """The player of a ``uniform-mcts[:...]`` or ``*.safetensors[:...]`` spec, None for others.
 
     ``mcts`` (a make_player option) replaces the default search settings; the spec's own
     options win over both. ``egdb_dir`` / ``egdb_pieces``: the database an ``egdb`` switch
-    opens, instead of the config's.
+    opens, instead of the config's; ``play_egdb`` / ``play_book``: the switches' values when the
+    spec does not set them (None: the composed config's ``egdb.play`` / ``evaluation.book``).
     """
     parsed = parse_spec(spec)
     if parsed is None:
@@ -604,8 +616,9 @@ def mcts_player(
     device = options.pop("device", "cpu")
     threads = options.pop("threads", DEFAULT_TORCH_THREADS)
     precision = options.pop("precision", "auto")
+    backend = options.pop("backend", "eager")
     time_ms = options.pop("time_ms", 0)
-    knowledge = {"egdb": options.pop("egdb", None), "book": options.pop("book", None)}
+    knowledge = {"egdb": options.pop("egdb", play_egdb), "book": options.pop("book", play_book)}
     knowledge.update(egdb_dir=egdb_dir, egdb_pieces=egdb_pieces)
     settings = play_settings(mcts, **options)
     if time_ms and "leaves_per_game" not in options and "timed_leaves_per_game" in settings:
@@ -618,6 +631,8 @@ def mcts_player(
         for key in _SEARCH_OPTIONS_SHOWN
         if _OPTIONS[key][0] in options
     )
+    if backend != "eager":
+        budget += f",backend={backend}"
     if source == UNIFORM_SPEC:
         player = MCTSPlayer(
             UniformEvaluator(),
@@ -629,7 +644,7 @@ def mcts_player(
         return with_knowledge(player, None, **knowledge)
     if not Path(source).is_file():
         raise ValueError(f"unknown player spec {spec!r}: no checkpoint file at {source}")
-    loaded = load_network(source, device, threads, precision)  # once, for either kind
+    loaded = load_network(source, device, threads, precision, backend)  # once, for either kind
     searchless = searchless_player(
         source, options.get("simulations"), device, threads, precision, loaded=loaded
     )

@@ -165,6 +165,16 @@ def test_an_absent_database_is_said_in_one_line(tmp_path, caplog):
         make_player("uniform-mcts:sims=8:egdb=2")
 
 
+def test_the_config_switch_turns_it_on_and_a_spec_option_wins(db):
+    """A match hands the players its config's switch (evaluation.match: egdb.play=true)."""
+    where = {"egdb_dir": str(db.folder), "egdb_pieces": 4}
+    on = make_player("uniform-mcts:sims=4", play_egdb=True, **where)
+    assert on.egdb is not None and on.name == "uniform-mcts:sims=4,egdb=1"
+    off = make_player("uniform-mcts:sims=4:egdb=0", play_egdb=True, **where)
+    assert off.egdb is None and off.name == "uniform-mcts:sims=4"
+    assert make_player("uniform-mcts:sims=4", **where).egdb is None  # the config's default: off
+
+
 def test_a_timed_player_converts_within_its_time(db):
     player = make_player("uniform-mcts:t50:egdb=1", egdb_dir=str(db.folder), egdb_pieces=4)
     end = _play_out(FIRST_POSITION, player, MinimaxPlayer(6))
@@ -266,6 +276,10 @@ def test_damaged_or_foreign_books_are_refused_by_name(tmp_path):
     cases = {
         "truncated": (lambda: path.write_bytes(good[: len(good) // 2]), "not a readable JSON"),
         "not a book": (lambda: path.write_text('{"a": 1}'), f"not a {BOOK_FORMAT} file"),
+        "not strict JSON": (
+            lambda: path.write_text(good.decode().replace('"board": 8', '"board": NaN')),
+            "NaN is not strict JSON",
+        ),
         "version": (lambda: _rewrite(path, lambda d: d.update(version=2)), "format version 2"),
         "edited": (
             lambda: _rewrite(path, lambda d: d["entries"][pos.fen()].update(move=other)),
