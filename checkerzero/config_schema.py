@@ -447,6 +447,7 @@ SCHEMA: dict[str, Rule] = {
     "evaluation.early_games": Int(2, 10_000),  # even (EvalSettings)
     "evaluation.simulations": SIMULATIONS,
     "evaluation.leaves_per_game": LEAVES,
+    "evaluation.root_policy": OneOf(("puct", "gumbel")),
     "evaluation.book": Flag(),
     "evaluation.timed_leaves_per_game": LEAVES,
     "evaluation.ladder": Items(Text(r"\S+", "a player spec"), 0, 64),

@@ -294,3 +294,18 @@ def test_leaves_in_flight_go_to_different_considered_actions():
     assert (visits[_core.Game(8).legal_action_mask()] >= 1).all()
     search(mcts, evaluator)
     assert mcts.root_visits(0).sum() == 32
+
+
+def test_evaluation_players_search_with_their_own_root_policy(config):
+    from evaluation.network_player import eval_mcts_settings, mcts_player
+
+    # Self-play's switch does not reach the judge: every run is rated by the same search.
+    assert eval_mcts_settings(config("mcts.root_policy=gumbel"))["root_policy"] == "puct"
+    judged = eval_mcts_settings(config("evaluation.root_policy=gumbel"))
+    assert judged["root_policy"] == "gumbel"
+    settings = eval_mcts_settings(config())
+    assert mcts_player("uniform-mcts:sims=8", mcts=settings).settings["root_policy"] == "puct"
+    player = mcts_player("uniform-mcts:sims=8,root=gumbel", mcts=settings)
+    assert player.settings["root_policy"] == "gumbel"
+    with pytest.raises(ValueError, match="root_policy"):
+        config("evaluation.root_policy=alphazero")
