@@ -222,10 +222,23 @@ def _redis_url_problem(v: Any) -> str | None:
     return None if port is None or port > 0 else "port 0"
 
 
+LADDER_TABLE_FIRST_LINE = b"# checkerzero ladder ratings"  # evaluation.ladder_table writes it
+
+
 def _ladder_table_problem(v: Any) -> str | None:
+    """The first line of a rated table (evaluation.settings reads the rest before the run)."""
     if v == "package":
         return None
-    return _file_problem(str(Path(v).expanduser()) if isinstance(v, str) and v.strip() else v)
+    path = str(Path(v).expanduser()) if isinstance(v, str) and v.strip() else v
+    why = _file_problem(path)
+    if why is not None:
+        return why
+    try:
+        with open(path, "rb") as f:
+            first = f.read(len(LADDER_TABLE_FIRST_LINE))
+    except OSError as e:
+        return e.strerror or str(e)
+    return None if first == LADDER_TABLE_FIRST_LINE else f"{v} is not a rated ladder table"
 
 
 HOST_PORT = r"[A-Za-z0-9.\-]+:\d{1,5}"  # a Ray GCS address; Ray checks the port's range itself
