@@ -7,7 +7,8 @@ move list), so every move order that reaches a position finds its entry. Two sou
 - **deeper searches over the ballots**: every ballot's position is searched by the network with
   a larger budget than a match move gets (``--sims``, 400 by default), the most visited move is
   the entry, and the position it leads to is searched in turn, ``--plies`` deep (a main line per
-  ballot; both sides' moves, since the player may have either colour);
+  ballot; both sides' moves, since the player may have either colour); ``--replies`` adds every
+  position one move off those lines, so the book also answers an opponent that left them;
 - **self-play statistics**: a run's ``games/selfplay.pdn`` (``--selfplay``, repeatable): in the
   first ``--selfplay-plies`` plies of its games, a position seen in at least ``--min-games``
   games gets the move that scored best for the mover among those played that often. A searched
@@ -258,14 +259,26 @@ def search_entries(
     simulations: int = DEFAULT_SIMULATIONS,
     plies: int = DEFAULT_PLIES,
     mcts_settings: Mapping[str, Any],
+    replies: bool = False,
     progress: Any = logger.info,
 ) -> dict[str, dict[str, Any]]:
     """Entries from searches along each opening's main line, ``plies`` book moves deep (a
-    position with one legal move is followed but gets no entry)."""
-    frontier = {}
-    for opening in openings:
-        pos = opening.position()
+    position with one legal move is followed but gets no entry). ``replies``: also every
+    position one move away from the line (each move of the side the book did not just play
+    for, the ballot's position included), so that the book answers whichever colour it plays
+    and whatever the opponent chose; about eight times the positions a ply."""
+
+    def add(pos: Position, with_replies: bool) -> None:
         frontier.setdefault(pos.fen(), pos)
+        if with_replies and not pos.is_over():
+            for reply in pos.legal_moves():
+                after = pos.copy()
+                after.play(reply)
+                frontier.setdefault(after.fen(), after)
+
+    frontier: dict[str, Position] = {}
+    for opening in openings:
+        add(opening.position(), replies)
     entries: dict[str, dict[str, Any]] = {}
     searched: set[str] = set()
     for ply in range(plies):
@@ -283,7 +296,7 @@ def search_entries(
                     entries[pos.fen()]["wdl"] = wdl
             after = pos.copy()
             after.play(move)
-            frontier.setdefault(after.fen(), after)
+            add(after, replies)
         progress(
             f"book: ply {ply + 1}/{plies}: {len(todo)} positions searched "
             f"({simulations} simulations each) in {time.perf_counter() - start:.0f} s"
@@ -342,6 +355,7 @@ def build_book(
     selfplay: Sequence[str | Path] = (),
     selfplay_plies: int = DEFAULT_SELFPLAY_PLIES,
     min_games: int = DEFAULT_MIN_GAMES,
+    replies: bool = False,
     openings: Sequence[Opening] | None = None,
     device: str = "cpu",
     threads: int | None = None,
@@ -368,6 +382,7 @@ def build_book(
                 evaluator,
                 simulations=simulations,
                 plies=plies,
+                replies=replies,
                 mcts_settings=dict(compose()["mcts"]),
                 progress=progress,
             )
@@ -375,6 +390,7 @@ def build_book(
     settings = {
         "simulations": simulations,
         "plies": plies,
+        "replies": replies,
         "openings": len(openings),
         "selfplay": [Path(p).name for p in selfplay],
         "selfplay_plies": selfplay_plies,
@@ -401,6 +417,11 @@ def main(argv: list[str] | None = None) -> None:
     b.add_argument("--selfplay-plies", type=int, default=DEFAULT_SELFPLAY_PLIES)
     b.add_argument("--min-games", type=int, default=DEFAULT_MIN_GAMES)
     b.add_argument("--ballots", type=int, default=0, help="the first N ACF ballots (0: all)")
+    b.add_argument(
+        "--replies",
+        action="store_true",
+        help="also every position one opponent move off the book's lines (both colours)",
+    )
     b.add_argument("--threads", type=int, default=None, help="torch threads")
     s = sub.add_parser("show", help="check a book and print what it holds")
     s.add_argument("book")
@@ -426,6 +447,7 @@ def main(argv: list[str] | None = None) -> None:
                 selfplay=args.selfplay,
                 selfplay_plies=args.selfplay_plies,
                 min_games=args.min_games,
+                replies=args.replies,
                 openings=acf_deck()[: args.ballots] if args.ballots else None,
                 threads=args.threads,
                 progress=print,

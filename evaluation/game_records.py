@@ -250,13 +250,19 @@ class MatchResult:
 
 def describe_search(search: Mapping[str, float]) -> str:
     """One line of a player's ``MatchResult.search`` figures, e.g. "1,234 simulations per move
-    (810 moves searched, 12 forced)" or "depth 11.3, 812,000 nodes per move (795 moves)"."""
+    (810 moves searched, 12 forced, 4 from the book)" or "depth 11.3, 812,000 nodes per move
+    (795 moves)"."""
     moves = int(search.get("moves", 0))
     if "simulations" in search:
         forced = int(search.get("forced", 0))
+        known = "".join(
+            f", {int(search[key])} {what}"
+            for key, what in (("book_moves", "from the book"), ("egdb_moves", "from the database"))
+            if search.get(key)
+        )
         return (
             f"{search['simulations']:,.0f} simulations per move "
-            f"({moves} moves searched, {forced} forced)"
+            f"({moves} moves searched, {forced} forced{known})"
         )
     if "depth" in search:
         nodes = search.get("nodes", 0)

@@ -267,7 +267,7 @@ def analyse(
         stats = _move_stats(mcts, slot, root, moves)
         a.visits = int(sum(m.visits for m in stats))
         a.top = stats[:top_moves]
-        known = _known_move(positions[k], egdb, book, egdb_depth)
+        known = _known_move(positions[k], egdb, book, egdb_depth, budget.ms)
         if known is not None:
             a.known = known[1]
             a.move = str(known[0])
@@ -280,13 +280,17 @@ def analyse(
 
 
 def _known_move(
-    position: Position, egdb: EndgameDatabase | None, book: Book | None, depth: int
+    position: Position, egdb: EndgameDatabase | None, book: Book | None, depth: int, ms: int
 ) -> tuple[Move, str] | None:
-    """The book's move, or the database's at a root it knows, with what it is; None."""
+    """The book's move, or the database's at a root it knows, with what it is; None. With a
+    time budget (``ms``) the database's progress search takes four fifths of it, else ``depth``
+    plies."""
     if book is not None and (move := book.move(position)) is not None:
         return move, "book"
     if egdb is not None and egdb.size == position.size:
-        found = database_move(position, egdb, depth=depth)
+        found = database_move(
+            position, egdb, depth=0 if ms else depth, time_ms=max(1, ms * 4 // 5) if ms else 0
+        )
         if found is not None:
             return found[0], describe(found[1])
     return None

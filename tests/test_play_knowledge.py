@@ -377,3 +377,38 @@ def test_the_play_engines_use_the_book_and_the_database(tmp_path, db, monkeypatc
     assert db.value(after) == LOSS
     with pytest.raises(ValueError, match="egdb must be 0 or 1"):
         engines.parse("net.safetensors:sims=8:egdb=yes")
+
+
+def test_a_match_line_counts_the_known_moves():
+    from evaluation.game_records import describe_search
+
+    search = {"moves": 10, "forced": 2, "simulations": 100.0, "book_moves": 3, "egdb_moves": 0}
+    assert describe_search(search) == (
+        "100 simulations per move (10 moves searched, 2 forced, 3 from the book)"
+    )
+    search["egdb_moves"] = 5
+    assert describe_search(search).endswith("2 forced, 3 from the book, 5 from the database)")
+
+
+def test_replies_cover_every_move_off_the_line():
+    ballot = _two_ballots()[0]
+    entries = search_entries(
+        [ballot], UniformEvaluator(), simulations=8, plies=2, mcts_settings={}, replies=True
+    )
+    start = ballot.position()
+    book_move = entries[start.fen()]["move"]
+    expected = {start.fen()}
+    for first in start.legal_moves():  # the ballot position, and every move from it (ply 1)
+        child = start.copy()
+        child.play(first)
+        expected.add(child.fen())
+    line = start.copy()
+    line.play(book_move)
+    for reply in line.legal_moves():  # after the book's move, every reply (ply 2)
+        child = line.copy()
+        child.play(reply)
+        expected.add(child.fen())
+    forced = {fen for fen in expected if len(Position.from_fen(fen).legal_moves()) == 1}
+    assert expected - forced <= set(entries)
+    for fen, entry in entries.items():
+        Position.from_fen(fen).play(entry["move"])  # every move legal
