@@ -23,11 +23,10 @@ from evaluation.book import (
     book_path,
     entries_checksum,
     load_book,
-    search_entries,
-    selfplay_entries,
     write_book,
 )
-from evaluation.book import main as book_main
+from evaluation.book.__main__ import main as book_main
+from evaluation.book.build import search_entries, selfplay_entries
 from evaluation.endgame_play import database_move
 from evaluation.network_player import MCTSPlayer
 from evaluation.players import MinimaxPlayer, make_player

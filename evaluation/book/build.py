@@ -1,0 +1,219 @@
+"""Building an opening book (``evaluation.book``): deeper searches along the ACF ballots' lines
+and a run's self-play statistics; the command is ``python -m evaluation.book build``."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from evaluation.book import book_path, write_book
+from evaluation.network_player import default_mcts_settings, load_network
+from game.mcts import Evaluator, new_search, search
+from game.openings import Opening, acf_deck
+from game.pdn import iter_pdn
+from game.position import Move, Position
+
+logger = logging.getLogger(__name__)
+
+# Defaults of the build command (evaluation.book's docstring): a few minutes on a laptop core.
+DEFAULT_SIMULATIONS = 400  # visits per book position: twice a 200-simulation match move
+DEFAULT_PLIES = 2  # book moves per ballot line (the ballot's position and the reply after it)
+DEFAULT_SELFPLAY_PLIES = 16  # plies of each self-play game whose positions are counted
+DEFAULT_MIN_GAMES = 8  # games a position (and its move) must be seen in to enter the book
+# Leaves of one tree per forward pass while building: the ballots are searched side by side.
+BUILD_LEAVES_PER_GAME = 8
+_PDN_SCORE = {"1-0": (1.0, 0.0), "0-1": (0.0, 1.0), "1/2-1/2": (0.5, 0.5)}  # (Black, White)
+
+
+def searched_moves(
+    positions: Sequence[Position],
+    evaluator: Evaluator,
+    simulations: int,
+    mcts_settings: Mapping[str, Any],
+) -> list[tuple[Move, list[float] | None]]:
+    """The network's move in every position by one batched search of ``simulations`` visits
+    (no noise, the most visited action; a multi-jump's later decisions searched in turn), with
+    the root's win/draw/loss for the mover (None where the search skipped a forced root)."""
+    settings = {
+        **mcts_settings,
+        "simulations": simulations,
+        "dirichlet_epsilon": 0.0,
+        "leaves_per_game": BUILD_LEAVES_PER_GAME,
+    }
+    if "fpu_reduction" in settings:  # as the players search (network_player.play_settings)
+        settings["fpu_reduction_root"] = settings["fpu_reduction"]
+    mcts = new_search(len(positions), positions[0].size, settings, seed=0)
+    starts = [p.game.copy() for p in positions]
+    for i, game in enumerate(starts):
+        mcts.reset(i, game)
+    search(mcts, evaluator, simulations)
+    wdl = [[round(float(x), 4) for x in mcts.root_wdl(i)] for i in range(len(positions))]
+    wdl = [None if any(math.isnan(x) for x in w) else w for w in wdl]  # a root never evaluated
+    actions: list[list[int]] = [[] for _ in positions]
+    pending = list(range(len(positions)))
+    while pending:
+        for i in pending:
+            action = mcts.choose(i, 0.0)
+            mcts.advance(i, action)
+            actions[i].append(action)
+        pending = [i for i in pending if not mcts.done(i) and mcts.game(i).mid_jump]
+        if pending:
+            search(mcts, evaluator, simulations)  # the kept subtrees, topped up
+    return [(starts[i].move_of(actions[i]), wdl[i]) for i in range(len(positions))]
+
+
+def search_entries(
+    openings: Iterable[Opening],
+    evaluator: Evaluator,
+    *,
+    simulations: int = DEFAULT_SIMULATIONS,
+    plies: int = DEFAULT_PLIES,
+    mcts_settings: Mapping[str, Any],
+    replies: bool = False,
+    progress: Any = logger.info,
+) -> dict[str, dict[str, Any]]:
+    """Entries from searches along each opening's main line, ``plies`` book moves deep (a
+    position with one legal move is followed but gets no entry). ``replies``: also every
+    position one move away from the line (each move of the side the book did not just play
+    for, the ballot's position included), so that the book answers whichever colour it plays
+    and whatever the opponent chose; about eight times the positions a ply."""
+
+    def add(pos: Position, with_replies: bool) -> None:
+        frontier.setdefault(pos.fen(), pos)
+        if with_replies and not pos.is_over():
+            for reply in pos.legal_moves():
+                after = pos.copy()
+                after.play(reply)
+                frontier.setdefault(after.fen(), after)
+
+    frontier: dict[str, Position] = {}
+    for opening in openings:
+        add(opening.position(), replies)
+    entries: dict[str, dict[str, Any]] = {}
+    searched: set[str] = set()
+    for ply in range(plies):
+        todo = [p for fen, p in frontier.items() if fen not in searched and not p.is_over()]
+        if not todo:
+            break
+        start = time.perf_counter()
+        found = searched_moves(todo, evaluator, simulations, mcts_settings)
+        searched.update(p.fen() for p in todo)
+        frontier = {}
+        for pos, (move, wdl) in zip(todo, found, strict=True):
+            if len(pos.legal_moves()) > 1:  # a forced move needs no book, its line does
+                entries[pos.fen()] = {"move": str(move), "source": "search", "visits": simulations}
+                if wdl is not None:
+                    entries[pos.fen()]["wdl"] = wdl
+            after = pos.copy()
+            after.play(move)
+            add(after, replies)
+        progress(
+            f"book: ply {ply + 1}/{plies}: {len(todo)} positions searched "
+            f"({simulations} simulations each) in {time.perf_counter() - start:.0f} s"
+        )
+    return entries
+
+
+def selfplay_entries(
+    texts: Iterable[str],
+    *,
+    plies: int = DEFAULT_SELFPLAY_PLIES,
+    min_games: int = DEFAULT_MIN_GAMES,
+    size: int = 8,
+) -> dict[str, dict[str, Any]]:
+    """Entries from self-play games (PDN texts): module docstring. Games that do not replay
+    are skipped (logged once each)."""
+    # stats[fen][move] = [games, points for the mover]
+    stats: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0, 0.0]))
+    for text in texts:
+        for game in iter_pdn(text, size=size, replay=False):
+            score = _PDN_SCORE.get(game.result)
+            if score is None:
+                continue
+            try:
+                pos = game.start()
+                for text_move in game.moves[:plies]:
+                    fen, mover = pos.fen(), pos.turn
+                    move = pos.play(text_move)
+                    cell = stats[fen][str(move)]
+                    cell[0] += 1
+                    cell[1] += score[0] if mover == "B" else score[1]
+            except ValueError as e:
+                logger.warning("book: self-play game skipped: %s", e)
+    entries = {}
+    for fen, moves in stats.items():
+        seen = [(points / games, games, move) for move, (games, points) in moves.items()]
+        seen = [s for s in seen if s[1] >= min_games]
+        if not seen:
+            continue
+        score, games, move = max(seen)
+        entries[fen] = {
+            "move": move,
+            "source": "selfplay",
+            "games": games,
+            "score": round(score, 4),
+        }
+    return entries
+
+
+def build_book(
+    network: str | Path,
+    out: str | Path | None = None,
+    *,
+    simulations: int = DEFAULT_SIMULATIONS,
+    plies: int = DEFAULT_PLIES,
+    selfplay: Sequence[str | Path] = (),
+    selfplay_plies: int = DEFAULT_SELFPLAY_PLIES,
+    min_games: int = DEFAULT_MIN_GAMES,
+    replies: bool = False,
+    openings: Sequence[Opening] | None = None,
+    device: str = "cpu",
+    threads: int | None = None,
+    progress: Any = logger.info,
+) -> Path:
+    """Builds and writes the book of ``network`` (``out``: beside it by default)."""
+    evaluator, _ = load_network(network, device, threads, "auto")
+    size = evaluator.config.board_size
+    if openings is None:
+        openings = acf_deck() if size == 8 else []
+    entries: dict[str, dict[str, Any]] = {}
+    if selfplay:
+        texts = [Path(p).read_text(encoding="utf-8") for p in selfplay]
+        entries.update(
+            selfplay_entries(texts, plies=selfplay_plies, min_games=min_games, size=size)
+        )
+        progress(f"book: {len(entries)} positions from self-play")
+    if openings and plies > 0 and simulations > 0:
+        entries.update(
+            search_entries(
+                openings,
+                evaluator,
+                simulations=simulations,
+                plies=plies,
+                replies=replies,
+                mcts_settings=default_mcts_settings(),
+                progress=progress,
+            )
+        )
+    settings = {
+        "simulations": simulations,
+        "plies": plies,
+        "replies": replies,
+        "openings": len(openings),
+        "selfplay": [Path(p).name for p in selfplay],
+        "selfplay_plies": selfplay_plies,
+        "min_games": min_games,
+    }
+    path = write_book(
+        out or book_path(network), entries, network=network, board=size, settings=settings
+    )
+    progress(f"book: {len(entries)} positions written to {path}")
+    return path
+
+
+__all__ = ["build_book", "search_entries", "searched_moves", "selfplay_entries"]
