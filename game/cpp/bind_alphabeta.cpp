@@ -56,9 +56,10 @@ void bind_nneval(nb::module_& m) {
                           "Quantised weights of the learned alpha-beta evaluation (checked when built).")
       .def(
           "__init__",
-          [](nn::Weights* self, int size, int output_scale, const Array<int16_t>& ft_w, const Array<int16_t>& ft_b,
-             const Array<int8_t>& l1_w, const Array<int32_t>& l1_b, const Array<int8_t>& l2_w,
-             const Array<int32_t>& l2_b, const Array<int16_t>& out_w, int32_t out_b) {
+          [](nn::Weights* self, int size, int output_scale, const Array<int16_t>& ft_w,
+             const Array<int16_t>& ft_b, const Array<int8_t>& l1_w, const Array<int32_t>& l1_b,
+             const Array<int8_t>& l2_w, const Array<int32_t>& l2_b, const Array<int16_t>& out_w,
+             int32_t out_b) {
             nn::Weights w;
             w.size = size;
             w.squares = size * size / 2;
@@ -77,13 +78,12 @@ void bind_nneval(nb::module_& m) {
             w.dense2 = int(w.l2_b.size());
             if (ft_w.shape(0) != size_t(w.inputs) || l1_w.shape(1) != 2 * ft_b.shape(0) ||
                 l2_w.shape(1) != l1_b.shape(0))
-              throw nb::value_error(("learned evaluation: layer shapes do not chain: ft_w (" +
-                                     std::to_string(ft_w.shape(0)) + ", " + std::to_string(ft_w.shape(1)) +
-                                     "), l1_w (" + std::to_string(l1_w.shape(0)) + ", " +
-                                     std::to_string(l1_w.shape(1)) + "), l2_w (" +
-                                     std::to_string(l2_w.shape(0)) + ", " + std::to_string(l2_w.shape(1)) +
-                                     ") on a board of side " + std::to_string(size))
-                                        .c_str());
+              throw nb::value_error(
+                  ("learned evaluation: layer shapes do not chain: ft_w (" + std::to_string(ft_w.shape(0)) +
+                   ", " + std::to_string(ft_w.shape(1)) + "), l1_w (" + std::to_string(l1_w.shape(0)) + ", " +
+                   std::to_string(l1_w.shape(1)) + "), l2_w (" + std::to_string(l2_w.shape(0)) + ", " +
+                   std::to_string(l2_w.shape(1)) + ") on a board of side " + std::to_string(size))
+                      .c_str());
             try {
               nn::check_weights(w);
             } catch (const std::invalid_argument& e) {
@@ -115,7 +115,8 @@ void bind_nneval(nb::module_& m) {
         check_size(w, g);
         return nn::evaluate_board(w, g.board());
       },
-      "weights"_a, "game"_a, "Learned evaluation of the game's board (centi-men, mover's view), from scratch.");
+      "weights"_a, "game"_a,
+      "Learned evaluation of the game's board (centi-men, mover's view), from scratch.");
   m.def(
       "nneval_accumulator",
       [check_size](const nn::Weights& w, const Game& g) {
@@ -150,8 +151,10 @@ void bind_nneval(nb::module_& m) {
           "Take back the latest push.")
       .def("evaluate", &nn::Tracker::evaluate, "Score of the current board from its accumulators.")
       .def_prop_ro("depth", &nn::Tracker::depth)
-      .def("accumulator", [](const nn::Tracker& t, const nn::Weights& w) { return accumulator_array(w, t.top()); },
-           "weights"_a, "Current accumulators (2, hidden).");
+      .def(
+          "accumulator",
+          [](const nn::Tracker& t, const nn::Weights& w) { return accumulator_array(w, t.top()); },
+          "weights"_a, "Current accumulators (2, hidden).");
 }
 
 }  // namespace

@@ -46,13 +46,16 @@ struct Planes {
   }
 };
 
-inline int16_t clipped(int x) { return int16_t(std::clamp(x, 0, kActivationOne)); }
+inline int16_t clipped(int x) {
+  return int16_t(std::clamp(x, 0, kActivationOne));
+}
 
 }  // namespace
 
 void check_weights(const Weights& w) {
   if (w.size != 6 && w.size != 8)
-    throw std::invalid_argument("learned evaluation: board size must be 6 or 8, got " + std::to_string(w.size));
+    throw std::invalid_argument("learned evaluation: board size must be 6 or 8, got " +
+                                std::to_string(w.size));
   if (w.squares != w.size * w.size / 2 || w.inputs != kFeatureKinds * w.squares)
     throw std::invalid_argument("learned evaluation: " + std::to_string(w.inputs) + " inputs on " +
                                 std::to_string(w.squares) + " squares do not fit a board of side " +
@@ -83,7 +86,8 @@ void check_weights(const Weights& w) {
   const int most_pieces = 2 * (w.size / 2) * (w.size / 2 - 1);
   for (int j = 0; j < w.hidden; ++j) {
     int largest = 0;
-    for (int i = 0; i < w.inputs; ++i) largest = std::max(largest, std::abs(int(w.ft_w[size_t(i) * w.hidden + j])));
+    for (int i = 0; i < w.inputs; ++i)
+      largest = std::max(largest, std::abs(int(w.ft_w[size_t(i) * w.hidden + j])));
     const long bound = std::abs(long(w.ft_b[j])) + long(most_pieces) * largest;
     if (bound > kInt16Max)
       throw std::invalid_argument("learned evaluation: first-layer unit " + std::to_string(j) +
@@ -93,8 +97,8 @@ void check_weights(const Weights& w) {
   auto check_bias = [](const char* name, const std::vector<int32_t>& b) {
     for (int32_t x : b)
       if (std::abs(long(x)) > (1L << 24))
-        throw std::invalid_argument(std::string("learned evaluation: ") + name + " bias " + std::to_string(x) +
-                                    " beyond 2^24");
+        throw std::invalid_argument(std::string("learned evaluation: ") + name + " bias " +
+                                    std::to_string(x) + " beyond 2^24");
   };
   check_bias("l1_b", w.l1_b);
   check_bias("l2_b", w.l2_b);

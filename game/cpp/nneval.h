@@ -25,8 +25,8 @@
 
 namespace cz::nn {
 
-constexpr int kFeatureKinds = 4;     // own men, own kings, opponent's men, opponent's kings
-constexpr int kMaxSquares = 32;      // 8x8 board
+constexpr int kFeatureKinds = 4;  // own men, own kings, opponent's men, opponent's kings
+constexpr int kMaxSquares = 32;   // 8x8 board
 constexpr int kMaxInputs = kFeatureKinds * kMaxSquares;
 constexpr int kMaxHidden = 256;      // accumulator width per colour (a 1 KB accumulator pair)
 constexpr int kMaxDense = 64;        // widest dense layer
@@ -41,19 +41,19 @@ constexpr int kMaxOutputScale = 2000;
 // Quantised weights, row-major. Dense weights are stored as int8 in the file and widened to
 // int16 here so that the dot products vectorise (pmaddwd).
 struct Weights {
-  int size = 8;          // board side (6 or 8)
-  int squares = 32;      // size * size / 2
-  int inputs = 128;      // kFeatureKinds * squares
-  int hidden = 0;        // accumulator width per colour
-  int dense1 = 0;        // first dense layer's width (input 2 * hidden)
-  int dense2 = 0;        // second dense layer's width
-  int output_scale = 0;  // centi-men per unit of logit
-  std::vector<int16_t> ft_w;  // [inputs][hidden]
-  std::vector<int16_t> ft_b;  // [hidden]
-  std::vector<int16_t> l1_w;  // [dense1][2 * hidden], int8 values
-  std::vector<int32_t> l1_b;  // [dense1]
-  std::vector<int16_t> l2_w;  // [dense2][dense1], int8 values
-  std::vector<int32_t> l2_b;  // [dense2]
+  int size = 8;                // board side (6 or 8)
+  int squares = 32;            // size * size / 2
+  int inputs = 128;            // kFeatureKinds * squares
+  int hidden = 0;              // accumulator width per colour
+  int dense1 = 0;              // first dense layer's width (input 2 * hidden)
+  int dense2 = 0;              // second dense layer's width
+  int output_scale = 0;        // centi-men per unit of logit
+  std::vector<int16_t> ft_w;   // [inputs][hidden]
+  std::vector<int16_t> ft_b;   // [hidden]
+  std::vector<int16_t> l1_w;   // [dense1][2 * hidden], int8 values
+  std::vector<int32_t> l1_b;   // [dense1]
+  std::vector<int16_t> l2_w;   // [dense2][dense1], int8 values
+  std::vector<int32_t> l2_b;   // [dense2]
   std::vector<int16_t> out_w;  // [dense2]
   int32_t out_b = 0;
 };
