@@ -175,6 +175,7 @@ class ReplayMirror:
         # reanalysed positions: absolute row -> (actions, fractions, root_wdl, version)
         self._fresh: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
         self.reanalysis_rejected = 0  # new targets refused by set_targets (not finite, illegal)
+        self._excluded: set[int] = set()  # rows never to train on (bad stored histories)
         # per visit entry
         self._actions = _Column(np.uint8)
         self._fractions = _Column(np.float32)
@@ -327,6 +328,20 @@ class ReplayMirror:
         with self._exclusive():
             return self._packed(self._checked(rows))
 
+    def exclude(self, rows: np.ndarray | Sequence[int]) -> None:
+        """Marks positions `rows` never to be trained on (a bad stored history); callers drop
+        them from their draws (`excluded`)."""
+        with self._exclusive():
+            self._excluded.update(self._checked(rows).tolist())
+
+    def excluded(self, rows: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Whether each of `rows` was excluded (bool (n,))."""
+        with self._exclusive():
+            p = self._checked(rows)
+            if not self._excluded:
+                return np.zeros(len(p), np.bool_)
+            return np.array([r in self._excluded for r in p.tolist()], np.bool_)
+
     def reanalysed(self, rows: np.ndarray | Sequence[int]) -> np.ndarray:
         """Whether each position's target comes from a reanalysis (bool (n,))."""
         with self._exclusive():
@@ -426,6 +441,7 @@ class ReplayMirror:
         self._game_start.reset(first_id)
         self._game_length.reset(first_id)
         self._fresh.clear()
+        self._excluded.clear()
 
     def _checked(self, rows: np.ndarray | Sequence[int]) -> np.ndarray:
         p = np.asarray(rows, dtype=np.int64).reshape(-1)
@@ -451,6 +467,7 @@ class ReplayMirror:
             for column in self._columns():
                 column.drop_below(column.hi)
             self._fresh.clear()
+            self._excluded.clear()
             self._game_start.reset(first)
             self._game_length.reset(first)
             return
@@ -469,6 +486,7 @@ class ReplayMirror:
         self._actions.drop_below(visit_row)
         self._fractions.drop_below(visit_row)
         self._fresh = {r: v for r, v in self._fresh.items() if r >= self._positions.lo}
+        self._excluded = {r for r in self._excluded if r >= self._positions.lo}
 
     def _decode(self, game_id: int, data: bytes, listed: int) -> GameRecord | None:
         """The record, or None (counted, logged) when it is malformed or does not fit."""
@@ -659,8 +677,15 @@ class MirrorPrefetcher:
         if self._reanalyse_share > 0 and self._reanalyser.version is not None:
             # The draws are uniform and independent: the first ones are as good a sample as any.
             pick = np.unique(rows[: round(self._reanalyse_share * len(rows))])
-            pi, wdl, ok, version = self._reanalyser.run(self._mirror.histories(pick))
-            self._mirror.set_targets(pick[ok], pi[ok], wdl[ok], version)
+            got = self._reanalyser.run(self._mirror.histories(pick))
+            ok = got.ok
+            self._mirror.set_targets(pick[ok], got.pi[ok], got.root_wdl[ok], got.version)
+            if got.bad.any():
+                self._mirror.exclude(pick[got.bad])
+        rows = self._without_excluded(rows)
+        if len(rows) == 0:  # every draw was a bad position
+            self._stop.wait(EMPTY_POLL_S)
+            return None
         versions = self._mirror.target_versions(rows)
         fresh = self._mirror.reanalysed(rows)
         with self._stats_lock:
@@ -668,6 +693,17 @@ class MirrorPrefetcher:
             self._rows += len(rows)
             self._reanalysed += int(fresh.sum())
         return self._mirror.batch_at(rows, self._q_weight)
+
+    def _without_excluded(self, rows: np.ndarray) -> np.ndarray:
+        """`rows` less the excluded ones, topped up with new draws (a few tries: a window of
+        nothing but bad positions trains on a smaller batch rather than waiting)."""
+        for _ in range(8):
+            keep = rows[~self._mirror.excluded(rows)]
+            if len(keep) == len(rows):
+                return rows
+            more = self._mirror.draw(len(rows) - len(keep), self._rng)
+            rows = np.concatenate([keep, more])
+        return rows[~self._mirror.excluded(rows)]
 
     def _run(self) -> None:
         try:

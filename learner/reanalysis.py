@@ -13,7 +13,7 @@ self-play. The age of the trained targets (newest version less the target's) is 
 A position is rebuilt as a game from its packed history: the oldest position of the history
 that is not in the middle of a multi-jump, then the actions that lead to each newer one. A
 history that no legal action continues (a bad stored record) is skipped and counted in
-`skipped`, and its stored target is trained on unchanged.
+`skipped`, and the prefetcher never trains on that position (`ReplayMirror.exclude`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,7 @@ from game import _core
 from game.encoding import META_WHITE_TO_MOVE, NUM_WDL, num_actions
 from game.mcts import Evaluator, new_search, search
 
-__all__ = ["Reanalyser", "game_from_history"]
+__all__ = ["Reanalysed", "Reanalyser", "game_from_history"]
 
 _SLOT_PRESENT = 1 << 16  # meta bit: the history slot holds a position
 _MID_JUMP = 0x7E  # meta bits 1-6: the square of a multi-jump in progress, + 1
@@ -70,6 +71,17 @@ def game_from_history(history: np.ndarray, size: int) -> _core.Game | None:
                 return None
         return game
     return None
+
+
+@dataclass(frozen=True)
+class Reanalysed:
+    """What `Reanalyser.run` found for n positions."""
+
+    pi: np.ndarray  # float32 (n, A): the search's policy target, where ok
+    root_wdl: np.ndarray  # float32 (n, 3): the search's root value, where ok
+    ok: np.ndarray  # bool (n,): searched (not: a single legal move, or bad)
+    bad: np.ndarray  # bool (n,): no game could be rebuilt from the stored history
+    version: int  # the weights version that searched
 
 
 class Reanalyser:
@@ -126,14 +138,11 @@ class Reanalyser:
         with self._lock:
             self._evaluator = evaluator
 
-    def run(self, histories: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-        """Searches every position of ``histories`` (n, HISTORY, 4).
-
-        Returns (pi float32 (n, A), root_wdl float32 (n, 3), ok bool (n,), version): the
-        search's policy target (``BatchedMCTS.root_policy``: visit fractions, or the completed-Q
-        policy under Gumbel) and root value where ``ok``; not ok where no game could be rebuilt
-        (counted in ``skipped``) or the position had a single legal move (nothing to learn).
-        """
+    def run(self, histories: np.ndarray) -> Reanalysed:
+        """Searches every position of ``histories`` (n, HISTORY, 4): the search's policy target
+        (``BatchedMCTS.root_policy``: visit fractions, or the completed-Q policy under Gumbel)
+        and root value where ``ok``; not ok where no game could be rebuilt (``bad``, counted in
+        ``skipped``) or the position has a single legal move (nothing to learn)."""
         with self._lock:
             evaluator = self._evaluator
         if evaluator is None:
@@ -142,10 +151,12 @@ class Reanalyser:
         pi = np.zeros((n, num_actions(self.size)), np.float32)
         wdl = np.zeros((n, NUM_WDL), np.float32)
         ok = np.zeros(n, np.bool_)
+        bad = np.zeros(n, np.bool_)
         games: list[tuple[int, _core.Game]] = []
         for i in range(n):
             game = game_from_history(histories[i], self.size)
             if game is None:
+                bad[i] = True
                 self.skipped += 1
             elif len(game.legal_actions()) > 1 and game.result() == 0:
                 games.append((i, game))
@@ -160,4 +171,4 @@ class Reanalyser:
                 wdl[i] = mcts.root_wdl(slot)
                 ok[i] = pi[i].sum() > 0
         self.searched += int(ok.sum())
-        return pi, wdl, ok, int(evaluator.version)
+        return Reanalysed(pi, wdl, ok, bad, int(evaluator.version))

@@ -83,11 +83,12 @@ def test_a_history_no_move_continues_is_skipped_and_counted(records):
     assert game_from_history(bad[1], 8) is None
     reanalyser = Reanalyser({"leaves_per_game": 4}, 8, simulations=8, games=4)
     reanalyser.use(Favouring(5, first=True))
-    pi, _, ok, version = reanalyser.run(bad)
-    assert version == 5 and reanalyser.skipped == 1
-    assert not ok[1] and not pi[1].any()
-    for i in np.flatnonzero(ok):  # the others: searched (or forced moves, not ok)
-        assert pi[i].sum() == pytest.approx(1.0) and i != 1
+    got = reanalyser.run(bad)
+    assert got.version == 5 and reanalyser.skipped == 1
+    assert got.bad.tolist() == [False, True, False, False]
+    assert not got.ok[1] and not got.pi[1].any()
+    for i in np.flatnonzero(got.ok):  # the others: searched (or forced moves, not ok)
+        assert got.pi[i].sum() == pytest.approx(1.0) and i != 1
 
 
 @needs_redis
@@ -105,9 +106,10 @@ def test_reanalysed_targets_come_from_the_newest_weights_with_their_version(clie
     reanalyser = Reanalyser({"leaves_per_game": 4}, 8, simulations=16, games=8)
     for version, first in ((7, True), (9, False)):
         reanalyser.use(Favouring(version, first))
-        pi, wdl, ok, got = reanalyser.run(mirror.histories(rows))
-        assert got == version and ok.sum() > len(rows) // 2
-        assert mirror.set_targets(rows[ok], pi[ok], wdl[ok], got) == ok.sum()
+        got = reanalyser.run(mirror.histories(rows))
+        ok = got.ok
+        assert got.version == version and ok.sum() > len(rows) // 2 and not got.bad.any()
+        assert mirror.set_targets(rows[ok], got.pi[ok], got.root_wdl[ok], version) == ok.sum()
         batch = mirror.batch_at(rows)
         mask = batch.mask[ok]
         idx = np.arange(mask.shape[1])
@@ -165,3 +167,26 @@ def test_the_prefetcher_reanalyses_its_share_and_reports_the_targets_age(client,
     # Half the first batch's draws were searched again (all but forced moves), by version 8.
     assert reanalyser.searched > 0 and 0.2 < share <= 0.5 + 1e-9
     assert 3 < mean_version < 8
+
+
+@needs_redis
+def test_excluded_positions_never_reach_a_batch(client, records):
+    store = ReplayStore(client, window_positions=100_000)
+    for k, r in enumerate(records):
+        store.add_game(dataclasses.replace(r, opening_id=k).to_bytes(), r.num_decisions)
+    mirror = ReplayMirror(store, 8)
+    mirror.refresh()
+    rows = np.arange(mirror.num_positions)
+    kept = rows[: records[0].num_decisions]  # the first game's; the rest as if their histories
+    mirror.exclude(rows[len(kept) :])  # were bad
+    assert mirror.excluded(rows).tolist() == [False] * len(kept) + [True] * (len(rows) - len(kept))
+    allowed = {p.tobytes() for p in mirror.batch_at(kept).planes}
+    reanalyser = Reanalyser({"leaves_per_game": 4}, 8, simulations=4, games=16)
+    reanalyser.use(Favouring(4, first=True))
+    with MirrorPrefetcher(
+        mirror, 64, depth=1, seed=0, reanalyser=reanalyser, reanalyse_share=0.25
+    ) as prefetcher:
+        for _ in range(3):
+            batch = prefetcher.get(timeout=60)
+            assert len(batch) >= 1
+            assert all(p.tobytes() in allowed for p in batch.planes)
