@@ -17,8 +17,8 @@ from scipy.optimize import minimize_scalar
 from checkerzero.network.checkpoint import encode_checkpoint
 from checkerzero.network.model import CheckersNet, ModelConfig
 from checkerzero.run_files import CURVE_CSV, CURVE_PNG, EVAL_DIR
-from checkerzero.store.keys import done_key
 from checkerzero.store.eval_results import read_eval_metrics
+from checkerzero.store.keys import done_key
 from checkerzero.store.replay import connect
 from checkerzero.store.weights import KEEP_VERSIONS, WeightsChannel
 from evaluation import rate_ladder
