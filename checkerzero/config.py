@@ -93,6 +93,7 @@ def validate_values(values: dict[str, Any], *, refuse_unknown: bool = True) -> N
     for key, value, allowed in problems(values, unknown=refuse_unknown):
         if allowed == "not a config key":
             raise ConfigError(unknown_key_message(key, leaf_keys(values), value))
+        allowed = allowed.replace("\n", "\\n")  # one line, whatever a value held
         raise ConfigError(f"bad config value {key}={value!r}: {allowed}")
     for keys, why in CROSS_RULES:
         if all(_has(values, k) for k in keys):

@@ -177,10 +177,10 @@ def _folder_problem(v: Any) -> str | None:
     path = Path(v)
     try:
         if path.exists() and not path.is_dir():
-            return f"{v} is a file"
+            return f"{v!r} is a file"
         here = path if path.exists() else next((p for p in path.parents if p.exists()), Path("."))
         if not here.is_dir():
-            return f"{here} is a file"
+            return f"{str(here)!r} is a file"
     except OSError as e:  # a name too long, a loop of links
         return e.strerror or str(e)
     return None
@@ -190,7 +190,7 @@ def _file_problem(v: Any) -> str | None:
     if not isinstance(v, str) or not v.strip() or "\0" in v:
         return "not a path"
     try:
-        return None if Path(v).is_file() else f"no file {v}"
+        return None if Path(v).is_file() else f"no file {v!r}"
     except OSError as e:
         return e.strerror or str(e)
 
@@ -198,7 +198,7 @@ def _file_problem(v: Any) -> str | None:
 def _executable_problem(v: Any) -> str | None:
     why = _file_problem(v)
     if why is None and not os.access(v, os.X_OK):
-        return f"{v} is not executable"
+        return f"{v!r} is not executable"
     return why
 
 
@@ -238,7 +238,7 @@ def _ladder_table_problem(v: Any) -> str | None:
             first = f.read(len(LADDER_TABLE_FIRST_LINE))
     except OSError as e:
         return e.strerror or str(e)
-    return None if first == LADDER_TABLE_FIRST_LINE else f"{v} is not a rated ladder table"
+    return None if first == LADDER_TABLE_FIRST_LINE else f"{v!r} is not a rated ladder table"
 
 
 HOST_PORT = r"[A-Za-z0-9.\-]+:\d{1,5}"  # a Ray GCS address; Ray checks the port's range itself

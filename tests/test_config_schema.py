@@ -220,7 +220,7 @@ def test_the_command_line_refuses_in_one_line_before_anything_starts(tmp_path):
         (f"run_dir={run_dir}", "mcts.c_puct=nan", "mcts.c_puct=nan: a finite number in [0, 100]"),
         (f"run_dir={run_dir}", "replay.url=notaurl", "replay.url='notaurl'"),
         (f"run_dir={a_file}", "preset=smoke", f"run_dir='{a_file}'"),
-        (f"run_dir={a_file}/run", "preset=smoke", f"({a_file} is a file)"),
+        (f"run_dir={a_file}/run", "preset=smoke", f"('{a_file}' is a file)"),
         # A folder no one can make (even root): refused when the run folder is made, one line.
         ("run_dir=/proc/checkerzero-none/run", "preset=smoke", "cannot create the run folder"),
     ]
