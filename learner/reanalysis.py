@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from checkerzero.network.inference import NetworkEvaluator
 from game import _core
 from game.encoding import META_WHITE_TO_MOVE, NUM_WDL, num_actions
 from game.mcts import Evaluator, new_search, search
@@ -126,8 +127,6 @@ class Reanalyser:
     ) -> None:
         """The weights to search with from now on: a copy of ``model`` on ``device`` (the
         learner's: on a GPU node the searches' forward passes run there), at ``version``."""
-        from checkerzero.network.inference import NetworkEvaluator
-
         clone = copy.deepcopy(model)
         evaluator = NetworkEvaluator(clone, device=device, version=version)
         with self._lock:

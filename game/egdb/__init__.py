@@ -72,8 +72,6 @@ def file_path(folder: str | Path, size: int, sig: Signature) -> Path:
 
 def check_file(path: str | Path, size: int, sig: Signature) -> int:
     """Maps and checks one file; returns its position count. Raises EgdbError naming the file."""
-    from game.egdb.manifest import regular_size
-
     regular_size(Path(path))  # never open a FIFO or a device: the open would wait
     try:
         return _core.egdb_check_file(str(path), size, sig)
@@ -84,8 +82,6 @@ def check_file(path: str | Path, size: int, sig: Signature) -> int:
 def pair_complete(folder: str | Path, size: int, sig: Signature) -> bool:
     """Both files of a pair are present and pass their checks. Raises EgdbError naming a path
     that is there but not a regular file (a build would not replace a directory or a FIFO)."""
-    from game.egdb.manifest import regular_size
-
     for s in {sig, swapped(sig)}:
         path = file_path(folder, size, s)
         if not os.path.lexists(path):
@@ -121,8 +117,6 @@ class EndgameDatabase:
         if max_pieces < 1:
             raise ValueError(f"max_pieces must be at least 1, got {max_pieces}")
         self.folder = Path(folder)
-        from game.egdb.manifest import check_folder
-
         check_folder(folder, size, max_pieces)  # names a missing, extra or non-regular file
         try:
             self.core = _core.EndgameDatabase(str(folder), size, max_pieces)
@@ -221,3 +215,8 @@ __all__ = [
     "signatures",
     "swapped",
 ]
+
+# The manifest's checks use this module's names (EgdbError, check_file, signatures) and this
+# module's functions use its checks: it is imported here, at the end, once every name it takes
+# from this module exists.
+from game.egdb.manifest import check_folder, regular_size  # noqa: E402
