@@ -27,7 +27,7 @@ import torch
 from actors.self_play import SelfPlayObserver, run_self_play
 from checkerzero.network.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
 from checkerzero.network.inference import NetworkEvaluator
-from checkerzero.network.server import RemoteEvaluator, ServerStopped
+from checkerzero.network.remote import RemoteEvaluator, ServerStopped
 from checkerzero.store.keys import (
     selfplay_actor_starts_key,
     selfplay_games_by_node_key,

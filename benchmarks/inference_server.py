@@ -43,7 +43,8 @@ from checkerzero.network.inference import (
     select_device,
 )
 from checkerzero.network.model import CheckersNet, model_config
-from checkerzero.network.server import InferenceServer, RemoteEvaluator, ServerSettings
+from checkerzero.network.remote import RemoteEvaluator
+from checkerzero.network.server import InferenceServer, ServerSettings
 from game.encoding import NUM_PLANES, num_actions
 
 LEGAL_FRACTION = 0.08  # about 10 of 128 actions legal, typical of a checkers middlegame

@@ -23,7 +23,8 @@ from omegaconf import OmegaConf
 from actors.self_play import run_self_play
 from checkerzero.network.inference import NetworkEvaluator
 from checkerzero.network.model import CheckersNet, ModelConfig
-from checkerzero.network.server import InferenceServer, RemoteEvaluator, ServerSettings
+from checkerzero.network.remote import RemoteEvaluator
+from checkerzero.network.server import InferenceServer, ServerSettings
 from game.encoding import NUM_PLANES, num_actions
 from game.mcts import new_search
 from game.records import GameRecord

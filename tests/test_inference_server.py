@@ -39,15 +39,9 @@ from actors.self_play import play_games
 from checkerzero.network.checkpoint import encode_checkpoint
 from checkerzero.network.inference import NetworkEvaluator
 from checkerzero.network.model import CheckersNet, ModelConfig
-from checkerzero.network.server import (
-    _HELLO,
-    _REQUEST,
-    PROTOCOL,
-    InferenceServer,
-    Layout,
-    RemoteEvaluator,
-    ServerSettings,
-)
+from checkerzero.network.remote import RemoteEvaluator
+from checkerzero.network.server import InferenceServer, ServerSettings
+from checkerzero.network.server_protocol import HELLO, PROTOCOL, REQUEST, Layout
 from checkerzero.store.keys import selfplay_stats_key
 from checkerzero.store.redis_server import EmbeddedRedis
 from checkerzero.store.replay import ReplayStore, connect
@@ -192,7 +186,7 @@ def raw_client(server: InferenceServer, capacity: int = 8) -> tuple[socket.socke
     os.ftruncate(fd, layout.nbytes)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect("\0" + server.address)
-    socket.send_fds(sock, [_HELLO.pack(b"CZIS", PROTOCOL, NUM_PLANES, 8, A8, capacity)], [fd])
+    socket.send_fds(sock, [HELLO.pack(b"CZIS", PROTOCOL, NUM_PLANES, 8, A8, capacity)], [fd])
     os.close(fd)
     assert sock.recv(16)[:4] == b"CZOK"
     return sock, capacity
@@ -202,9 +196,9 @@ def test_a_client_that_dies_or_hangs_does_not_stall_the_others():
     model = tiny_model(5)
     server = new_server(model, max_wait_ms=20.0)
     hung, _ = raw_client(server)
-    hung.sendall(_REQUEST.pack(1, 4))  # asks, then never reads its answer nor asks again
+    hung.sendall(REQUEST.pack(1, 4))  # asks, then never reads its answer nor asks again
     dying, _ = raw_client(server)
-    dying.sendall(_REQUEST.pack(1, 4))
+    dying.sendall(REQUEST.pack(1, 4))
     dying.close()  # dies with its request in the queue
     planes, mask = leaves(seed=6)[0]
     client = client_of(server)
@@ -240,7 +234,7 @@ def test_a_server_that_goes_away_is_found_again_and_the_batch_sent_again(caplog)
     thread = threading.Thread(target=come_back)
     thread.start()
     try:
-        with caplog.at_level("WARNING", logger="checkerzero.network.server"):
+        with caplog.at_level("WARNING", logger="checkerzero.network.remote"):
             priors, _ = client.evaluate(planes, mask)
     finally:
         thread.join()
