@@ -25,12 +25,13 @@ from pathlib import Path
 
 import torch
 
-from checkerzero.network.inference import BACKENDS, load_for_play
+from checkerzero.network.inference import load_for_play
 from evaluation.players import make_player
 from game.encoding import encode_games
 from game.openings import acf_deck
 from game.position import Position
 
+COMPARED = ("eager", "jit")  # the reference path and the fast one (the default, auto, on a CPU)
 SHIPPED = Path(__file__).resolve().parents[1] / "game" / "data" / "long-320min.safetensors"
 
 
@@ -64,27 +65,27 @@ def per_cpu_second(fn, seconds: float) -> float:
 def bench_batches(args: argparse.Namespace) -> None:
     evaluators = {
         b: load_for_play(args.checkpoint, 8, device="cpu", dtype="float32", backend=b)[0]
-        for b in BACKENDS
+        for b in COMPARED
     }
     planes, mask = encode_games([p.game for p in positions(max(args.batches), seed=0)])
-    print(f"{'batch':>5} " + " ".join(f"{b + ' evals/cpu-s':>18}" for b in BACKENDS) + "  ratio")
+    print(f"{'batch':>5} " + " ".join(f"{b + ' evals/cpu-s':>18}" for b in COMPARED) + "  ratio")
     for batch in args.batches:
-        rates: dict[str, list[float]] = {b: [] for b in BACKENDS}
+        rates: dict[str, list[float]] = {b: [] for b in COMPARED}
         x, m = planes[:batch], mask[:batch]
         for _ in range(args.rounds):
             for name, ev in evaluators.items():
                 call = lambda ev=ev: ev.evaluate(x, m)  # noqa: E731, B023
                 rates[name].append(batch * per_cpu_second(call, args.seconds))
         med = {b: statistics.median(r) for b, r in rates.items()}
-        cells = " ".join(f"{med[b]:>18,.0f}" for b in BACKENDS)
+        cells = " ".join(f"{med[b]:>18,.0f}" for b in COMPARED)
         print(f"{batch:>5} {cells} {med['jit'] / med['eager']:>6.2f}", flush=True)
 
 
 def bench_moves(args: argparse.Namespace) -> None:
     players = {
-        b: make_player(f"{args.checkpoint}:t{args.time_ms},backend={b}", seed=0) for b in BACKENDS
+        b: make_player(f"{args.checkpoint}:t{args.time_ms},backend={b}", seed=0) for b in COMPARED
     }
-    rows: dict[str, list[tuple[int, float, float]]] = {b: [] for b in BACKENDS}
+    rows: dict[str, list[tuple[int, float, float]]] = {b: [] for b in COMPARED}
     for pos in positions(args.moves, seed=1):
         for name, player in players.items():
             player.reset()

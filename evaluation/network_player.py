@@ -40,8 +40,8 @@ temperature), ``solver`` (1 or 0: the MCTS-solver on or off, as ``mcts.solver``)
 (auto, cpu, cuda, ...), ``threads`` (torch intra-op threads; 1 by default so parallel workers do
 not oversubscribe), ``precision`` (auto, float32, bfloat16: the network's arithmetic; auto is bf16
 on CUDA and on a CPU with native bf16, checkerzero.network.inference.compute_dtype), ``backend``
-(eager or jit: how the network runs; jit, float32 on a CPU, is the faster one at small batches,
-checkerzero.network.inference.NetworkEvaluator).
+(auto, eager or jit: how the network runs; jit, float32 on a CPU, is the faster one, and auto
+picks it wherever it runs, checkerzero.network.inference.NetworkEvaluator).
 Defaults come from the composed config: the ``mcts`` group with ``simulations`` and
 ``leaves_per_game`` from the ``evaluation`` group, and for a player with a time per move that
 group's ``timed_leaves_per_game`` (a ``leaves`` option wins over both); the root search is the
@@ -448,7 +448,7 @@ def _learner_side() -> tuple[Any, Any]:
 
 
 def load_network(
-    path: str | Path, device: str, threads: int | None, precision: str, backend: str = "eager"
+    path: str | Path, device: str, threads: int | None, precision: str, backend: str = "auto"
 ) -> tuple[Any, Any]:
     """``(evaluator, header)`` of a checkpoint file for a player (`load_for_play`, any board:
     the player plays the board its network plays)."""
@@ -553,8 +553,8 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]] | None:
             ) from None
     if options.get("precision", "auto") not in PRECISIONS:
         raise ValueError(f"player spec {spec!r}: precision must be one of {', '.join(PRECISIONS)}")
-    if options.get("backend", "eager") not in ("eager", "jit"):
-        raise ValueError(f"player spec {spec!r}: backend must be eager or jit")
+    if options.get("backend", "auto") not in ("auto", "eager", "jit"):
+        raise ValueError(f"player spec {spec!r}: backend must be auto, eager or jit")
     if options.get("simulations", 1) < 0 or options.get("leaves_per_game", 1) < 1:
         raise ValueError(f"player spec {spec!r}: sims must be at least 0 and leaves at least 1")
     if "time_ms" in options:
@@ -616,7 +616,7 @@ def mcts_player(
     device = options.pop("device", "cpu")
     threads = options.pop("threads", DEFAULT_TORCH_THREADS)
     precision = options.pop("precision", "auto")
-    backend = options.pop("backend", "eager")
+    backend = options.pop("backend", "auto")
     time_ms = options.pop("time_ms", 0)
     knowledge = {"egdb": options.pop("egdb", play_egdb), "book": options.pop("book", play_book)}
     knowledge.update(egdb_dir=egdb_dir, egdb_pieces=egdb_pieces)
@@ -631,7 +631,7 @@ def mcts_player(
         for key in _SEARCH_OPTIONS_SHOWN
         if _OPTIONS[key][0] in options
     )
-    if backend != "eager":
+    if backend != "auto":
         budget += f",backend={backend}"
     if source == UNIFORM_SPEC:
         player = MCTSPlayer(

@@ -41,8 +41,9 @@ def _positions(n: int, seed: int = 0) -> list[Position]:
 
 @pytest.fixture(scope="module")
 def evaluators() -> tuple[NetworkEvaluator, NetworkEvaluator]:
-    eager, _ = load_for_play(SHIPPED, 8, device="cpu", dtype="float32")
-    jit, _ = load_for_play(SHIPPED, 8, device="cpu", backend="jit")
+    jit, _ = load_for_play(SHIPPED, 8, device="cpu", dtype="float32")
+    assert jit.backend == "jit"  # the default, auto, is jit on a CPU computing float32
+    eager, _ = load_for_play(SHIPPED, 8, device="cpu", dtype="float32", backend="eager")
     return eager, jit
 
 
@@ -79,7 +80,7 @@ def test_jit_hot_swaps_weights_and_refuses_what_it_cannot_run() -> None:
                 m.running_var.uniform_(0.5, 2.0)
     planes, mask = encode_games([p.game for p in _positions(40, seed=1)])
     jit = NetworkEvaluator(_copy(model), device="cpu", backend="jit")
-    eager = NetworkEvaluator(_copy(model), device="cpu", dtype="float32")
+    eager = NetworkEvaluator(_copy(model), device="cpu", dtype="float32", backend="eager")
     np.testing.assert_allclose(
         jit.evaluate(planes, mask)[0], eager.evaluate(planes, mask)[0], atol=TOLERANCE
     )
@@ -93,18 +94,21 @@ def test_jit_hot_swaps_weights_and_refuses_what_it_cannot_run() -> None:
         x = torch.from_numpy(planes)
         for got, want in zip(fold_batchnorm(other)(x), other.eval()(x), strict=True):
             np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-4)
+    assert NetworkEvaluator(_copy(model), device="cpu", dtype="bfloat16").backend == "eager"
+    assert NetworkEvaluator(_copy(model), device="cpu", backend="eager").backend == "eager"
     with pytest.raises(ValueError, match="unknown backend 'onnx'"):
         NetworkEvaluator(_copy(model), device="cpu", backend="onnx")
     with pytest.raises(ValueError, match="backend jit runs float32"):
         NetworkEvaluator(_copy(model), device="cpu", dtype="bfloat16", backend="jit")
-    with pytest.raises(ValueError, match="backend must be eager or jit"):
+    with pytest.raises(ValueError, match="backend must be auto, eager or jit"):
         make_player(f"{SHIPPED}:sims=8,backend=fast")
 
 
 def test_a_jit_player_plays_the_eager_players_moves() -> None:
-    eager = make_player(f"{SHIPPED}:sims=64")
+    eager = make_player(f"{SHIPPED}:sims=64,backend=eager")
     jit = make_player(f"{SHIPPED}:sims=64,backend=jit")
-    assert jit.name.endswith(",backend=jit") and "backend" not in eager.name
+    assert jit.name.endswith(",backend=jit") and eager.name.endswith(",backend=eager")
+    assert "backend" not in make_player(f"{SHIPPED}:sims=1").name  # auto is not named
     for pos in _positions(24, seed=2):
         eager.reset()
         jit.reset()

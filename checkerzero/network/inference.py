@@ -29,12 +29,14 @@ that are a softmax over the legal actions only, exactly 0 on illegal ones; WDL p
   with one self-play actor per core, 1 is usually right; ``None`` leaves torch's default.
 - Backend (``backend``, :data:`BACKENDS`): ``eager`` runs the module as written; ``jit`` (CPU,
   float32 only) folds every BatchNorm into the convolution before it, traces the network with
-  the masked softmaxes into one TorchScript graph and freezes it (weights become constants), so
-  a batch costs one call into the graph instead of some sixty Python-dispatched operators. Its
-  priors and values equal the eager path's to about 1e-6 (float rounding of the folded weights);
-  on one core of this machine's AMD EPYC it made 1.2-2.4x the evaluations per CPU-second of the
-  eager path at batch 1-16 (benchmarks/inference.py --backends eager,jit; docs/results.md).
-  ``load_state`` re-folds and re-traces (tens of milliseconds), so weights still hot-swap.
+  the masked softmaxes into one channels_last TorchScript graph and freezes it (weights become
+  constants), so a batch costs one call into the graph instead of some 300 dispatched
+  operators. Its priors and values equal the eager path's to about 1e-6 (float rounding of the
+  folded weights); on one core of this machine's AMD EPYC it made 1.25-2.5x the evaluations per
+  CPU-second of the eager path at every batch size from 1 to 256 (benchmarks/cpu_backend.py;
+  docs/results.md). ``auto``, the default, is ``jit`` where it runs (a CPU computing float32,
+  no ``compile``) and ``eager`` elsewhere (CUDA, MPS, bf16). ``load_state`` re-folds and
+  re-traces (tens of milliseconds), so weights still hot-swap.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from game.mcts import check_mask
 
 logger = logging.getLogger(__name__)
 
-BACKENDS = ("eager", "jit")  # how the network runs; see the module docstring
+BACKENDS = ("auto", "eager", "jit")  # how the network runs; see the module docstring
 _TRACE_BATCH = 8  # the example batch the jit backend traces with (any batch runs afterwards)
 
 
@@ -132,30 +134,36 @@ class _MaskedHeads(nn.Module):
     """The network and both softmaxes as one module, so the jit backend traces them together:
     ``(planes, mask) -> (priors, wdl)`` exactly as ``NetworkEvaluator.evaluate`` computes them."""
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, memory_format: torch.memory_format) -> None:
         super().__init__()
         self.model = model
+        self.memory_format = memory_format
 
     def forward(
         self, planes: torch.Tensor, mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        logits, wdl_logits = self.model(planes)
+        logits, wdl_logits = self.model(planes.contiguous(memory_format=self.memory_format))
         priors = torch.softmax(logits.float().masked_fill(~mask, float("-inf")), dim=-1)
         return priors, torch.softmax(wdl_logits.float(), dim=-1)
 
 
 def trace_for_cpu(model: CheckersNet) -> torch.jit.ScriptModule:
-    """The jit backend's graph of ``model``: BatchNorm folded, traced with the masked softmaxes
-    (``(planes, mask) -> (priors, wdl)``, any batch size) and frozen, float32 on the CPU."""
+    """The jit backend's graph of ``model``: BatchNorm folded, channels_last, traced with the
+    masked softmaxes (``(planes, mask) -> (priors, wdl)``, any batch size) and frozen, float32
+    on the CPU."""
     cfg = model.config
-    folded = fold_batchnorm(model).to("cpu", memory_format=torch.contiguous_format).float()
+    # channels_last: 1.1-1.5x the frozen NCHW graph's speed at batch 1-32 on one core here
+    layout = torch.channels_last
+    folded = fold_batchnorm(model).to("cpu", memory_format=layout).float()
     planes = torch.zeros(_TRACE_BATCH, cfg.in_planes, cfg.board_size, cfg.board_size)
     mask = torch.ones(_TRACE_BATCH, cfg.num_actions, dtype=torch.bool)
     # torch marks TorchScript deprecated in favour of torch.compile, which took minutes per
     # batch size to compile here; tracing takes tens of milliseconds and runs on every torch 2.x.
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        traced = torch.jit.trace(_MaskedHeads(folded).eval(), (planes, mask), check_trace=False)
+        traced = torch.jit.trace(
+            _MaskedHeads(folded, layout).eval(), (planes, mask), check_trace=False
+        )
         return torch.jit.freeze(traced.eval())
 
 
@@ -171,7 +179,7 @@ class NetworkEvaluator:
         *,
         num_threads: int | None = None,
         version: int = 0,
-        backend: str = "eager",
+        backend: str = "auto",
     ) -> None:
         """Take ownership of ``model`` (moved to ``device``, put in eval mode).
 
@@ -180,8 +188,9 @@ class NetworkEvaluator:
         (``"auto"``, ``"float32"``, ``"bfloat16"``) as there; ``torch.float32`` disables
         autocast; ``torch.bfloat16``/``torch.float16`` force autocast.
 
-        ``backend``: ``eager`` or ``jit`` (:data:`BACKENDS`; ``jit`` needs the CPU, float32
-        arithmetic, which ``auto`` then means, and no ``compile``).
+        ``backend``: ``auto``, ``eager`` or ``jit`` (:data:`BACKENDS`; ``jit`` needs the CPU,
+        float32 arithmetic, which a precision of ``auto`` then means, and no ``compile``;
+        ``auto`` is ``jit`` where it can run, ``eager`` elsewhere).
         """
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r} (use {', '.join(BACKENDS)})")
@@ -200,6 +209,9 @@ class NetworkEvaluator:
             dtype = compute_dtype(dtype or "auto", self.device)
         self._autocast_dtype = dtype
         self._use_autocast = dtype != torch.float32
+        if backend == "auto":
+            jit_runs = self.device.type == "cpu" and not self._use_autocast and not compile
+            backend = "jit" if jit_runs else "eager"
         if backend == "jit" and (self.device.type != "cpu" or self._use_autocast or compile):
             raise ValueError(
                 f"backend jit runs float32 on the CPU without compile; got device {self.device}, "
@@ -302,7 +314,7 @@ def load_for_play(
     device: str | torch.device = "auto",
     dtype: torch.dtype | str | None = None,
     threads: int | None = None,
-    backend: str = "eager",
+    backend: str = "auto",
 ) -> tuple[NetworkEvaluator, CheckpointMeta]:
     """A checkpoint's network ready to play: its evaluator (carrying the checkpoint's weights
     version; ``device``, ``dtype``, ``threads`` and ``backend`` as for ``NetworkEvaluator``) and
