@@ -43,7 +43,8 @@ from checkerzero.store.replay import ReplayStore, connect
 from game import encoding, records
 from game.mcts import UniformEvaluator
 from learner.losses import TrainBatch
-from learner.mirror import MirrorPrefetcher, ReplayMirror
+from learner.mirror import ReplayMirror
+from learner.prefetcher import MirrorPrefetcher
 from learner.trainer import Trainer
 
 NAMESPACE = "bench"

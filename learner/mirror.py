@@ -33,18 +33,16 @@ ones, with the weights version they came from, until the position leaves the win
 then trains on the new ones. `target_versions` says which version each position's target comes
 from (the record's `network_version`, or the reanalysis'), for the targets' age.
 
-`MirrorPrefetcher` runs refresh and sample on a prefetch thread and queues the batches.
+`learner.prefetcher.MirrorPrefetcher` runs refresh and sample on a prefetch thread and queues
+the batches; the growable arrays are `learner.mirror_column.Column`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import queue
 import threading
-import time
 from collections.abc import Iterator, Sequence
-from typing import Any, Self
 
 import numpy as np
 
@@ -53,79 +51,14 @@ from game import encoding
 from game.encoding import HISTORY, NUM_WDL, PACKED_WORDS, num_actions
 from game.records import GameRecord, mover_outcome, value_targets
 from learner.losses import TrainBatch
+from learner.mirror_column import Column
 from learner.moves_left import moves_left_targets
 
 logger = logging.getLogger(__name__)
 
-MIN_ROWS = 256  # capacity a column starts with and never shrinks below (a few KB)
 FETCH_GAMES = 1024  # new records per pipelined round trip when catching up: bounds one reply
 # (1024 x ~4 KB typical, 64 MB at the 64 KB worst case) and the decoded-but-unappended memory
-REFRESH_S = 0.5  # the prefetcher's pause between refreshes: a new game can be drawn within
-# about this long, and a refresh with nothing new (one round trip, ~1 ms) stays a small share
-EMPTY_POLL_S = 0.25  # the prefetcher's wait while the window is empty or malformed-only
 MALFORMED_LOG_EVERY = 1000  # log the first malformed record, then one in this many
-
-
-class _Column:
-    """A growable array indexed by absolute row; rows below `lo` have been dropped.
-
-    Row r lives at `data[r - origin]`. Appends go to the tail. When the tail has no room, or the
-    dropped prefix outgrows the live rows, the live rows move to the front, into a fresh array
-    when the current one is under 2x or over 4x what they need: memory stays within a small
-    factor of the live rows, and each row is copied O(1) times on average.
-    """
-
-    def __init__(self, dtype: type, width: int | None = None):
-        self._shape = () if width is None else (width,)
-        self.data = np.empty((MIN_ROWS, *self._shape), dtype)
-        self.origin = self.lo = self.hi = 0
-
-    def reset(self, row: int) -> None:
-        """Drop everything; the next append starts at `row`."""
-        self.data = np.empty((MIN_ROWS, *self._shape), self.data.dtype)
-        self.origin = self.lo = self.hi = row
-
-    @property
-    def size(self) -> int:
-        return self.hi - self.lo
-
-    def view(self) -> np.ndarray:
-        """The live rows lo..hi-1 (a view, valid until the next append or drop)."""
-        return self.data[self.lo - self.origin : self.hi - self.origin]
-
-    def take(self, rows: np.ndarray) -> np.ndarray:
-        """The values of absolute `rows` (all live; not checked here)."""
-        return np.take(self.data, rows - self.origin, axis=0)
-
-    def at(self, row: int) -> int:
-        return int(self.data[row - self.origin])
-
-    def append(self, values: np.ndarray) -> None:
-        n = len(values)
-        if self.hi - self.origin + n > len(self.data):
-            self._move(self.size + n)
-        at = self.hi - self.origin
-        self.data[at : at + n] = values
-        self.hi += n
-
-    def drop_below(self, row: int) -> None:
-        if not self.lo <= row <= self.hi:
-            raise ValueError(f"cannot drop below row {row}: live rows are {self.lo}..{self.hi}")
-        self.lo = row
-        if self.lo - self.origin > self.size:  # the dropped prefix is over half the used rows
-            self._move(self.size)
-
-    def _move(self, need: int) -> None:
-        """Live rows to the front of an array with room for `need` rows and as many again."""
-        live = self.view()
-        target = max(MIN_ROWS, 2 * need)
-        if target <= len(self.data) <= 2 * target:
-            self.data[: len(live)] = live  # NumPy copies overlapping ranges correctly
-        else:
-            fresh = np.empty((target, *self._shape), self.data.dtype)
-            fresh[: len(live)] = live
-            self.data = fresh
-        self.origin = self.lo
 
 
 class ReplayMirror:
@@ -157,28 +90,28 @@ class ReplayMirror:
         self._malformed = 0
         self.rebuilds = 0  # times the store was found emptied or rewritten and read afresh
         # per game (row = game id)
-        self._game_start = _Column(np.int64)  # absolute row of its first position
-        self._game_length = _Column(np.int64)  # positions the store lists for it
+        self._game_start = Column(np.int64)  # absolute row of its first position
+        self._game_length = Column(np.int64)  # positions the store lists for it
         # per position
-        self._positions = _Column(np.uint32, PACKED_WORDS)
-        self._index = _Column(np.int32)  # decision index within its game
-        self._visit_start = _Column(np.int64)  # absolute row of its first visit entry
-        self._visit_len = _Column(np.int32)  # visit entries (>= 1)
-        self._result = _Column(np.uint8)  # _WIN, _DRAW or _LOSS for the side to move
-        self._root_wdl = _Column(np.float32, NUM_WDL)
-        self._full = _Column(np.bool_)  # a full search (False: fast, playout cap randomization)
+        self._positions = Column(np.uint32, PACKED_WORDS)
+        self._index = Column(np.int32)  # decision index within its game
+        self._visit_start = Column(np.int64)  # absolute row of its first visit entry
+        self._visit_len = Column(np.int32)  # visit entries (>= 1)
+        self._result = Column(np.uint8)  # _WIN, _DRAW or _LOSS for the side to move
+        self._root_wdl = Column(np.float32, NUM_WDL)
+        self._full = Column(np.bool_)  # a full search (False: fast, playout cap randomization)
         # per full search, in order: its absolute position row
-        self._full_rows = _Column(np.int64)
-        self._plies_left = _Column(np.int32)  # the moves-left head's target
-        self._plies_exact = _Column(np.bool_)  # False: a lower bound (a game cut short)
-        self._version = _Column(np.int64)  # weights version of the search that made its target
+        self._full_rows = Column(np.int64)
+        self._plies_left = Column(np.int32)  # the moves-left head's target
+        self._plies_exact = Column(np.bool_)  # False: a lower bound (a game cut short)
+        self._version = Column(np.int64)  # weights version of the search that made its target
         # reanalysed positions: absolute row -> (actions, fractions, root_wdl, version)
         self._fresh: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
         self.reanalysis_rejected = 0  # new targets refused by set_targets (not finite, illegal)
         self._excluded: set[int] = set()  # rows never to train on (bad stored histories)
         # per visit entry
-        self._actions = _Column(np.uint8)
-        self._fractions = _Column(np.float32)
+        self._actions = Column(np.uint8)
+        self._fractions = Column(np.float32)
         self._clear(first_id=1)
 
     @property
@@ -418,10 +351,10 @@ class ReplayMirror:
         finally:
             self._busy.release()
 
-    def _columns(self) -> list[_Column]:
-        return [v for v in vars(self).values() if isinstance(v, _Column)]
+    def _columns(self) -> list[Column]:
+        return [v for v in vars(self).values() if isinstance(v, Column)]
 
-    def _per_position(self) -> tuple[_Column, ...]:
+    def _per_position(self) -> tuple[Column, ...]:
         return (
             self._positions,
             self._index,
@@ -563,160 +496,3 @@ class ReplayMirror:
         versions = np.array([g.network_version for g in games], np.int64)
         self._version.append(np.repeat(versions, lengths))
         self._positions.append(positions)
-
-
-class MirrorPrefetcher:
-    """Training batches from a `ReplayMirror`, made on a background thread and queued.
-
-    The thread refreshes the mirror at most every `refresh_s` seconds (and on every turn while
-    it holds no position, waiting EMPTY_POLL_S in between), then samples a batch of
-    `batch_size` with `q_weight` of the root value in the value target, and keeps up to `depth`
-    batches queued for `get()`. The mirror belongs to this thread from then on. `malformed`
-    counts skipped records (games). A Redis failure (ReplayUnavailable) or any other error stops
-    the thread and is raised by the next `get()`.
-
-    With a `reanalyser` (learner/reanalysis.py) and `reanalyse_share` > 0, that share of each
-    batch's positions is searched again with the reanalyser's newest weights before the batch is
-    made, and the new targets stay in the mirror. `take_target_stats()` gives the mean weights
-    version of the targets trained on and the share of them reanalysed, since its last call.
-    """
-
-    def __init__(
-        self,
-        mirror: ReplayMirror,
-        batch_size: int,
-        *,
-        depth: int,
-        seed: int,
-        q_weight: float = 0.0,
-        refresh_s: float = REFRESH_S,
-        reanalyser: Any = None,
-        reanalyse_share: float = 0.0,
-    ):
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if depth < 1:
-            raise ValueError(f"prefetch depth must be >= 1, got {depth}")
-        if not 0.0 <= q_weight <= 1.0:
-            raise ValueError(f"q_weight must be in [0, 1], got {q_weight}")
-        if not refresh_s >= 0:
-            raise ValueError(f"refresh_s must be >= 0, got {refresh_s}")
-        if not 0.0 <= reanalyse_share <= 1.0:
-            raise ValueError(f"reanalysis share must be in [0, 1], got {reanalyse_share}")
-        self._reanalyser = reanalyser
-        self._reanalyse_share = reanalyse_share if reanalyser is not None else 0.0
-        self._stats_lock = threading.Lock()
-        self._version_sum = 0.0  # target versions of the rows batched since take_target_stats
-        self._rows = 0
-        self._reanalysed = 0
-        self._mirror = mirror
-        self._batch_size = batch_size
-        self._q_weight = q_weight
-        self._refresh_s = refresh_s
-        self._rng = np.random.default_rng(seed)
-        self._refreshed_at = -float("inf")
-        self._queue: queue.Queue[TrainBatch] = queue.Queue(maxsize=depth)
-        self._stop = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="replay-prefetch", daemon=True)
-        self._thread.start()
-
-    @property
-    def malformed(self) -> int:
-        """Records skipped so far because they did not decode or did not fit."""
-        return self._mirror.malformed
-
-    def take_target_stats(self) -> tuple[float | None, float]:
-        """(mean weights version of the targets batched, share of them reanalysed) since the
-        last call; (None, 0.0) when no batch was made."""
-        with self._stats_lock:
-            rows, total, fresh = self._rows, self._version_sum, self._reanalysed
-            self._rows, self._version_sum, self._reanalysed = 0, 0.0, 0
-        return (None, 0.0) if rows == 0 else (total / rows, fresh / rows)
-
-    def get(self, timeout: float | None = None) -> TrainBatch:
-        """The next batch; raises queue.Empty after `timeout` s, or the thread's error."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            try:
-                return self._queue.get(timeout=EMPTY_POLL_S)
-            except queue.Empty:
-                if self._error is not None:
-                    raise self._error from None
-                if self._stop.is_set():
-                    raise RuntimeError("the prefetcher is closed") from None
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise
-
-    def close(self) -> None:
-        """Stop the thread and drop the queued batches."""
-        self._stop.set()
-        while self._thread.is_alive():
-            try:
-                while True:
-                    self._queue.get_nowait()  # unblock a put() in progress
-            except queue.Empty:
-                pass
-            self._thread.join(timeout=EMPTY_POLL_S)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _next_batch(self) -> TrainBatch | None:
-        now = time.monotonic()
-        if self._mirror.num_drawable == 0 or now - self._refreshed_at >= self._refresh_s:
-            self._mirror.refresh()
-            self._refreshed_at = now
-        if self._mirror.num_drawable == 0:
-            self._stop.wait(EMPTY_POLL_S)
-            return None
-        rows = self._mirror.draw(self._batch_size, self._rng)
-        if self._reanalyse_share > 0 and self._reanalyser.version is not None:
-            # The draws are uniform and independent: the first ones are as good a sample as any.
-            pick = np.unique(rows[: round(self._reanalyse_share * len(rows))])
-            got = self._reanalyser.run(self._mirror.histories(pick))
-            ok = got.ok
-            self._mirror.set_targets(pick[ok], got.pi[ok], got.root_wdl[ok], got.version)
-            if got.bad.any():
-                self._mirror.exclude(pick[got.bad])
-        rows = self._without_excluded(rows)
-        if len(rows) == 0:  # every draw was a bad position
-            self._stop.wait(EMPTY_POLL_S)
-            return None
-        versions = self._mirror.target_versions(rows)
-        fresh = self._mirror.reanalysed(rows)
-        with self._stats_lock:
-            self._version_sum += float(versions.sum())
-            self._rows += len(rows)
-            self._reanalysed += int(fresh.sum())
-        return self._mirror.batch_at(rows, self._q_weight)
-
-    def _without_excluded(self, rows: np.ndarray) -> np.ndarray:
-        """`rows` less the excluded ones, topped up with new draws (a few tries: a window of
-        nothing but bad positions trains on a smaller batch rather than waiting)."""
-        for _ in range(8):
-            keep = rows[~self._mirror.excluded(rows)]
-            if len(keep) == len(rows):
-                return rows
-            more = self._mirror.draw(len(rows) - len(keep), self._rng)
-            rows = np.concatenate([keep, more])
-        return rows[~self._mirror.excluded(rows)]
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                batch = self._next_batch()
-                if batch is None:
-                    continue
-                while not self._stop.is_set():
-                    try:
-                        self._queue.put(batch, timeout=EMPTY_POLL_S)
-                        break
-                    except queue.Full:
-                        pass
-        except BaseException as e:  # handed to the training thread by get()
-            logger.exception("replay prefetcher stopped")
-            self._error = e

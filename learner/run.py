@@ -67,7 +67,8 @@ from evaluation.evaluator_actor import start_evaluator
 from game.openings import load_openings
 from learner.chores import Chore, run_due
 from learner.losses import Losses
-from learner.mirror import MirrorPrefetcher, ReplayMirror
+from learner.mirror import ReplayMirror
+from learner.prefetcher import MirrorPrefetcher
 from learner.reanalysis import Reanalyser
 from learner.retention import prune_weights, save_promoted
 from learner.run_services import ensure_egdb, redis_for_run

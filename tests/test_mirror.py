@@ -25,7 +25,9 @@ from game import encoding
 from game.mcts import UniformEvaluator
 from game.records import GameRecord, Result, training_samples
 from learner.losses import TrainBatch
-from learner.mirror import MIN_ROWS, MirrorPrefetcher, ReplayMirror, _Column
+from learner.mirror import ReplayMirror
+from learner.mirror_column import MIN_ROWS, Column
+from learner.prefetcher import MirrorPrefetcher
 
 pytestmark = pytest.mark.skipif(
     shutil.which("redis-server") is None and not os.environ.get("CHECKERZERO_REDIS_SERVER"),
@@ -184,9 +186,7 @@ def test_evicted_games_leave_and_the_arrays_stay_bounded(client, games):
             _add(store, record, network_version=n)  # distinct bytes per game
             appended += record.num_decisions
             n += 1
-        before = {
-            name: (c.size, c.hi) for name, c in vars(mirror).items() if isinstance(c, _Column)
-        }
+        before = {name: (c.size, c.hi) for name, c in vars(mirror).items() if isinstance(c, Column)}
         mirror.refresh()
         stats = store.stats()
         assert mirror.num_games == stats.window_games
@@ -212,7 +212,7 @@ def test_evicted_games_leave_and_the_arrays_stay_bounded(client, games):
 
 
 def test_column_keeps_values_and_bounded_memory_through_appends_and_drops():
-    column = _Column(np.int64)
+    column = Column(np.int64)
     rng = np.random.default_rng(0)
     moves = 0
     for _ in range(3000):

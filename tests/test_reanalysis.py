@@ -14,7 +14,8 @@ import pytest
 from actors.self_play import play_games
 from checkerzero.store.replay import ReplayStore
 from game.records import histories
-from learner.mirror import MirrorPrefetcher, ReplayMirror
+from learner.mirror import ReplayMirror
+from learner.prefetcher import MirrorPrefetcher
 from learner.reanalysis import Reanalyser, game_from_history
 
 needs_redis = pytest.mark.skipif(
