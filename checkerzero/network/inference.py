@@ -32,7 +32,7 @@ that are a softmax over the legal actions only, exactly 0 on illegal ones; WDL p
   the masked softmaxes into one channels_last TorchScript graph and freezes it (weights become
   constants), so a batch costs one call into the graph instead of some 300 dispatched
   operators. Its priors and values equal the eager path's to about 1e-6 (float rounding of the
-  folded weights); on one core of this machine's AMD EPYC it made 1.25-2.5x the evaluations per
+  folded weights); on one core of this machine's AMD EPYC it made 1.1-2.5x the evaluations per
   CPU-second of the eager path at every batch size from 1 to 256 (benchmarks/cpu_backend.py;
   docs/results.md). ``auto``, the default, is ``jit`` where it runs (a CPU computing float32,
   no ``compile``) and ``eager`` elsewhere (CUDA, MPS, bf16). ``load_state`` re-folds and
