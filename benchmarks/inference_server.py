@@ -204,6 +204,7 @@ def raw_rate(net: CheckersNet, device: torch.device, dtype: torch.dtype, batch: 
 
 
 def main(argv: list[str] | None = None) -> None:
+    # Over 80 lines: setting up the measured runs and reporting them, no logic.
     args = parse_args(argv)
     torch.set_num_threads(args.threads)  # on CPU: 1, as an actor's; 2 collapse on a busy core
     device = select_device(args.device)

@@ -30,6 +30,7 @@ PLAY_SHOT_TURN = 3  # play.png shows the board after the user's 4th move and the
 
 
 def main() -> None:
+    # Over 80 lines: the browser's steps in order, one screenshot after another, no logic.
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", default="runs", help="the runs folder to show")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "play")

@@ -52,6 +52,8 @@ def minutes_at(run_dir: Path) -> dict[int, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # Over 80 lines: the script's steps in order (arguments, matches, fit, table, plot), no logic
+    # of its own.
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -154,6 +154,7 @@ def _curve(run_dir: Path) -> list[CurvePoint]:
 
 
 def plot(run_dirs: list[Path], rows: list[dict], out: Path, rung: str = "minimax:4") -> None:
+    # Over 80 lines: one figure's panels drawn in turn, plotting calls, no logic.
     """The arms side by side: the final matches (a panel only when some arm has one), the
     in-run Elo against minutes, and the training loss. A run rated on a table draws its curve
     from eval/curve.csv on the run's own clock, with each candidate's 95% interval shaded and
