@@ -11,7 +11,8 @@ a final checkpoint, actors stopped, Redis stopped if this process started it.
 
 Where the parts live: the run's Redis and endgame database (`learner.run_services`), the loop's
 periodic chores (`learner.chores`: checkpoint, metrics row and progress line, live game, plots),
-the self-play PDN file (`learner.selfplay_pdn`), the summary's text (`learner.summary`); the
+the self-play PDN file (`learner.selfplay_pdn`), the metrics rows, progress line, W&B artifacts
+and summary (`learner.run_reports`, their text `learner.summary`); the
 training itself is `learner.trainer` over `learner.mirror`, the processes beside it
 `actors.pool` and `evaluation.evaluator_actor`. Every file this writes is named in
 `checkerzero.run_files`, every Redis key in `checkerzero.store.keys`.
@@ -19,14 +20,12 @@ training itself is `learner.trainer` over `learner.mirror`, the processes beside
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,18 +36,11 @@ from omegaconf import DictConfig, OmegaConf
 from actors.pool import ActorPool
 from checkerzero.cluster.preflight import PreflightError, check_cluster
 from checkerzero.cluster.start import start_ray
-from checkerzero.metrics import WALL_METRIC, MetricsLogger
-from checkerzero.network.checkpoint import read_checkpoint_meta
+from checkerzero.metrics import MetricsLogger
 from checkerzero.revision import git_revision
 from checkerzero.run_files import (
-    BEST_GLOB,
     CHECKPOINT_DIR,
-    CURVE_CSV,
-    EVAL_DIR,
-    MODEL_FILE,
-    RATINGS_CSV,
     REVISION_FILE,
-    SUMMARY_FILE,
     WEIGHTS_DIR,
 )
 from checkerzero.store.eval_results import promoted_versions, read_eval_metrics
@@ -63,17 +55,16 @@ from checkerzero.store.replay import (
     stop_retrying,
 )
 from checkerzero.store.weights import WeightsChannel
-from evaluation.evaluator_actor import start_evaluator
+from evaluation.evaluator_actor import EvaluatorHandle, start_evaluator
 from game.openings import load_openings
 from learner.chores import Chore, run_due
-from learner.losses import Losses
 from learner.mirror import ReplayMirror
 from learner.prefetcher import MirrorPrefetcher
 from learner.reanalysis import Reanalyser
 from learner.retention import prune_weights, save_promoted
+from learner.run_reports import RunReports, TrainLoop
 from learner.run_services import ensure_egdb, redis_for_run
 from learner.selfplay_pdn import SelfPlayPdn
-from learner.summary import describe_summary, finite, loss_metrics, progress_text
 from learner.trainer import Trainer
 
 logger = logging.getLogger(__name__)
@@ -82,32 +73,10 @@ ACTOR_STOP_TIMEOUT_S = 30.0  # grace for actors to finish their current move and
 PREFETCH_TIMEOUT_S = 60.0  # longest wait for a batch once training started: a stuck thread errors
 
 
-@dataclass
-class _Loop:
-    """The training loop's clocks and handles, shared by the steps of `Run._train`."""
+class Run(RunReports):
+    """The run: its services, actors, evaluator and training loop; its metrics rows, progress
+    line, W&B artifacts and summary are `RunReports`' (learner/run_reports.py)."""
 
-    t_start: float
-    store: InitVar[ReplayStore]
-    trainer: Trainer
-    prefetcher: MirrorPrefetcher | None = None  # started with the first training step
-    reanalyser: Reanalyser | None = None  # learner.reanalysis.enabled: made with the prefetcher
-    losses: Losses | None = None  # of the newest step
-    stats: ReplayStats = field(init=False)  # the store's counters read by this pass of the loop
-    last_progress: float = field(init=False)  # monotonic time of the last progress line
-    last_ckpt_step: int = field(init=False)
-    last_stats: ReplayStats = field(init=False)  # the store's counters at the last metrics row
-    last_stats_t: float = field(init=False)
-    steps_at_last: int = field(init=False)  # the step at the last metrics row
-    last_publish: float = field(init=False)  # monotonic time of the last published version
-
-    def __post_init__(self, store: ReplayStore) -> None:
-        self.last_progress = self.last_publish = self.t_start
-        self.last_ckpt_step = self.steps_at_last = self.trainer.counters.step
-        self.last_stats, self.last_stats_t = store.stats(), self.t_start
-        self.stats = self.last_stats
-
-
-class Run:
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
         self.run_dir = Path(cfg.run_dir)
@@ -219,7 +188,7 @@ class Run:
         # Each game decoded once, on the prefetch thread; absent key (an older config): true.
         fast_value = OmegaConf.select(cfg, "replay.fast_positions_train_value", default=True)
         mirror = ReplayMirror(store, size, fast_value=bool(fast_value))
-        loop = _Loop(t_start=time.monotonic(), store=store, trainer=trainer)
+        loop = TrainLoop(t_start=time.monotonic(), store=store, trainer=trainer)
         evaluator = None
         # absent (a run saved before the key existed) or 0: no live game copied
         live_every = float(OmegaConf.select(cfg, "logging.live_game_every_s", default=0) or 0)
@@ -257,33 +226,52 @@ class Run:
         except KeyboardInterrupt:
             logger.info("interrupted")
         finally:
-            if loop.prefetcher is not None:
-                loop.prefetcher.close()
-            # With Redis lost there is nothing to flush games to: stop the actors at once.
-            grace = 0.0 if self._redis_lost is not None else ACTOR_STOP_TIMEOUT_S
-            pool.stop(grace)
-            if evaluator is not None:
-                evaluator.stop(grace)
-            path = self._save(trainer, client, channel)
-            stats = loop.last_stats
-            with self._redis_trouble_logged("the last self-play games and counters"):
-                if live_every > 0:
-                    self._copy_live(client)  # the game slot 0 was playing when the run ended
-                self._write_games(store)
-                stats = store.stats()
-            # The last state, rates since the last row included, so that a run shorter than
-            # logging.csv_every_s still has its losses and throughput in metrics.csv and plots.
-            metrics.log(self._metrics_row(loop, stats, time.monotonic()), trainer.counters.step)
-            with self._redis_trouble_logged("the networks and tables for W&B"):
-                self._log_artifacts(metrics, channel)
-            metrics.close()
+            path, stats = self._wind_down(
+                loop, pool, evaluator, store, channel, client, metrics, live_every
+            )
         if self._redis_lost is not None:  # no summary of counters that cannot be read
             raise self._redis_lost
         return self._summary(resumed, loop, stats, path, client, pool)
 
+    def _wind_down(
+        self,
+        loop: TrainLoop,
+        pool: ActorPool,
+        evaluator: EvaluatorHandle | None,
+        store: ReplayStore,
+        channel: WeightsChannel,
+        client: Any,
+        metrics: MetricsLogger,
+        live_every: float,
+    ) -> tuple[Path, ReplayStats]:
+        """The end of the loop, however it ended: the prefetcher, actors and evaluator stopped, a
+        last checkpoint, the last games and metrics row written; (checkpoint, last counters)."""
+        trainer = loop.trainer
+        if loop.prefetcher is not None:
+            loop.prefetcher.close()
+        # With Redis lost there is nothing to flush games to: stop the actors at once.
+        grace = 0.0 if self._redis_lost is not None else ACTOR_STOP_TIMEOUT_S
+        pool.stop(grace)
+        if evaluator is not None:
+            evaluator.stop(grace)
+        path = self._save(trainer, client, channel)
+        stats = loop.last_stats
+        with self._redis_trouble_logged("the last self-play games and counters"):
+            if live_every > 0:
+                self._copy_live(client)  # the game slot 0 was playing when the run ended
+            self._write_games(store)
+            stats = store.stats()
+        # The last state, rates since the last row included, so that a run shorter than
+        # logging.csv_every_s still has its losses and throughput in metrics.csv and plots.
+        metrics.log(self._metrics_row(loop, stats, time.monotonic()), trainer.counters.step)
+        with self._redis_trouble_logged("the networks and tables for W&B"):
+            self._log_artifacts(metrics, channel)
+        metrics.close()
+        return path, stats
+
     def _chores(
         self,
-        loop: _Loop,
+        loop: TrainLoop,
         client: Any,
         channel: WeightsChannel,
         pool: ActorPool,
@@ -320,7 +308,7 @@ class Run:
 
     def _train_step(
         self,
-        loop: _Loop,
+        loop: TrainLoop,
         mirror: ReplayMirror,
         store: ReplayStore,
         channel: WeightsChannel,
@@ -385,28 +373,6 @@ class Run:
         prune_weights(self.ckpt_dir / WEIGHTS_DIR, int(self.cfg.learner.keep_weights))
         return path
 
-    def _log_artifacts(self, metrics: MetricsLogger, channel: WeightsChannel) -> None:
-        """To W&B (when on; each file once per change): the newest network (alias ``latest``),
-        every promoted one kept on disk (the gate's best: ``best``), the evaluator's curve and
-        ratings as tables."""
-        latest = self.ckpt_dir / MODEL_FILE
-        if latest.is_file():
-            with suppress(ValueError, OSError):
-                meta = read_checkpoint_meta(latest)
-                metrics.log_model(
-                    latest, version=meta.version, aliases=["latest"], metadata={"step": meta.step}
-                )
-        best = channel.version("best")
-        for path in sorted((self.ckpt_dir / WEIGHTS_DIR).glob(BEST_GLOB)):
-            with suppress(ValueError):
-                version = int(path.stem.removeprefix("best_v"))
-                metrics.log_model(
-                    path, version=version, aliases=["best"] if version == best else []
-                )
-        eval_dir = self.run_dir / EVAL_DIR
-        metrics.log_table("eval/curve", eval_dir / CURVE_CSV)
-        metrics.log_table("eval/ratings", eval_dir / RATINGS_CSV)
-
     def _keep_promoted(self, client: Any, channel: WeightsChannel) -> None:
         """Every version the gate promoted, on disk as weights/best_v<version>.safetensors."""
         versions = promoted_versions(client, self.cfg.replay.namespace)
@@ -421,106 +387,6 @@ class Run:
             return data
 
         save_promoted(self.ckpt_dir / WEIGHTS_DIR, versions, fetch)
-
-    def _report(
-        self,
-        loop: _Loop,
-        stats: ReplayStats,
-        now: float,
-        metrics: MetricsLogger,
-        extra: dict[str, float],
-        ratio: SampleRatio,
-    ) -> None:
-        """A metrics row (with the actors' and the evaluator's `extra`), and the progress line
-        when it is due."""
-        trainer = loop.trainer
-        row = self._metrics_row(loop, stats, now) | extra
-        metrics.log(row, trainer.counters.step)
-        if now - loop.last_progress >= self.cfg.logging.progress_every_s:
-            self._progress(trainer, stats, row, now - loop.t_start, ratio)
-            loop.last_progress = now
-        loop.last_stats, loop.last_stats_t = stats, now
-        loop.steps_at_last = trainer.counters.step
-
-    def _metrics_row(self, loop: _Loop, stats: ReplayStats, now: float) -> dict[str, float]:
-        """Self-play, replay and learner rates since the last row, and the newest losses."""
-        trainer, last = loop.trainer, loop.last_stats
-        dt = max(now - loop.last_stats_t, 1e-9)
-        steps = trainer.counters.step - loop.steps_at_last
-        row = {
-            "selfplay/positions_per_s": (stats.positions_added - last.positions_added) / dt,
-            "selfplay/games_per_s": (stats.games_added - last.games_added) / dt,
-            "selfplay/games": stats.games_added,
-            "replay/window_positions": stats.window_positions,
-            "replay/positions_added": stats.positions_added,
-            "replay/records_rejected": loop.prefetcher.malformed if loop.prefetcher else 0,
-            "learner/steps_per_s": steps / dt,
-            "learner/samples_per_s": steps * self.cfg.learner.batch_size / dt,
-            "learner/lr": trainer.lr,
-            "learner/steps_skipped_nonfinite": trainer.counters.skipped_nonfinite,
-            "learner/weights_version": trainer.counters.version,
-        }
-        if loop.prefetcher is not None:
-            # The targets' age: versions between the newest weights and those whose search made
-            # the targets trained on since the last row (reanalysis makes them younger).
-            mean_version, reanalysed = loop.prefetcher.take_target_stats()
-            if mean_version is not None:
-                row["replay/target_age"] = trainer.counters.version - mean_version
-                row["replay/reanalysed"] = reanalysed
-        if loop.reanalyser is not None:
-            row["replay/reanalysis_skipped"] = loop.reanalyser.skipped
-        if (run_s := trainer.run_seconds()) is not None:
-            row[WALL_METRIC] = run_s
-        return row | loss_metrics(loop.losses)
-
-    def _summary(
-        self,
-        resumed: bool,
-        loop: _Loop,
-        stats: ReplayStats,
-        state: Path,
-        client: Any,
-        pool: ActorPool,
-    ) -> dict[str, Any]:
-        """The run's end state: written to summary.json, logged as text."""
-        trainer, losses = loop.trainer, loop.losses
-        elo: dict[str, float] = {}
-        with self._redis_trouble_logged("the newest Elo"):
-            elo = read_eval_metrics(client, self.cfg.replay.namespace)
-        selfplay: dict[str, int] = {"actors": pool.size, "nodes": pool.nodes}
-        with self._redis_trouble_logged("the games per node"):
-            selfplay = pool.summary()
-        summary = {
-            "resumed": resumed,
-            "step": trainer.counters.step,
-            "version": trainer.counters.version,
-            "games": stats.games_added,
-            "positions": stats.positions_added,
-            "elapsed_s": round(time.monotonic() - loop.t_start, 1),  # this start or resume
-            "run_s": None if (run_s := trainer.run_seconds()) is None else round(run_s, 1),
-            # What `python -m evaluation.match` and `evaluation.calibration` take as a player.
-            "model": str(self.ckpt_dir / MODEL_FILE),
-            "training_state": str(state),  # what a resume loads
-            "init_weights": self.cfg.learner.init_weights or None,  # a warm start's network
-            "losses": None
-            if losses is None
-            else {"policy": losses.policy, "value": losses.value, "total": losses.total},
-            "elo": None
-            if "eval/elo" not in elo
-            else {
-                "version": int(elo.get("eval/version", 0)),
-                "elo": finite(elo["eval/elo"]),
-                "lower": finite(elo.get("eval/elo_lower")),
-                "upper": finite(elo.get("eval/elo_upper")),
-            },
-            # Actors at the end and the nodes whose actors stored games (nodes that left too).
-            "selfplay": selfplay,
-        }
-        logger.info("%s", describe_summary(summary, self.run_dir / SUMMARY_FILE))
-        tmp = self.run_dir / f"{SUMMARY_FILE}.tmp"  # for scripts (no log parsing), whole or absent
-        tmp.write_text(json.dumps(summary, indent=1) + "\n")
-        tmp.replace(self.run_dir / SUMMARY_FILE)
-        return summary
 
     @contextmanager
     def _redis_trouble_logged(self, what: str) -> Iterator[None]:
@@ -568,25 +434,6 @@ class Run:
         """Appends the newest self-play games not written yet to the run's PDN file
         (`learner.selfplay_pdn`); returns how many."""
         return self._pdn.append_new(store)
-
-    def _progress(
-        self,
-        trainer: Trainer,
-        stats: ReplayStats,
-        row: dict[str, float],
-        elapsed: float,
-        ratio: SampleRatio,
-    ) -> None:
-        """The progress line (learner.summary.progress_text), with what the learner waits for:
-        the first replay.min_positions (counted), or new positions once it trained on all
-        that replay.sample_ratio allows."""
-        batch = int(self.cfg.learner.batch_size)
-        waiting = None
-        if stats.positions_added < ratio.min_positions:
-            waiting = f"waiting for data {stats.positions_added:,}/{ratio.min_positions:,}"
-        elif ratio.should_wait(stats.positions_added, trainer.counters.samples, batch):
-            waiting = "waiting for self-play"
-        logger.info("%s", progress_text(elapsed, trainer.counters.step, row, waiting))
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
