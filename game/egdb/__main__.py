@@ -26,6 +26,28 @@ DEFAULT_DIR = "egdb"  # relative to the working directory; not in git
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "build":
+            return _build(args)
+        if args.command == "manifest":
+            return _manifest(args)
+        pieces = getattr(args, "pieces", 0) or read_manifest(args.dir, args.board)["pieces"]
+        if pieces == 0:
+            print(f"no {args.board}x{args.board} endgame database in {args.dir}", file=sys.stderr)
+            return 2
+        if args.command == "verify":
+            check_folder(args.dir, args.board, pieces, checksums=True)
+        db = EndgameDatabase(args.dir, args.board, pieces)
+        if args.command == "probe":
+            return _probe(db, args.fen, args.board, pieces)
+        return _verify(db, args.board, pieces)
+    except (EgdbError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m game.egdb",
         description="Endgame database tools. A database folder holds one file per material "
@@ -69,69 +91,64 @@ def main(argv: list[str] | None = None) -> int:
     )
     m.add_argument("--board", type=int, default=8, choices=(6, 8))
     m.add_argument("--dir", default=DEFAULT_DIR)
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "build":
-            report = build(
-                args.out,
-                args.board,
-                args.pieces,
-                workers=args.workers,
-                use_ray=args.ray,
-                progress=lambda line: print(line, flush=True),
-            )
+    return parser
+
+
+def _build(args: argparse.Namespace) -> int:
+    report = build(
+        args.out,
+        args.board,
+        args.pieces,
+        workers=args.workers,
+        use_ray=args.ray,
+        progress=lambda line: print(line, flush=True),
+    )
+    print(
+        f"built {report.pairs_built} slice pairs ({report.pairs_skipped} already there), "
+        f"{report.positions:,} positions in {report.seconds:.1f} s; "
+        f"database {report.bytes:,} bytes"
+    )
+    return 0
+
+
+def _manifest(args: argparse.Namespace) -> int:
+    written = manifest_from_files(args.dir, args.board)
+    print(
+        f"wrote {manifest_path(args.dir, args.board)}: {len(written['files'])} files, "
+        f"every signature up to {written['pieces']} pieces"
+    )
+    return 0
+
+
+def _probe(db: EndgameDatabase, fen: str, board: int, pieces: int) -> int:
+    pos = Position.from_fen(fen, board)
+    value = db.value(pos)
+    if value == 0:
+        print(f"{pos.fen()}: not in the database (more than {pieces} pieces)")
+    else:
+        print(f"{pos.fen()}: {describe(value, pos.turn)} ({describe(value)} for the side to move)")
+    return 0
+
+
+def _verify(db: EndgameDatabase, board: int, pieces: int) -> int:
+    """Every position of every signature against its moves (the files were checked already)."""
+    bad_total = 0
+    start = time.monotonic()
+    for sig in signatures(board, pieces):
+        bad = db.verify(sig)
+        bad_total += bad
+        if bad:
             print(
-                f"built {report.pairs_built} slice pairs ({report.pairs_skipped} already there), "
-                f"{report.positions:,} positions in {report.seconds:.1f} s; "
-                f"database {report.bytes:,} bytes"
+                f"signature {'-'.join(map(str, sig))}: {bad:,} positions disagree with their moves"
             )
-            return 0
-        if args.command == "manifest":
-            written = manifest_from_files(args.dir, args.board)
-            print(
-                f"wrote {manifest_path(args.dir, args.board)}: {len(written['files'])} files, "
-                f"every signature up to {written['pieces']} pieces"
-            )
-            return 0
-        pieces = getattr(args, "pieces", 0) or read_manifest(args.dir, args.board)["pieces"]
-        if pieces == 0:
-            print(f"no {args.board}x{args.board} endgame database in {args.dir}", file=sys.stderr)
-            return 2
-        if args.command == "verify":
-            check_folder(args.dir, args.board, pieces, checksums=True)
-        db = EndgameDatabase(args.dir, args.board, pieces)
-        if args.command == "probe":
-            pos = Position.from_fen(args.fen, args.board)
-            value = db.value(pos)
-            if value == 0:
-                print(f"{pos.fen()}: not in the database (more than {pieces} pieces)")
-            else:
-                print(
-                    f"{pos.fen()}: {describe(value, pos.turn)} "
-                    f"({describe(value)} for the side to move)"
-                )
-            return 0
-        bad_total = 0
-        start = time.monotonic()
-        for sig in signatures(args.board, pieces):
-            bad = db.verify(sig)
-            bad_total += bad
-            if bad:
-                print(
-                    f"signature {'-'.join(map(str, sig))}: "
-                    f"{bad:,} positions disagree with their moves"
-                )
-        verdict = "consistent" if bad_total == 0 else f"{bad_total:,} inconsistent positions"
-        print(
-            f"{args.board}x{args.board} up to {pieces} pieces: every file checked "
-            "(manifest, SHA-256, header), "
-            f"every position {verdict} "
-            f"({time.monotonic() - start:.1f} s)"
-        )
-        return 0 if bad_total == 0 else 1
-    except (EgdbError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    verdict = "consistent" if bad_total == 0 else f"{bad_total:,} inconsistent positions"
+    print(
+        f"{board}x{board} up to {pieces} pieces: every file checked "
+        "(manifest, SHA-256, header), "
+        f"every position {verdict} "
+        f"({time.monotonic() - start:.1f} s)"
+    )
+    return 0 if bad_total == 0 else 1
 
 
 if __name__ == "__main__":

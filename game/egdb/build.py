@@ -89,9 +89,7 @@ def build(
     say = progress or log.info
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    for pattern in (f"{size}x{size}_*.egdb.tmp*", f"{size}x{size}.manifest.json.tmp*"):
-        for stale in folder.glob(pattern):  # left by a killed build
-            stale.unlink()
+    _remove_stale(folder, size)
     order = pairs(size, max_pieces)
     deps = {s: pair_dependencies(size, s) for s in order}
     sizes = {
@@ -141,25 +139,7 @@ def build(
             _solve(str(folder), size, sig)
             report(sig)
     else:
-        ctx = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads
-        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            running: dict[cf.Future, Signature] = {}
-            waiting = list(todo)
-            while waiting or running:
-                for sig in [s for s in waiting if deps[s] <= done][
-                    : max(0, workers - len(running))
-                ]:
-                    waiting.remove(sig)
-                    running[pool.submit(_solve, str(folder), size, sig)] = sig
-                if not running:
-                    raise RuntimeError(
-                        "endgame database: slices left whose dependencies cannot be built"
-                    )
-                finished, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
-                for fut in finished:
-                    sig = running.pop(fut)
-                    fut.result()  # a worker's error stops the build here, naming the slice
-                    report(sig)
+        _run_processes(folder, size, todo, deps, done, report, workers)
     seconds = time.monotonic() - start
     db_bytes = sum(p.stat().st_size for p in folder.glob(f"{size}x{size}_*.egdb"))
     say(
@@ -199,6 +179,42 @@ def _complete_entries(folder: Path, size: int, order, done) -> dict[str, dict]:
         except EgdbError:
             pass  # gone: no longer listed
     return entries
+
+
+def _remove_stale(folder: Path, size: int) -> None:
+    """The temporary files a killed build left in ``folder``."""
+    for pattern in (f"{size}x{size}_*.egdb.tmp*", f"{size}x{size}.manifest.json.tmp*"):
+        for stale in folder.glob(pattern):  # left by a killed build
+            stale.unlink()
+
+
+def _run_processes(
+    folder: Path,
+    size: int,
+    todo: list[Signature],
+    deps: dict[Signature, set[Signature]],
+    done: set[Signature],
+    report: Callable[[Signature], None],
+    workers: int,
+) -> None:
+    """The pairs in `todo` solved by `workers` processes, each once its dependencies are done."""
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads
+    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        running: dict[cf.Future, Signature] = {}
+        waiting = list(todo)
+        while waiting or running:
+            for sig in [s for s in waiting if deps[s] <= done][: max(0, workers - len(running))]:
+                waiting.remove(sig)
+                running[pool.submit(_solve, str(folder), size, sig)] = sig
+            if not running:
+                raise RuntimeError(
+                    "endgame database: slices left whose dependencies cannot be built"
+                )
+            finished, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
+            for fut in finished:
+                sig = running.pop(fut)
+                fut.result()  # a worker's error stops the build here, naming the slice
+                report(sig)
 
 
 def _run_ray(folder, size, todo, deps, done, report) -> None:
