@@ -62,6 +62,7 @@ logger = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "eager", "jit")  # how the network runs; see the module docstring
 _TRACE_BATCH = 8  # the example batch the jit backend traces with (any batch runs afterwards)
+_WARMUP_BATCHES = (8, 8, 3, 1)  # batch sizes the jit graph runs once when built (all <= 8)
 
 
 def select_device(spec: str | torch.device = "auto") -> torch.device:
@@ -164,7 +165,12 @@ def trace_for_cpu(model: CheckersNet) -> torch.jit.ScriptModule:
         traced = torch.jit.trace(
             _MaskedHeads(folded, layout).eval(), (planes, mask), check_trace=False
         )
-        return torch.jit.freeze(traced.eval())
+        frozen = torch.jit.freeze(traced.eval())
+        # TorchScript profiles and optimises a graph on its first calls (60-70 ms here): pay it
+        # now, not in a timed player's first move; a few sizes, as a search sends.
+        for n in _WARMUP_BATCHES:
+            frozen(planes[:n].contiguous(), mask[:n].contiguous())
+        return frozen
 
 
 class NetworkEvaluator:
