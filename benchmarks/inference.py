@@ -6,7 +6,9 @@ in the same run:
 - wrapper: ``NetworkEvaluator.evaluate`` on NumPy planes and masks, i.e. what self-play pays:
   validation, host->device copy (pinned on CUDA), forward, masked softmax, copy back;
 - raw: the same model (same device, layout, dtype and compile setting) on a synthetic input that
-  already lives on the device, forward only; the ceiling the wrapper can approach.
+  already lives on the device, forward only, run eagerly; the eager wrapper's ceiling. The
+  wrapper runs the ``--backend`` it is given (``auto``, the default: the jit graph on a CPU
+  computing float32, which can beat this ceiling; ``eager`` for the module as written).
 
 ``--precisions float32,bfloat16`` measures each precision setting in turn (``auto``, the default,
 is what self-play uses: bf16 on CUDA and on a CPU with native bf16, float32 elsewhere).
@@ -34,6 +36,7 @@ import torch
 
 from checkerzero.config import ConfigError, compose
 from checkerzero.network.inference import (
+    BACKENDS,
     NetworkEvaluator,
     compute_dtype,
     preferred_memory_format,
@@ -132,7 +135,7 @@ def bench_model(
     params = count_parameters(model)
     dtype = compute_dtype(precision, device)
     evaluator = NetworkEvaluator(
-        copy.deepcopy(model), device=device, compile=args.compile, dtype=dtype
+        copy.deepcopy(model), device=device, compile=args.compile, dtype=dtype, backend=args.backend
     )
     memory_format = preferred_memory_format(device)
     raw_model = model.to(device, memory_format=memory_format)
@@ -224,6 +227,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--compile", action="store_true", help="torch.compile both paths")
     parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="auto",
+        help="the wrapper's backend (auto: jit on a CPU computing float32, else eager)",
+    )
+    parser.add_argument(
         "--precisions",
         default="auto",
         help=f"comma-separated precision settings to measure ({', '.join(PRECISIONS)})",
@@ -237,6 +246,7 @@ def main(argv: list[str] | None = None) -> None:
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     print(
         f"device {device}, torch {torch.__version__}, compile={args.compile}, "
+        f"backend {args.backend}, "
         f"clock {args.clock}, load avg {load}"
     )
     if args.clock == "cpu" and device.type != "cpu":
