@@ -492,7 +492,8 @@ def test_table_settings_are_checked(tmp_path, config) -> None:
         ValueError, match=r"\['minimax:2'\] are not in the table.*evaluation=default"
     ):
         EvalSettings.from_config(rated_config(config, table_file))
-    with pytest.raises(ValueError, match="no ladder table at"):
+    # A missing table is refused by the config's schema, naming the key and the file
+    with pytest.raises(ValueError, match=r"evaluation\.ladder_table=.*no file .*missing\.csv"):
         EvalSettings.from_config(rated_config(config, tmp_path / "missing.csv"))
     with pytest.raises(ValueError, match="minimax weights"):
         EvalSettings.from_config(
