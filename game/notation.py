@@ -7,6 +7,7 @@ book; Black's men start on 1-12 and move towards 32. Bitboards put square ``s`` 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 BOARD_SIZES = (6, 8)
@@ -89,27 +90,7 @@ def parse_fen(fen: str, size: int = 8) -> BoardSetup:
         if colour in seen_colours:
             raise fail(f"colour {colour!r} appears twice")
         seen_colours.add(colour)
-        men, kings = 0, 0
-        body = field[1:].strip()
-        for item in filter(None, (s.strip() for s in body.split(","))):
-            m = _FEN_SQUARE.match(item.upper())
-            if not m:
-                raise fail(f"bad square {item!r}")
-            first = int(m.group(2))
-            last = int(m.group(3)) if m.group(3) else first
-            if first > last:
-                raise fail(f"bad range {item!r}")
-            for square in range(first, last + 1):
-                if not 1 <= square <= n:
-                    raise fail(f"square {square} out of range 1-{n}")
-                b = 1 << (square - 1)
-                if occupied & b:
-                    raise fail(f"square {square} is given twice")
-                occupied |= b
-                if m.group(1):
-                    kings |= b
-                else:
-                    men |= b
+        men, kings, occupied = _fen_squares(field[1:].strip(), n, occupied, fail)
         count = (men | kings).bit_count()
         if count > pieces_per_side(size):
             name = "black" if colour == "B" else "white"
@@ -138,6 +119,35 @@ def parse_fen(fen: str, size: int = 8) -> BoardSetup:
         kings=black_kings | white_kings,
         white_to_move=turn == "W",
     )
+
+
+def _fen_squares(
+    body: str, n: int, occupied: int, fail: Callable[[str], ValueError]
+) -> tuple[int, int, int]:
+    """(men, kings, occupied) of one FEN piece field's squares (``21,22,K30`` or ``21-32``):
+    bitboards of this colour, and `occupied` with them added; `fail(why)` raised for a bad square
+    or range, one off the board or one already occupied."""
+    men, kings = 0, 0
+    for item in filter(None, (s.strip() for s in body.split(","))):
+        m = _FEN_SQUARE.match(item.upper())
+        if not m:
+            raise fail(f"bad square {item!r}")
+        first = int(m.group(2))
+        last = int(m.group(3)) if m.group(3) else first
+        if first > last:
+            raise fail(f"bad range {item!r}")
+        for square in range(first, last + 1):
+            if not 1 <= square <= n:
+                raise fail(f"square {square} out of range 1-{n}")
+            b = 1 << (square - 1)
+            if occupied & b:
+                raise fail(f"square {square} is given twice")
+            occupied |= b
+            if m.group(1):
+                kings |= b
+            else:
+                men |= b
+    return men, kings, occupied
 
 
 def format_fen(setup: BoardSetup) -> str:

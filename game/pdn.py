@@ -144,13 +144,7 @@ def iter_pdn(
     moves_read = 0
     for m in _TOKEN.finditer(text):
         kind = _KIND_OF_GROUP.get(m.lastgroup, m.lastgroup)
-        if kind == "comment" and not m.group(0).endswith("}"):
-            raise ValueError(f"PDN comment '{{' at offset {m.start()} is never closed")
-        if kind == "tag" and m.group("tag_end") is None:
-            raise ValueError(
-                f"malformed tag at offset {m.start()}: {_excerpt(m.group(0))!r} "
-                'needs the form [Name "value"]'
-            )
+        _check_token(kind, m)
         if kind in ("space", "comment", "line_comment", "nag"):
             continue
         if kind == "open":
@@ -189,21 +183,7 @@ def iter_pdn(
                 raise PdnTooLong(f"{where}: more than {max_moves} moves in this PDN text")
             text_move = m.group("move").replace(":", "x")
             if replay:
-                if pos is None:
-                    try:
-                        pos = game.start()
-                    except ValueError as e:
-                        raise ValueError(f"{where}: bad [FEN] tag: {e}") from None
-                label = _move_label(len(game.moves), game.start_white())
-                try:
-                    move, fixed = parse_tolerant(pos, text_move)
-                    pos.play(move)
-                except ValueError as e:
-                    raise ValueError(f"{where}, {label} ({text_move!r}): {e}") from None
-                if fixed:
-                    game.warnings.append(f"{where}, {label}: {fixed}")
-                # Store the move in full notation so written games are unambiguous.
-                game.moves.append(str(move))
+                pos = _replay_move(game, pos, text_move, where)
             else:
                 game.moves.append(text_move)
             continue
@@ -211,6 +191,39 @@ def iter_pdn(
     if opened:
         raise ValueError(f"PDN variation '(' at offset {opened[0]} is never closed")
     yield from finish()
+
+
+def _check_token(kind: str, m: re.Match[str]) -> None:
+    """ValueError for a comment never closed or a tag not of the form [Name "value"]."""
+    if kind == "comment" and not m.group(0).endswith("}"):
+        raise ValueError(f"PDN comment '{{' at offset {m.start()} is never closed")
+    if kind == "tag" and m.group("tag_end") is None:
+        raise ValueError(
+            f"malformed tag at offset {m.start()}: {_excerpt(m.group(0))!r} "
+            'needs the form [Name "value"]'
+        )
+
+
+def _replay_move(game: PdnGame, pos: Position | None, text_move: str, where: str) -> Position:
+    """Plays `text_move` on `pos` (the game's set-up when None), appending it to `game` in full
+    notation; the position after it. ValueError naming `where` and the move when it is not
+    legal there."""
+    if pos is None:
+        try:
+            pos = game.start()
+        except ValueError as e:
+            raise ValueError(f"{where}: bad [FEN] tag: {e}") from None
+    label = _move_label(len(game.moves), game.start_white())
+    try:
+        move, fixed = parse_tolerant(pos, text_move)
+        pos.play(move)
+    except ValueError as e:
+        raise ValueError(f"{where}, {label} ({text_move!r}): {e}") from None
+    if fixed:
+        game.warnings.append(f"{where}, {label}: {fixed}")
+    # Store the move in full notation so written games are unambiguous.
+    game.moves.append(str(move))
+    return pos
 
 
 def read_pdn(text: str, *, size: int = 8, replay: bool = True) -> list[PdnGame]:
