@@ -257,29 +257,9 @@ class ActorPool:
             logger.warning(
                 "a node left: its actors are gone (their finished games are in the store)"
             )
+        nodes, started = self._sync_servers(nodes)
+        changed = changed or started
         sp = self.cfg.selfplay
-        srv = sp.get("inference_server") or {}
-        server_plan: dict[str, list[float]] = {}
-        if srv.get("enabled", False):
-            server_plan = plan_servers(
-                nodes,
-                self._head,
-                cpu_nodes=bool(srv.get("cpu_nodes", False)),
-                head_reserved_gpus=self.head_reserved_gpus,
-            )
-            for node_id, shares in server_plan.items():
-                for index, gpus in enumerate(shares):
-                    if (node_id, index) not in self.servers:
-                        self._spawn_server(node_id, index, gpus, float(srv.get("cpus", 1.0)))
-                        changed = True
-            # A node with servers: its actors are tree workers on the cores the servers leave.
-            server_cpus = float(srv.get("cpus", 1.0))
-            nodes = [
-                _less_cpus(n, server_cpus * len(server_plan[n["NodeID"]]))
-                if n["NodeID"] in server_plan
-                else n
-                for n in nodes
-            ]
         plan = plan_placement(
             nodes,
             sp.actors,
@@ -322,6 +302,34 @@ class ActorPool:
                 len(self.servers),
             )
         return changed
+
+    def _sync_servers(self, nodes: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
+        """Inference servers (selfplay.inference_server) started where the plan wants one and
+        none runs; (`nodes` less the cores their servers take, True if a server was started)."""
+        srv = self.cfg.selfplay.get("inference_server") or {}
+        changed = False
+        server_plan: dict[str, list[float]] = {}
+        if srv.get("enabled", False):
+            server_plan = plan_servers(
+                nodes,
+                self._head,
+                cpu_nodes=bool(srv.get("cpu_nodes", False)),
+                head_reserved_gpus=self.head_reserved_gpus,
+            )
+            for node_id, shares in server_plan.items():
+                for index, gpus in enumerate(shares):
+                    if (node_id, index) not in self.servers:
+                        self._spawn_server(node_id, index, gpus, float(srv.get("cpus", 1.0)))
+                        changed = True
+            # A node with servers: its actors are tree workers on the cores the servers leave.
+            server_cpus = float(srv.get("cpus", 1.0))
+            nodes = [
+                _less_cpus(n, server_cpus * len(server_plan[n["NodeID"]]))
+                if n["NodeID"] in server_plan
+                else n
+                for n in nodes
+            ]
+        return nodes, changed
 
     def _reaching_the_store(self, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`nodes` less the machines that cannot reach a store on the head's loopback (one

@@ -175,6 +175,20 @@ def prepare(cfg, run_dir: Path) -> tuple[dict[str, Decisions], dict[str, list[Pd
     return data, by_split
 
 
+def _resumed_trainer(cfg, ckpt_dir: Path, steps_per_epoch: int) -> tuple[Trainer, int]:
+    """The trainer, resumed from ``ckpt_dir`` when it holds a checkpoint, and the steps planned
+    (``cfg.epochs`` of ``steps_per_epoch``), its learning-rate drops placed on that plan."""
+    planned = int(float(cfg.epochs) * steps_per_epoch)
+    milestones = [int(f * planned) for f in cfg.lr_drops]
+    cfg.trainer.scheduler.milestones = milestones
+    trainer = Trainer(cfg.trainer, cfg.model, 8)
+    if trainer.restore(ckpt_dir):
+        # The plan may have changed (more or fewer epochs): the drops follow the new one.
+        trainer.scheduler.milestones = Counter(milestones)
+        logger.info("resumed at step %d of %d", trainer.counters.step, planned)
+    return trainer, planned
+
+
 def train(cfg, run_dir: Path) -> dict:
     """Trains (or resumes) the run in ``run_dir``; returns the test figures when it finishes."""
     save_config(cfg, run_dir)
@@ -184,15 +198,8 @@ def train(cfg, run_dir: Path) -> dict:
     steps_per_epoch = len(train_data) // batch_size
     if steps_per_epoch == 0:
         raise ValueError(f"{len(train_data)} training decisions are fewer than one batch")
-    planned = int(float(cfg.epochs) * steps_per_epoch)
-    milestones = [int(f * planned) for f in cfg.lr_drops]
-    cfg.trainer.scheduler.milestones = milestones
-    trainer = Trainer(cfg.trainer, cfg.model, 8)
     ckpt_dir = run_dir / CHECKPOINT_DIR
-    if trainer.restore(ckpt_dir):
-        # The plan may have changed (more or fewer epochs): the drops follow the new one.
-        trainer.scheduler.milestones = Counter(milestones)
-        logger.info("resumed at step %d of %d", trainer.counters.step, planned)
+    trainer, planned = _resumed_trainer(cfg, ckpt_dir, steps_per_epoch)
     metrics_path = run_dir / METRICS_FILE
     new_file = not metrics_path.is_file()
     t_start = time.monotonic()

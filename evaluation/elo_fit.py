@@ -222,6 +222,69 @@ def _check_arguments(
     _z_value(confidence)
 
 
+def _player_ratings(
+    names: list[str],
+    elo: np.ndarray,
+    covariance: np.ndarray,
+    z: float,
+    anchor_set: set[str],
+    groups: Groups,
+    counts: np.ndarray,
+) -> list[PlayerRating]:
+    """Each player's rating, interval, games and points, in the order of ``names``."""
+    n_players = len(names)
+    games = np.zeros(n_players)
+    points = np.zeros(n_players)
+    np.add.at(games, groups.i, counts.sum(axis=1))
+    np.add.at(games, groups.j, counts.sum(axis=1))
+    np.add.at(points, groups.i, groups.wins + 0.5 * groups.draws)
+    np.add.at(points, groups.j, groups.losses + 0.5 * groups.draws)
+    players = []
+    for k, name in enumerate(names):
+        stderr = math.sqrt(max(covariance[k, k], 0.0))
+        players.append(
+            PlayerRating(
+                name=name,
+                elo=float(elo[k]),
+                stderr=stderr,
+                lower=float(elo[k] - z * stderr),
+                upper=float(elo[k] + z * stderr),
+                games=int(games[k]),
+                points=float(points[k]),
+                anchored=name in anchor_set,
+            )
+        )
+    return players
+
+
+def _check_identified(
+    counts: np.ndarray, groups: Groups, draw_elo: float | None, first_move_advantage: bool
+) -> None:
+    """ValueError when the games cannot identify what is to be fitted."""
+    total_w, total_d, total_l = counts.sum(axis=0)
+    if total_w + total_l == 0 and draw_elo is None:
+        raise ValueError("every game is a draw: draw_elo and the ratings are not identified")
+    if draw_elo == 0.0 and total_d > 0:
+        raise ValueError("a fixed draw_elo of 0 gives drawn games zero probability")
+    if first_move_advantage and not np.any(groups.sign != 0):
+        raise ValueError("first_move_advantage needs games with known colours")
+
+
+def _start_point(
+    model: DrawModel, anchor_elos: list[float], fit_theta: bool, counts: np.ndarray
+) -> np.ndarray:
+    """Newton's start: every free rating at the anchors' mean, and a fitted draw_elo where
+    equal players would draw at the observed rate."""
+    total_d = counts.sum(axis=0)[1]
+    x0 = np.zeros(model.size, dtype=np.float64)
+    x0[: len(model.free)] = float(np.mean(anchor_elos))
+    if fit_theta:
+        # Start draw_elo where equal players would draw at the observed rate: 2F(t) - 1 = rate.
+        rate = min(total_d / counts.sum(), 0.99)
+        x0[model.theta_col] = score_to_elo((1.0 + rate) / 2.0)
+    return x0
+
+
 def _ratings_at(
     model: DrawModel,
     x: np.ndarray,
@@ -253,27 +316,7 @@ def _ratings_at(
 
     elo = model.fixed.copy()
     elo[free] = x[:n_free]
-    games = np.zeros(n_players)
-    points = np.zeros(n_players)
-    np.add.at(games, groups.i, counts.sum(axis=1))
-    np.add.at(games, groups.j, counts.sum(axis=1))
-    np.add.at(points, groups.i, groups.wins + 0.5 * groups.draws)
-    np.add.at(points, groups.j, groups.losses + 0.5 * groups.draws)
-    players = []
-    for k, name in enumerate(names):
-        stderr = math.sqrt(max(covariance[k, k], 0.0))
-        players.append(
-            PlayerRating(
-                name=name,
-                elo=float(elo[k]),
-                stderr=stderr,
-                lower=float(elo[k] - z * stderr),
-                upper=float(elo[k] + z * stderr),
-                games=int(games[k]),
-                points=float(points[k]),
-                anchored=name in anchor_set,
-            )
-        )
+    players = _player_ratings(names, elo, covariance, z, anchor_set, groups, counts)
 
     def param_stderr(col: int | None) -> float:
         return math.sqrt(max(covariance_x[col, col], 0.0)) if col is not None else 0.0
@@ -341,15 +384,10 @@ def fit_ratings(
     index = {n: k for k, n in enumerate(names)}
     keys = sorted(table)
     counts, groups = _grouped(table, keys, index)
-    total_w, total_d, total_l = counts.sum(axis=0)
-    if total_w + total_l == 0 and draw_elo is None:
-        raise ValueError("every game is a draw: draw_elo and the ratings are not identified")
-    if draw_elo == 0.0 and total_d > 0:
-        raise ValueError("a fixed draw_elo of 0 gives drawn games zero probability")
     if first_move_elo is not None:
         first_move_advantage = False
-    if first_move_advantage and not np.any(groups.sign != 0):
-        raise ValueError("first_move_advantage needs games with known colours")
+    _check_identified(counts, groups, draw_elo, first_move_advantage)
+    total_d = counts.sum(axis=0)[1]
     # No draws at all: the optimum is draw_elo = 0 (P(draw) = 0). A given draw_elo is held.
     fit_theta = total_d > 0 and draw_elo is None
     fixed_theta = float(draw_elo) if draw_elo is not None else 0.0
@@ -371,12 +409,7 @@ def fit_ratings(
     )
 
     present_anchors = [float(anchors[n]) for n in names if n in anchor_set]
-    x0 = np.zeros(model.size, dtype=np.float64)
-    x0[: len(model.free)] = float(np.mean(present_anchors))
-    if fit_theta:
-        # Start draw_elo where equal players would draw at the observed rate: 2F(t) - 1 = rate.
-        rate = min(total_d / counts.sum(), 0.99)
-        x0[model.theta_col] = score_to_elo((1.0 + rate) / 2.0)
+    x0 = _start_point(model, present_anchors, fit_theta, counts)
     x, information, iterations = newton(model, x0, fixed_theta=fixed_theta)
 
     return _ratings_at(

@@ -310,6 +310,8 @@ def _settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], dict
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Over 80 lines: the command's rounds (plan, play, refit) read top to bottom; each step is
+    # a function of its own.
     parser = _parser()
     args = parser.parse_intermixed_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
