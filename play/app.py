@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from pathlib import Path
@@ -217,6 +217,11 @@ def describe(pos: Position) -> dict[str, Any]:
     }
 
 
+# A route's way to run its work, and a query's position (see create_app).
+RunWork = Callable[[Request, Callable[[Stop], dict[str, Any]], bool], Awaitable[dict[str, Any]]]
+PositionOf = Callable[[PositionQuery], Position]
+
+
 def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
     """The app over ``roots`` with the play ``settings`` (conf/play/default.yaml)."""
     limits = settings["limits"]
@@ -233,7 +238,6 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
         int(limits["max_concurrent_searches"]), thread_name_prefix="search"
     )
     counts = {"served": 0, "cancelled": 0, "stopped": 0}
-    roots_shown = [(f"{root}/", "") for root in (roots.runs, roots.models)]
 
     app = FastAPI(
         title="checkerzero play",
@@ -242,6 +246,30 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
         docs_url=None,  # served below from local copies of Swagger UI (no CDN)
         redoc_url=None,
     )
+    run_work = _search_runner(limits, slots, search_threads, counts)
+    _add_error_handlers(app, roots)
+
+    def position(q: PositionQuery) -> Position:
+        return position_from(q.fen, q.moves, max_moves=int(limits["max_moves"]))
+
+    _add_page(app)
+    _add_config_routes(app, settings, roots, slots, counts)
+    _add_position_routes(app, settings, engines, run_work, position)
+    _add_pdn_routes(app, limits, position)
+    _add_run_routes(app, settings, roots)
+    app.add_middleware(BodyLimit, limit=int(limits["max_request_bytes"]))
+    app.add_middleware(HostCheck, allowed=allowed_hosts(settings))  # outermost: checked first
+    return app
+
+
+def _search_runner(
+    limits: dict[str, Any],
+    slots: Slots,
+    search_threads: ThreadPoolExecutor,
+    counts: dict[str, int],
+) -> RunWork:
+    """How a route runs its work: a search on a thread of its own within a slot, stopped when
+    its client leaves or its time is up (`run_work`)."""
 
     async def watch(request: Request, stop: Stop, gone: asyncio.Event) -> None:
         while not await request.is_disconnected():
@@ -288,6 +316,13 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
             answer["stopped"] = "time"
         return answer
 
+    return run_work
+
+
+def _add_error_handlers(app: FastAPI, roots: Roots) -> None:
+    """The status codes of the errors a route raises, messages with the server's folders out."""
+    roots_shown = [(f"{root}/", "") for root in (roots.runs, roots.models)]
+
     def shown(message: str) -> str:
         """``message`` with the server's folders left out: paths as a request names them."""
         for full, short in roots_shown:
@@ -318,23 +353,9 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
     async def _bad(_: Request, exc: ValueError) -> JSONResponse:
         return JSONResponse({"detail": shown(str(exc))}, status_code=400)
 
-    def position(q: PositionQuery) -> Position:
-        return position_from(q.fen, q.moves, max_moves=int(limits["max_moves"]))
 
-    def networks() -> list[str]:
-        found = []
-        if roots.models.is_dir():
-            found += [
-                roots.relative(p)
-                for p in sorted(roots.models.glob(f"*{CHECKPOINT_SUFFIX}"))
-                if p.is_file() and p.resolve().is_relative_to(roots.models)
-            ]
-        for run in run_files.list_runs(roots, settings["runs"]["running_within_s"]):
-            if run.get("network"):
-                found.append(run["network"])
-        return found
-
-    # --- the page --------------------------------------------------------------------------
+def _add_page(app: FastAPI) -> None:
+    """The page (``/``, its static files) and the API docs (``/docs``)."""
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     @app.get("/", include_in_schema=False)
@@ -351,7 +372,26 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
             swagger_favicon_url="/static/swagger/favicon-32x32.png",
         )
 
-    # --- positions and moves ---------------------------------------------------------------
+
+def _add_config_routes(
+    app: FastAPI, settings: dict[str, Any], roots: Roots, slots: Slots, counts: dict[str, int]
+) -> None:
+    """The defaults, limits and networks the page offers, and the searches under way."""
+    limits = settings["limits"]
+
+    def networks() -> list[str]:
+        found = []
+        if roots.models.is_dir():
+            found += [
+                roots.relative(p)
+                for p in sorted(roots.models.glob(f"*{CHECKPOINT_SUFFIX}"))
+                if p.is_file() and p.resolve().is_relative_to(roots.models)
+            ]
+        for run in run_files.list_runs(roots, settings["runs"]["running_within_s"]):
+            if run.get("network"):
+                found.append(run["network"])
+        return found
+
     @app.get("/api/config")
     def config() -> dict[str, Any]:
         """Defaults, limits and the mistake thresholds the page uses."""
@@ -375,6 +415,17 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
             "slots": slots.total,
             **counts,
         }
+
+
+def _add_position_routes(
+    app: FastAPI,
+    settings: dict[str, Any],
+    engines: Engines,
+    run_work: RunWork,
+    position: PositionOf,
+) -> None:
+    """Positions described, moves played and positions analysed."""
+    limits = settings["limits"]
 
     @app.post("/api/position")
     def position_route(q: PositionQuery) -> dict[str, Any]:
@@ -433,7 +484,9 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
                 raise ValueError(f"position {k} (id {item.id!r}): {e}") from None
         return spec, budget, positions
 
-    # --- starts and PDN --------------------------------------------------------------------
+
+def _add_pdn_routes(app: FastAPI, limits: dict[str, Any], position: PositionOf) -> None:
+    """The ACF openings and PDN read and written."""
     deck = acf_deck()
 
     @app.get("/api/openings")
@@ -475,7 +528,11 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
         position(q)  # every move must be legal
         return write_pdn([game_from_position(start, q.moves, q.result, q.tags)])
 
-    # --- runs ------------------------------------------------------------------------------
+
+def _add_run_routes(app: FastAPI, settings: dict[str, Any], roots: Roots) -> None:
+    """The runs in the runs folder: status, metrics, Elo, games and the live game."""
+    limits = settings["limits"]
+
     @app.get("/api/runs")
     def runs() -> list[dict[str, Any]]:
         """Every run in the runs folder with its status, newest first."""
@@ -518,10 +575,6 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
         start FEN, moves, opening, weights version, actor and age in seconds; 404 when the run
         has none or its newest move is older than runs.live_within_s."""
         return run_files.live_game(roots, run, float(settings["runs"]["live_within_s"]))
-
-    app.add_middleware(BodyLimit, limit=int(limits["max_request_bytes"]))
-    app.add_middleware(HostCheck, allowed=allowed_hosts(settings))  # outermost: checked first
-    return app
 
 
 __all__ = ["create_app", "describe", "host_name"]
