@@ -21,7 +21,9 @@ from pathlib import Path
 
 from evaluation.game_play import PairPlan, play_pair, play_pairs
 from evaluation.ladder_play import ladder_player
-from evaluation.network_player import MCTSPlayer, checkpoint_player, default_mcts_settings
+from evaluation.mcts_player import MCTSPlayer
+from evaluation.network_player import checkpoint_player
+from evaluation.player_defaults import default_mcts_settings
 from game.openings import acf_deck
 from game.position import Position
 from play.settings import shipped_network

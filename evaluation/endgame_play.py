@@ -14,7 +14,7 @@ no distance: a player that only keeps the value can shuffle a won ending into a 
 
 A lost root plays the longest resistance the same way (the alpha-beta's score of a loss is
 largest when it is furthest away). The MCTS players also take the database's values at their
-search leaves (``BatchedMCTS.set_egdb``); see :class:`evaluation.network_player.MCTSPlayer`.
+search leaves (``BatchedMCTS.set_egdb``); see :class:`evaluation.mcts_player.MCTSPlayer`.
 
 :func:`open_for_play` opens the database the ``egdb`` config group names without building it: a
 player asked to use an absent database says so in one line and plays without it.

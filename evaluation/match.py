@@ -26,7 +26,7 @@ from checkerzero.config import compose
 from evaluation.game_play import DEFAULT_MAX_PLIES
 from evaluation.game_records import PairRecord
 from evaluation.match_workers import SIDE_BY_SIDE, run_match
-from evaluation.network_player import eval_mcts_settings
+from evaluation.player_defaults import eval_mcts_settings
 from evaluation.players import minimax_options
 from game.openings import KINDS as OPENING_KINDS
 from game.openings import load_openings

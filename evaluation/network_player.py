@@ -1,24 +1,8 @@
-"""MCTS players: the network's search (or a network-free one) behind the ``Player`` protocol.
+"""MCTS players from specs: the network's search (or a network-free one) as a ``Player``.
 
-An :class:`MCTSPlayer` plays the way the network would in a match: the batched C++ search of
-``game.mcts`` over one game, no Dirichlet noise, temperature 0 (the most visited action),
-so it is deterministic for given weights and settings. Its tree is kept between its own moves:
-when the position it is asked about is the one its last move led to, or that position plus one
-opponent move, the search continues from the matching subtree instead of starting over.
-
-A multi-jump is one move made of several actions; the player searches each decision of it (the
-single-continuation ones cost nothing with ``collapse_forced`` / ``skip_forced_root``) and
-returns the whole move.
-
-With a time budget (``:t200``, 200 ms per move) the player searches until the budget is spent
-instead of to a number of simulations (``game.mcts.search_until``): batches of
-``leaves_per_game`` leaves, the clock read between batches, so a move overshoots its budget by
-at most one batch. The budget covers the whole move, a multi-jump's later decisions included
-(they mostly read the visits the first one already spread below them), the kept subtree's
-visits add to the new ones, a searched move gets at least one batch of visits even when the
-budget ran out first (a stalled machine), and a move that is the only legal one is played at
-once, without search. The player counts what it did (``stats()``: moves searched, simulations,
-forced moves, reused trees), which a match reports as the mean simulations per move.
+The player itself is :class:`evaluation.mcts_player.MCTSPlayer` (its tree reuse, time budgets and
+counters are described there); its default search settings come from
+:mod:`evaluation.player_defaults`.
 
 Specs (``evaluation.players.make_player`` hands every spec that is not minimax or random to
 :func:`mcts_player`)::
@@ -65,35 +49,19 @@ them on; ``egdb=1`` / ``book=1`` on, ``=0`` off):
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
-import time
-from collections.abc import Generator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from checkerzero.config import compose
 from checkerzero.network.precision import PRECISIONS
-from evaluation.book import Book, book_path, load_book
-from evaluation.endgame_play import (
-    DEFAULT_PROGRESS_DEPTH,
-    database_move,
-    open_for_play,
-    play_database_settings,
-)
+from evaluation.book import book_path, load_book
+from evaluation.endgame_play import open_for_play
+from evaluation.mcts_player import MCTSPlayer
+from evaluation.player_defaults import default_knowledge, play_settings
 from evaluation.policy_player import PolicyPlayer, is_q_network
-from game import _core
-from game.egdb import EndgameDatabase
-from game.mcts import (
-    SEARCH_KEYS,
-    Evaluator,
-    UniformEvaluator,
-    new_search,
-    search,
-    search_until,
-)
-from game.position import Move, Position
+from game.mcts import SEARCH_KEYS, Evaluator, UniformEvaluator
 
 logger = logging.getLogger(__name__)
 
@@ -102,10 +70,6 @@ UNIFORM_SPEC = "uniform-mcts"
 # Torch threads of a checkpoint player unless its spec says otherwise: match workers run one
 # per core, and torch's default (every core in each process) would oversubscribe the machine.
 DEFAULT_TORCH_THREADS = 1
-# Keys of the `evaluation` group that override the `mcts` group for evaluation players
-# (timed_leaves_per_game is read by players with a time per move only: their leaves per forward
-# pass; root_policy judges every run by the same search, whatever its self-play used).
-EVAL_MCTS_KEYS = ("simulations", "leaves_per_game", "timed_leaves_per_game", "root_policy")
 _SPEC = re.compile(
     rf"(?P<source>{re.escape(UNIFORM_SPEC)}|.+?{re.escape(CHECKPOINT_SUFFIX)})(?::(?P<opts>.*))?"
 )
@@ -155,284 +119,6 @@ _SEARCH_OPTIONS_SHOWN = tuple(
 def _label(source: str, budget: str, precision: str) -> str:
     """A checkpoint player's name: file name, budget and search options, a precision it forces."""
     return f"{Path(source).name}:{budget}" + ("" if precision == "auto" else f",{precision}")
-
-
-def eval_mcts_settings(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The search settings of evaluation players in a composed config: the mcts group with the
-    evaluation group's simulations, leaves per game and root policy (plain values)."""
-    settings = {k: cfg["mcts"][k] for k in cfg["mcts"]}
-    settings.update({k: cfg["evaluation"][k] for k in EVAL_MCTS_KEYS})
-    return settings
-
-
-@functools.cache
-def _composed_mcts_settings() -> tuple[tuple[str, Any], ...]:
-    return tuple(eval_mcts_settings(compose()).items())
-
-
-@functools.cache
-def _composed_knowledge() -> tuple[tuple[tuple[str, Any], ...], bool]:
-    cfg = compose()
-    return tuple(play_database_settings(cfg["egdb"]).items()), bool(cfg["evaluation"]["book"])
-
-
-def default_knowledge() -> tuple[dict[str, Any], bool]:
-    """``(egdb, book)`` defaults of the players from the composed config: the database's
-    ``{"on", "dir", "pieces", "depth"}`` (``egdb.play``, ``egdb.dir``, ``egdb.pieces``,
-    ``egdb.play_depth``) and whether the book is on (``evaluation.book``)."""
-    egdb, book = _composed_knowledge()
-    return dict(egdb), book
-
-
-def default_mcts_settings() -> dict[str, Any]:
-    """The search settings of evaluation players: the composed config's (checkerzero.config.compose)
-    mcts group with the evaluation group's simulations and leaves per game. Noise is always off
-    here (see :func:`play_settings`)."""
-    return dict(_composed_mcts_settings())
-
-
-def play_settings(mcts: Mapping[str, Any] | None, **overrides: Any) -> dict[str, Any]:
-    """Search settings for playing to win: no Dirichlet noise, and the in-tree first-play
-    urgency at the root too (the config's root value assumes noise spreads the visits there)."""
-    settings = dict(default_mcts_settings() if mcts is None else mcts)
-    settings.update({k: v for k, v in overrides.items() if v is not None})
-    settings["dirichlet_epsilon"] = 0.0
-    if "fpu_reduction" in settings:
-        settings["fpu_reduction_root"] = settings["fpu_reduction"]
-    return settings
-
-
-def _same_state(a: _core.Game, b: _core.Game) -> bool:
-    """Same position, side, clocks and ply: a tree built on ``a`` serves ``b``.
-
-    Histories are not compared: a Position advanced by whole moves (``make``) keeps one history
-    entry per move, the tree's game (``step``) one per action, as in self-play, so they differ
-    after a multi-jump. The tree's own history is the one the network was trained on.
-    """
-    return (
-        a.hash == b.hash
-        and a.ply == b.ply
-        and a.no_progress == b.no_progress
-        and a.max_plies == b.max_plies
-        and not a.mid_jump
-        and not b.mid_jump
-        and (a.pack_history()[0] == b.pack_history()[0]).all()
-    )
-
-
-class MCTSPlayer:
-    """A Player that searches with ``evaluator`` and plays the most visited action.
-
-    ``mcts``: search settings (keys of conf/mcts; noise is turned off whatever they say).
-    ``seed`` only seeds the search's generator: with temperature 0 and no noise it draws nothing,
-    so the same evaluator and settings always give the same moves. ``reuse_tree=False`` starts
-    every decision from an empty tree (for comparisons). ``time_ms`` > 0 searches each move for
-    that many milliseconds instead of ``simulations`` per decision (module docstring); such a
-    player is not reproducible (its visits depend on the machine's speed).
-    """
-
-    def __init__(
-        self,
-        evaluator: Evaluator,
-        mcts: Mapping[str, Any] | None = None,
-        *,
-        name: str = "mcts",
-        seed: int = 0,
-        size: int | None = None,
-        reuse_tree: bool = True,
-        time_ms: int = 0,
-        egdb: EndgameDatabase | None = None,
-        egdb_depth: int = DEFAULT_PROGRESS_DEPTH,
-        book: Book | None = None,
-    ) -> None:
-        if isinstance(time_ms, bool) or not isinstance(time_ms, int) or time_ms < 0:
-            raise ValueError(f"{name}: time_ms must be an integer >= 0, got {time_ms!r}")
-        self.evaluator = evaluator
-        self.settings = play_settings(mcts)
-        self.name = name
-        self.seed = seed
-        self.size = size  # board side; None: taken from the first position
-        self.reuse_tree = reuse_tree
-        self.simulations = int(self.settings.get("simulations", _core.MctsConfig().simulations))
-        self.time_ms = time_ms  # milliseconds per move; 0: `simulations` per decision
-        self.clock = time.perf_counter  # what the time per move is read from (a test sets its own)
-        self.egdb = egdb  # the endgame database at leaves and roots (None: off)
-        self.egdb_depth = egdb_depth  # plies of the progress search at a database root (no time)
-        self.book = book  # the opening book (None: off)
-        # One batch of the timed search: the leaves one tree gathers per forward pass.
-        self._chunk = int(self.settings.get("leaves_per_game", _core.MctsConfig().leaves_per_game))
-        self._mcts: _core.BatchedMCTS | None = None
-        self._synced = False  # the tree's root is a position of the current game
-        # Counters since construction (reset() keeps them: a match reads them after its games).
-        self.decisions = 0  # moves chosen
-        self.reused = 0  # of those, the ones whose search started from a kept subtree
-        self.evaluations = 0  # leaves sent to the evaluator
-        self.forced = 0  # moves that were the only legal one
-        self.searched = 0  # the other moves
-        self.simulations_done = 0  # new visits below the root over the searched moves
-        self.last_simulations = 0  # new visits of the latest move (0 for a forced one)
-        self.last_visits = 0  # visits below the root when its first action was chosen
-        self.book_moves = 0  # moves played from the book
-        self.egdb_moves = 0  # moves chosen at a root the database knows
-
-    def _search_object(self, size: int) -> _core.BatchedMCTS:
-        if self.size is not None and size != self.size:
-            raise ValueError(f"{self.name} plays {self.size}x{self.size}, got a {size}x{size} game")
-        if self._mcts is None or self._mcts.size != size:
-            self._mcts = new_search(1, size, self.settings, seed=self.seed)
-            if self.egdb is not None and self.egdb.size == size:
-                self._mcts.set_egdb(self.egdb.core)
-            self._synced = False
-        return self._mcts
-
-    def _sync(self, game: _core.Game) -> None:
-        """Points the tree's root at ``game``, keeping the matching subtree when there is one."""
-        mcts = self._search_object(game.size)
-        if self._synced and self.reuse_tree and not mcts.done(0):
-            root = mcts.game(0)
-            if _same_state(root, game):
-                self.reused += 1
-                return
-            for move in root.legal_moves():  # the opponent's reply to our last move
-                after = root.copy()
-                after.make(move)
-                if _same_state(after, game):
-                    for action in root.actions_of(move):
-                        mcts.advance(0, action)
-                    self.reused += 1
-                    return
-        mcts.reset(0, game)
-        self._synced = True
-
-    def choose(self, position: Position) -> Move:
-        steps = self.decide(position)
-        try:
-            mcts = next(steps)
-            while True:
-                mcts = steps.send(search(mcts, self.evaluator, self.simulations).leaves)
-        except StopIteration as done:
-            return done.value
-
-    def decide(self, position: Position) -> Generator[_core.BatchedMCTS, int, Move]:
-        """``choose`` in steps, for a caller that searches several players' trees at once
-        (``game.mcts.search_many``, e.g. a match's games side by side): yields this player's
-        search object whenever it needs ``simulations`` visits below its root, is sent the
-        leaves that search evaluated, and returns the move. A player with a time per move
-        searches inside, without yielding (its clock is its own)."""
-        game = position.game
-        if position.is_over():
-            raise ValueError(f"{self.name}: the game is over in {position.fen()}")
-        if game.mid_jump:
-            raise ValueError(f"{self.name}: asked for a move in the middle of a multi-jump")
-        deadline = self.clock() + self.time_ms / 1000.0  # the whole move's budget
-        known = self._known_move(position)
-        if known is not None:
-            return known
-        self._sync(game)
-        self.decisions += 1
-        mcts = self._mcts
-        assert mcts is not None
-        start = mcts.game(0)
-        legal = start.legal_moves()
-        forced = len(legal) == 1
-        self.forced += forced
-        self.searched += not forced
-        if forced and self.time_ms:  # nothing to weigh: play it now, keep the tree in step
-            for action in start.actions_of(legal[0]):
-                mcts.advance(0, action)
-            self.last_simulations = self.last_visits = 0
-            return start.move_of(start.actions_of(legal[0]))
-        actions: list[int] = []
-        simulations = 0
-        while True:
-            before = mcts.root_child_visits(0)
-            if self.time_ms:
-                leaves = search_until(
-                    mcts, self.evaluator, deadline, chunk=self._chunk, clock=self.clock
-                ).leaves
-                if not actions and mcts.root_child_visits(0) == before and not mcts.done(0):
-                    # the budget went before a visit (a stalled machine, a tiny budget): one
-                    # batch all the same, so a searched move never rests on the priors alone
-                    self.evaluations += leaves  # the root's, if it was evaluated
-                    saved = mcts.simulations
-                    leaves = search(mcts, self.evaluator, before + self._chunk).leaves
-                    mcts.simulations = saved
-            else:
-                leaves = yield mcts  # the caller searched it, to ``simulations``
-            self.evaluations += leaves
-            visits = mcts.root_child_visits(0)
-            simulations += visits - before
-            if not actions:
-                self.last_visits = visits
-            action = mcts.choose(0, 0.0)
-            mcts.advance(0, action)
-            actions.append(action)
-            if mcts.done(0) or not mcts.game(0).mid_jump:
-                break
-        self.last_simulations = simulations
-        if not forced:
-            self.simulations_done += simulations
-        return start.move_of(actions)
-
-    def _known_move(self, position: Position) -> Move | None:
-        """The book's move, or the database's at a root it knows; None: search. A move played
-        so is counted, and the next search starts a fresh tree."""
-        move = self.book.move(position) if self.book is not None else None
-        if move is not None:
-            self.book_moves += 1
-        elif self.egdb is not None and self.egdb.size == position.size:
-            # a timed player keeps a fifth of its time for the alpha-beta's overshoot
-            found = database_move(
-                position,
-                self.egdb,
-                depth=0 if self.time_ms else self.egdb_depth,
-                time_ms=max(1, self.time_ms * 4 // 5) if self.time_ms else 0,
-            )
-            if found is not None:
-                move = found[0]
-                self.egdb_moves += 1
-        if move is not None:
-            self.decisions += 1
-            self.last_simulations = self.last_visits = 0
-            self._synced = False
-        return move
-
-    def fork(self) -> MCTSPlayer:
-        """A player with this one's evaluator (shared), settings, name and seed and a tree of
-        its own: one per game when several games of one network are played side by side."""
-        return MCTSPlayer(
-            self.evaluator,
-            self.settings,
-            name=self.name,
-            seed=self.seed,
-            size=self.size,
-            reuse_tree=self.reuse_tree,
-            time_ms=self.time_ms,
-            egdb=self.egdb,
-            egdb_depth=self.egdb_depth,
-            book=self.book,
-        )
-
-    def stats(self) -> dict[str, int]:
-        """What the player did since construction, as plain counts (a match sums them per pair):
-        moves searched and forced, new simulations over the searched moves, network
-        evaluations, decisions that reused a kept subtree."""
-        return {
-            "moves": self.searched,
-            "forced": self.forced,
-            "simulations": self.simulations_done,
-            "evaluations": self.evaluations,
-            "reused": self.reused,
-            "book_moves": self.book_moves,
-            "egdb_moves": self.egdb_moves,
-        }
-
-    def reset(self) -> None:
-        self._synced = False  # the next choose() starts a fresh tree
-
-    def __repr__(self) -> str:
-        budget = f"time_ms={self.time_ms}" if self.time_ms else f"simulations={self.simulations}"
-        return f"MCTSPlayer({self.name!r}, {budget})"
 
 
 def _learner_side() -> tuple[Any, Any]:
@@ -707,15 +393,10 @@ def with_knowledge(
 
 
 __all__ = [
-    "MCTSPlayer",
     "checkpoint_player",
-    "default_knowledge",
-    "default_mcts_settings",
-    "eval_mcts_settings",
     "mcts_player",
     "network_player",
     "parse_spec",
-    "play_settings",
     "searchless_player",
     "with_knowledge",
 ]

@@ -9,7 +9,7 @@ from typing import Any
 from evaluation.gate import GATE_SPRT_KEYS, sprt_from_config
 from evaluation.ladder_play import ladder_player
 from evaluation.ladder_table import LadderTable, read_table, table_path, weights_text
-from evaluation.network_player import play_settings
+from evaluation.player_defaults import play_settings
 from evaluation.players import minimax_options
 from game.openings import KINDS as OPENING_KINDS
 

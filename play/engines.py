@@ -42,7 +42,7 @@ import torch
 from checkerzero.network.inference import load_for_play
 from evaluation.book import Book, book_path, load_book
 from evaluation.endgame_play import open_for_play
-from evaluation.network_player import default_knowledge, default_mcts_settings, play_settings
+from evaluation.player_defaults import default_knowledge, default_mcts_settings, play_settings
 from evaluation.players import MATE_THRESHOLD, make_player
 from game.egdb import EndgameDatabase
 from game.mcts import Evaluator, UniformEvaluator

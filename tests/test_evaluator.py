@@ -23,7 +23,8 @@ from evaluation.game_play import play_match
 from evaluation.gate import gate
 from evaluation.ladder_play import fit_all, in_process, ladder_results, pair_results, rung_results
 from evaluation.match_workers import run_match
-from evaluation.network_player import MCTSPlayer, parse_spec
+from evaluation.mcts_player import MCTSPlayer
+from evaluation.network_player import parse_spec
 from evaluation.players import make_player
 from evaluation.settings import EvalSettings
 from game.openings import extend_openings, load_openings, random_openings

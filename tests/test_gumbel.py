@@ -199,7 +199,7 @@ def test_gumbel_self_play_records_carry_the_completed_q_target(config):
 
 
 def test_gumbel_player_plays_legal_moves():
-    from evaluation.network_player import MCTSPlayer
+    from evaluation.mcts_player import MCTSPlayer
     from game.position import Position
 
     player = MCTSPlayer(UniformEvaluator(), mcts={"root_policy": "gumbel", "simulations": 8})
@@ -297,7 +297,8 @@ def test_leaves_in_flight_go_to_different_considered_actions():
 
 
 def test_evaluation_players_search_with_their_own_root_policy(config):
-    from evaluation.network_player import eval_mcts_settings, mcts_player
+    from evaluation.network_player import mcts_player
+    from evaluation.player_defaults import eval_mcts_settings
 
     # Self-play's switch does not reach the judge: every run is rated by the same search.
     assert eval_mcts_settings(config("mcts.root_policy=gumbel"))["root_policy"] == "puct"

@@ -126,7 +126,7 @@ def test_a_short_training_run_beats_uniform_priors(config):
     from actors.self_play import play_games
     from checkerzero.network.inference import NetworkEvaluator
     from evaluation.game_play import play_match
-    from evaluation.network_player import MCTSPlayer
+    from evaluation.mcts_player import MCTSPlayer
     from game.mcts import UniformEvaluator
     from learner.trainer import Trainer
 

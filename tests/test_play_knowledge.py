@@ -28,7 +28,7 @@ from evaluation.book import (
 from evaluation.book.__main__ import main as book_main
 from evaluation.book.build import search_entries, selfplay_entries
 from evaluation.endgame_play import database_move
-from evaluation.network_player import MCTSPlayer
+from evaluation.mcts_player import MCTSPlayer
 from evaluation.players import MinimaxPlayer, make_player
 from game import _core
 from game.egdb import DRAW, LOSS, WIN, EndgameDatabase

@@ -10,7 +10,8 @@ from evaluation.game_play import PairPlan, play_pair, play_pairs
 from evaluation.game_records import PairRecord
 from evaluation.ladder_play import ladder_player
 from evaluation.match_workers import batches_side_by_side, run_match
-from evaluation.network_player import MCTSPlayer, play_settings
+from evaluation.mcts_player import MCTSPlayer
+from evaluation.player_defaults import play_settings
 from evaluation.players import make_player
 from game import Position
 from game.mcts import new_search, search, search_many

@@ -427,7 +427,8 @@ def test_the_switch_is_off_by_default_and_reaches_the_search(config):
 def test_players_take_the_switch_from_the_config_and_from_their_spec(config):
     """A match's players read mcts.solver from the composed config (as evaluation.match passes
     it) or from the spec's own ``solver`` option; the winning shot ends their search early."""
-    from evaluation.network_player import eval_mcts_settings, mcts_player, parse_spec
+    from evaluation.network_player import mcts_player, parse_spec
+    from evaluation.player_defaults import eval_mcts_settings
 
     spec = "uniform-mcts:sims=200"
     on = mcts_player(spec, mcts=eval_mcts_settings(config("mcts.solver=true")))

@@ -24,7 +24,7 @@ from baseline_training.supervised import Agreement, agreement, batch_of, snapsho
 from checkerzero.config import SOURCE_CONF, ConfigError, validate
 from checkerzero.network.checkpoint import save_checkpoint
 from checkerzero.network.model import CheckersNet, ModelConfig
-from evaluation.network_player import MCTSPlayer
+from evaluation.mcts_player import MCTSPlayer
 from evaluation.players import make_player
 from evaluation.policy_player import PolicyPlayer, move_log_probs
 from game import Position, encoding

@@ -22,7 +22,8 @@ from checkerzero.network.checkpoint import save_checkpoint
 from checkerzero.network.model import CheckersNet, ModelConfig
 from evaluation.game_play import play_match
 from evaluation.game_records import MatchResult, PairRecord, PlayedGame
-from evaluation.network_player import MCTSPlayer, parse_spec
+from evaluation.mcts_player import MCTSPlayer
+from evaluation.network_player import parse_spec
 from evaluation.players import MinimaxPlayer, make_player, player_stats
 from evaluation.policy_player import AGENT_KEY, Q_AGENT
 from game.mcts import UniformEvaluator, new_search, search_until

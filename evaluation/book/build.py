@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.book import book_path, write_book
-from evaluation.network_player import default_mcts_settings, load_network
+from evaluation.network_player import load_network
+from evaluation.player_defaults import default_mcts_settings
 from game.mcts import Evaluator, new_search, search
 from game.openings import Opening, acf_deck
 from game.pdn import iter_pdn
@@ -45,7 +46,7 @@ def searched_moves(
         "dirichlet_epsilon": 0.0,
         "leaves_per_game": BUILD_LEAVES_PER_GAME,
     }
-    if "fpu_reduction" in settings:  # as the players search (network_player.play_settings)
+    if "fpu_reduction" in settings:  # as the players search (player_defaults.play_settings)
         settings["fpu_reduction_root"] = settings["fpu_reduction"]
     mcts = new_search(len(positions), positions[0].size, settings, seed=0)
     starts = [p.game.copy() for p in positions]
