@@ -163,6 +163,32 @@ def format_fen(setup: BoardSetup) -> str:
     return f"{turn}:{side('W', setup.white)}:{side('B', setup.black)}"
 
 
+def board_rows(setup: BoardSetup) -> list[list[tuple[int | None, str]]]:
+    """The board row by row, Black at the top: ``(square, piece)`` for each cell, the square's
+    number (None on a light square, never played on) and its piece: b/w men, B/W kings, '.'
+    empty, ' ' light. The one reading of a position's squares every board print uses."""
+    size = setup.size
+    per_row = size // 2
+    rows = []
+    for row in range(size):
+        cells: list[tuple[int | None, str]] = []
+        for col in range(size):
+            if (row + col) % 2 == 0:
+                cells.append((None, " "))
+                continue
+            square = row * per_row + col // 2 + 1
+            b = 1 << (square - 1)
+            king = bool(setup.kings & b)
+            if setup.black & b:
+                cells.append((square, "B" if king else "b"))
+            elif setup.white & b:
+                cells.append((square, "W" if king else "w"))
+            else:
+                cells.append((square, "."))
+        rows.append(cells)
+    return rows
+
+
 def diagram(setup: BoardSetup) -> str:
     """A board diagram with Black at the top: b/w men, B/W kings, '.' empty dark squares.
 
@@ -173,23 +199,10 @@ def diagram(setup: BoardSetup) -> str:
     lines = []
     border = "  +" + "-" * (2 * size + 1) + "+"
     lines.append(border)
-    for row in range(size):
-        cells = []
-        for col in range(size):
-            if (row + col) % 2 == 0:
-                cells.append(" ")
-                continue
-            square = row * per_row + col // 2 + 1
-            b = 1 << (square - 1)
-            king = bool(setup.kings & b)
-            if setup.black & b:
-                cells.append("B" if king else "b")
-            elif setup.white & b:
-                cells.append("W" if king else "w")
-            else:
-                cells.append(".")
+    for row, cells in enumerate(board_rows(setup)):
         first = row * per_row + 1
-        lines.append(f"  | {' '.join(cells)} |  {first:>2}-{first + per_row - 1}")
+        pieces = " ".join(piece for _, piece in cells)
+        lines.append(f"  | {pieces} |  {first:>2}-{first + per_row - 1}")
     lines.append(border)
     lines.append(f"  {'White' if setup.white_to_move else 'Black'} to move")
     return "\n".join(lines)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from game.notation import board_rows
 from game.openings import acf_deck
 from game.pdn import game_from_position, write_pdn
 from game.position import Position
@@ -30,27 +31,13 @@ def board_with_squares(pos: Position) -> str:
     """The board (Black at the top: b/w men, B/W kings, '.' empty) with the same board's square
     numbers beside it, row for row, and the side to move."""
     setup = pos.setup()
-    size, per_row = setup.size, setup.size // 2
+    size = setup.size
     rule = "+" + "-" * (3 * size + 1) + "+"  # three characters a square, as the numbers
     lines = [f"  {rule}   {rule}"]
-    for row in range(size):
-        cells, numbers = [], []
-        for col in range(size):
-            if (row + col) % 2 == 0:  # a light square: never played on
-                cells.append(" ")
-                numbers.append("   ")
-                continue
-            square = row * per_row + col // 2 + 1
-            bit = 1 << (square - 1)
-            king = bool(setup.kings & bit)
-            if setup.black & bit:
-                cells.append("B" if king else "b")
-            elif setup.white & bit:
-                cells.append("W" if king else "w")
-            else:
-                cells.append(".")
-            numbers.append(f"{square:>3}")
-        lines.append(f"  |{''.join(f'{c:>3}' for c in cells)} |   |{''.join(numbers)} |")
+    for cells in board_rows(setup):
+        pieces = "".join(f"{piece:>3}" for _, piece in cells)
+        numbers = "".join("   " if square is None else f"{square:>3}" for square, _ in cells)
+        lines.append(f"  |{pieces} |   |{numbers} |")
     lines.append(f"  {rule}   {rule}")
     lines.append(f"  {'White' if setup.white_to_move else 'Black'} to move (b w men, B W kings)")
     return "\n".join(lines)
