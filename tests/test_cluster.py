@@ -21,13 +21,13 @@ import os
 import shutil
 import signal
 import tempfile
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import ray
 from ray.cluster_utils import Cluster
+from waiting import wait_until
 
 from actors.pool import ActorPool
 from checkerzero.network.checkpoint import encode_checkpoint
@@ -41,7 +41,6 @@ from game.records import GameRecord
 NODES = 3  # the head and two workers
 CALL_TIMEOUT_S = 120.0  # one actor call; 3 actors importing torch at once on 2 cores take a while
 GAMES_TIMEOUT_S = 180.0  # for games to arrive (tiny settings finish a game in a few seconds)
-POLL_S = 0.25
 # Tiny self-play: the smoke network, 2 games per actor, 8 simulations, games capped at 60 plies;
 # a window far above what the tests write, so nothing is evicted and every game stays countable.
 OVERRIDES = (
@@ -54,17 +53,6 @@ OVERRIDES = (
     "replay.connect_retries=3",
     "replay.connect_backoff_s=0.1",
 )
-
-
-def wait_until(predicate: Callable[[], object], timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(POLL_S)
 
 
 class Loop:

@@ -26,13 +26,14 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 import ray
 import torch
 from ray.cluster_utils import Cluster
+from waiting import wait_until
 
 from actors.pool import ActorPool, plan_servers
 from actors.self_play import play_games
@@ -282,7 +283,6 @@ def test_one_server_per_gpu_and_cpu_nodes_keep_in_actor_inference_by_default():
 
 CALL_TIMEOUT_S = 120.0
 GAMES_TIMEOUT_S = 180.0
-POLL_S = 0.25
 RAY_OVERRIDES = (
     "preset=smoke",
     "selfplay.actors=2",
@@ -298,17 +298,6 @@ RAY_OVERRIDES = (
     "selfplay.inference_server.pipeline=1",  # both actors' leaves in one batch where they can be
     "selfplay.inference_server.max_wait_ms=50",
 )
-
-
-def wait_until(predicate: Callable[[], object], timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(POLL_S)
 
 
 class Run:
