@@ -201,6 +201,9 @@ class EvaluatorWorker:
                 f"gate:{first}", ACCEPT, [], kind="gate", version=first, decision=decision
             )
         self.channel.promote(first)
+        # Kept now: the channel drops a version's metadata KEEP_VERSIONS publications later,
+        # and without its step an untrained first best would pass trained() and be rated.
+        self.version_info(first)
         logger.info("weights version %d is the first best", first)
         return first
 

@@ -446,6 +446,16 @@ def test_the_evaluator_skips_the_untrained_network_and_rates_by_the_clock_cheape
     assert not worker.step() and games(3) == 0  # past early_min: every_min 60 from v2's start
     client.hset(done_key("t"), "last_started", "0")  # as if an hour went by
     assert worker.step() and games(3) == 8 and games(1) == 0
+    # The untrained first best stays unrated after its metadata leaves the channel.
+    for v in range(4, 5 + KEEP_VERSIONS):
+        publish(
+            channel, v, {"step": 100 * v, "positions": 900 * v, "t": 1700.0 + v, "run_s": 705.0 + v}
+        )
+    assert channel.meta(1) == {}
+    client.hset(done_key("t"), "last_started", "0")
+    assert worker.step() and games(1) == 0
+    with (tmp_path / EVAL_DIR / CURVE_CSV).open() as f:
+        assert "1" not in [row["version"] for row in csv.DictReader(f)]
     # A warm start's network is rated at step 0.
     warm = json.loads(json.dumps(cfg))
     warm["learner"]["init_weights"] = "some.safetensors"
