@@ -25,7 +25,7 @@ PAIR_POINTS = (0.0, 0.5, 1.0, 1.5, 2.0)  # the pentanomial categories: A's point
 
 # Search counters that are totals over the moves; a match reports them per move (the others,
 # such as "forced" and "reused", stay counts).
-PER_MOVE_STATS = ("simulations", "evaluations", "depth", "nodes")
+PER_MOVE_STATS = ("simulations", "evaluations", "depth", "nodes", "ms")
 
 
 @dataclass(frozen=True)
@@ -260,11 +260,13 @@ def describe_search(search: Mapping[str, float]) -> str:
             for key, what in (("book_moves", "from the book"), ("egdb_moves", "from the database"))
             if search.get(key)
         )
+        spent = f", {search['ms']:,.0f} ms" if "ms" in search else ""
         return (
-            f"{search['simulations']:,.0f} simulations per move "
+            f"{search['simulations']:,.0f} simulations{spent} per move "
             f"({moves} moves searched, {forced} forced{known})"
         )
     if "depth" in search:
         nodes = search.get("nodes", 0)
-        return f"depth {search['depth']:.1f}, {nodes:,.0f} nodes per move ({moves} moves)"
+        spent = f", {search['ms']:,.0f} ms" if "ms" in search else ""
+        return f"depth {search['depth']:.1f}, {nodes:,.0f} nodes{spent} per move ({moves} moves)"
     return ""

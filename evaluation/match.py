@@ -40,8 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "a",
-        help="player A: minimax:D, minimax:tMS, random[:SEED], uniform-mcts[:...], or a "
-        "checkpoint with :sims=N or :tMS",
+        help="player A: minimax:D, minimax:tMS[,tm] (,tm: time managed over the game), "
+        "ab+nn:D or ab+nn:tMS[,tm] (the learned evaluation), random[:SEED], uniform-mcts[:...], "
+        "or a checkpoint with :sims=N or :tMS",
     )
     parser.add_argument("b", help="player B (same forms)")
     parser.add_argument("--games", type=int, default=20, help="number of games (even; default 20)")

@@ -20,22 +20,38 @@ budget ran out first (a stalled machine), and a move that is the only legal one 
 once, without search. The player counts what it did (``stats()``: moves searched, simulations,
 forced moves, reused trees), which a match reports as the mean simulations per move.
 
+Time management (``:t200,tm=1``; ``manage_time``): the budget becomes the average a move may
+take over a game. A move stops as soon as its most visited action can no longer be overtaken
+before the budget ends (at the rate the search is going); at the budget it stops unless the
+runner-up's value beats the leader's, and then it may run on by up to TIME_MAX_EXTENSION budgets
+drawn from the time saved earlier in the game (the *bank*), so a game never spends more than the
+budget times its moves. Under the Gumbel root only the budget applies (it plays the sequential
+halving's choice, not the most visited action).
+
 The specs that make one are `evaluation.network_player`'s.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import Any
+
+import numpy as np
 
 from evaluation.book import Book
 from evaluation.endgame_play import DEFAULT_PROGRESS_DEPTH, database_move
 from evaluation.player_defaults import play_settings
 from game import _core
 from game.egdb import EndgameDatabase
-from game.mcts import Evaluator, new_search, search, search_until
+from game.mcts import Evaluator, new_search, search, search_until, settled
 from game.position import Move, Position
+
+# Time management (MCTSPlayer.manage_time, and the alpha-beta players' ``,tm``): a move may take
+# at most TIME_MAX_EXTENSION budgets on top of its own (while the bank holds that much), and the
+# bank keeps at most TIME_BANK_MOVES budgets.
+TIME_MAX_EXTENSION = 2.0
+TIME_BANK_MOVES = 20
 
 
 def _same_state(a: _core.Game, b: _core.Game) -> bool:
@@ -66,6 +82,8 @@ class MCTSPlayer:
     that many milliseconds instead of ``simulations`` per decision (module docstring); such a
     player is not reproducible (its visits depend on the machine's speed).
     """
+
+    manage_time = False  # time management (module docstring); set after construction
 
     def __init__(
         self,
@@ -110,6 +128,8 @@ class MCTSPlayer:
         self.last_visits = 0  # visits below the root when its first action was chosen
         self.book_moves = 0  # moves played from the book
         self.egdb_moves = 0  # moves chosen at a root the database knows
+        self.bank_ms = 0.0  # time saved so far in this game (time management)
+        self.ms_total = 0.0  # wall-clock milliseconds of the timed searched moves
 
     def _search_object(self, size: int) -> _core.BatchedMCTS:
         if self.size is not None and size != self.size:
@@ -160,9 +180,14 @@ class MCTSPlayer:
             raise ValueError(f"{self.name}: the game is over in {position.fen()}")
         if game.mid_jump:
             raise ValueError(f"{self.name}: asked for a move in the middle of a multi-jump")
-        deadline = self.clock() + self.time_ms / 1000.0  # the whole move's budget
+        began = self.clock()
+        deadline = began + self.time_ms / 1000.0  # the whole move's budget
+        hard = deadline  # with time management, the budget plus what the bank lends
+        if self.manage_time and self.time_ms:
+            hard += min(max(self.bank_ms, 0.0), TIME_MAX_EXTENSION * self.time_ms) / 1000.0
         known = self._known_move(position)
         if known is not None:
+            self._account(began, searched=False)
             return known
         self._sync(game)
         self.decisions += 1
@@ -177,6 +202,7 @@ class MCTSPlayer:
             for action in start.actions_of(legal[0]):
                 mcts.advance(0, action)
             self.last_simulations = self.last_visits = 0
+            self._account(began, searched=False)
             return start.move_of(start.actions_of(legal[0]))
         actions: list[int] = []
         simulations = 0
@@ -184,7 +210,12 @@ class MCTSPlayer:
             before = mcts.root_child_visits(0)
             if self.time_ms:
                 leaves = search_until(
-                    mcts, self.evaluator, deadline, chunk=self._chunk, clock=self.clock
+                    mcts,
+                    self.evaluator,
+                    hard,
+                    chunk=self._chunk,
+                    clock=self.clock,
+                    stop_when=self._time_manager(mcts, began, deadline, hard),
                 ).leaves
                 if not actions and mcts.root_child_visits(0) == before and not mcts.done(0):
                     # the budget went before a visit (a stalled machine, a tiny budget): one
@@ -208,7 +239,43 @@ class MCTSPlayer:
         self.last_simulations = simulations
         if not forced:
             self.simulations_done += simulations
+        self._account(began, searched=True)
         return start.move_of(actions)
+
+    def _time_manager(
+        self, mcts: _core.BatchedMCTS, began: float, target: float, hard: float
+    ) -> Callable[[float], bool]:
+        """search_until's ``stop_when`` for one decision (module docstring): without time
+        management, the budget itself (``hard`` is then ``target``)."""
+        first = int(mcts.root_visits(0).sum())
+        gumbel = self.settings.get("root_policy") == "gumbel"
+
+        def stop(now: float) -> bool:
+            if not self.manage_time or gumbel:
+                return now >= target
+            visits = mcts.root_visits(0)
+            elapsed = now - began
+            rate = (int(visits.sum()) - first) / elapsed if elapsed > 0 else 0.0
+            if now < target:
+                return rate > 0 and settled(visits, rate * (target - now))
+            leader, runner_up = np.argsort(visits, kind="stable")[::-1][:2]
+            q = mcts.root_q(0)
+            if visits[runner_up] == 0 or not q[runner_up] > q[leader]:
+                return True  # the leader holds on value too: play it at the budget
+            return rate > 0 and settled(visits, rate * (hard - now))
+
+        return stop
+
+    def _account(self, began: float, *, searched: bool) -> None:
+        """A timed move's time: into the counters and, with time management, the bank."""
+        if not self.time_ms:
+            return
+        spent_ms = 1000.0 * (self.clock() - began)
+        if searched:
+            self.ms_total += spent_ms
+        if self.manage_time:
+            gained = self.bank_ms + self.time_ms - spent_ms
+            self.bank_ms = min(gained, TIME_BANK_MOVES * self.time_ms)
 
     def _known_move(self, position: Position) -> Move | None:
         """The book's move, or the database's at a root it knows; None: search. A move played
@@ -236,7 +303,7 @@ class MCTSPlayer:
     def fork(self) -> MCTSPlayer:
         """A player with this one's evaluator (shared), settings, name and seed and a tree of
         its own: one per game when several games of one network are played side by side."""
-        return MCTSPlayer(
+        player = MCTSPlayer(
             self.evaluator,
             self.settings,
             name=self.name,
@@ -248,6 +315,8 @@ class MCTSPlayer:
             egdb_depth=self.egdb_depth,
             book=self.book,
         )
+        player.manage_time = self.manage_time
+        return player
 
     def stats(self) -> dict[str, int]:
         """What the player did since construction, as plain counts (a match sums them per pair):
@@ -261,10 +330,11 @@ class MCTSPlayer:
             "reused": self.reused,
             "book_moves": self.book_moves,
             "egdb_moves": self.egdb_moves,
-        }
+        } | ({"ms": round(self.ms_total)} if self.time_ms else {})
 
     def reset(self) -> None:
         self._synced = False  # the next choose() starts a fresh tree
+        self.bank_ms = 0.0  # a new game: its clock starts empty
 
     def __repr__(self) -> str:
         budget = f"time_ms={self.time_ms}" if self.time_ms else f"simulations={self.simulations}"

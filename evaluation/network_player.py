@@ -107,6 +107,7 @@ _OPTIONS: dict[str, tuple[str, Any]] = {
     "backend": ("backend", str),
     "egdb": ("egdb", _switch),
     "book": ("book", _switch),
+    "tm": ("manage_time", _switch),
 }
 # Spec options that change the search (besides the budget), named in the player's name when given.
 _SEARCH_OPTIONS_SHOWN = tuple(
@@ -304,6 +305,9 @@ def mcts_player(
     precision = options.pop("precision", "auto")
     backend = options.pop("backend", "auto")
     time_ms = options.pop("time_ms", 0)
+    manage_time = options.pop("manage_time", False)
+    if manage_time and not time_ms:
+        raise ValueError(f"player spec {spec!r}: time management (tm=1) needs a time (tMS)")
     knowledge = {"egdb": options.pop("egdb", play_egdb), "book": options.pop("book", play_book)}
     knowledge.update(egdb_dir=egdb_dir, egdb_pieces=egdb_pieces)
     settings = play_settings(mcts, **options)
@@ -311,6 +315,7 @@ def mcts_player(
         # a timed search batches more leaves a pass: more simulations in its milliseconds
         settings["leaves_per_game"] = int(settings["timed_leaves_per_game"])
     budget = f"t{time_ms}" if time_ms else f"sims={settings.get('simulations')}"
+    budget += ",tm=1" if manage_time else ""
     # The spec's search options go into the name, so a match's PDN and figures say what played.
     budget += "".join(
         f",{key}={_shown(options[_OPTIONS[key][0]])}"
@@ -327,6 +332,7 @@ def mcts_player(
             seed=seed,
             time_ms=time_ms,
         )
+        player.manage_time = manage_time
         return with_knowledge(player, None, **knowledge)
     if not Path(source).is_file():
         raise ValueError(f"unknown player spec {spec!r}: no checkpoint file at {source}")
@@ -349,6 +355,7 @@ def mcts_player(
         precision=precision,
         loaded=loaded,
     )
+    player.manage_time = manage_time
     return with_knowledge(player, source, **knowledge)
 
 

@@ -8,6 +8,13 @@ driven from the command line and from config:
 ``minimax:tMS``
     the same, with MS milliseconds per move instead of a depth (not reproducible: it depends
     on the machine's speed).
+``minimax:tMS,tm``
+    the same with time management: MS milliseconds a move on average over a game, not a fixed
+    share. A move whose best reply has held for several iterations stops at half of it, one whose
+    best move just changed (or whose score just fell) may run on, drawing on the time the player
+    saved earlier in the game (its *bank*); it never spends more in a game than MS times its
+    moves, so under a clock that adds MS a move it never loses on time. ``,tm`` goes with every
+    timed alpha-beta form below (``ab+nn:t200,tm``).
 ``minimax+db:D`` / ``minimax+db:tMS``
     the same search with the endgame database (``game.egdb``): positions in it below the root
     score their exact value. Needs the ``egdb_dir`` and ``egdb_pieces`` options (conf/egdb); the
@@ -28,9 +35,11 @@ from __future__ import annotations
 import logging
 import random
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from evaluation.mcts_player import TIME_BANK_MOVES, TIME_MAX_EXTENSION
 from evaluation.network_player import mcts_player
 from game import _core
 from game.egdb import EndgameDatabase
@@ -59,14 +68,15 @@ WEIGHT_NAMES = (
     "king_centre",
 )
 
-_MINIMAX_SPEC = re.compile(r"minimax(?P<db>\+db)?:(?:(?P<depth>\d+)|t(?P<time_ms>\d+))")
+_MINIMAX_SPEC = re.compile(r"minimax(?P<db>\+db)?:(?:(?P<depth>\d+)|t(?P<time_ms>\d+)(?P<tm>,tm)?)")
 _NNEVAL_SPEC = re.compile(
-    r"ab\+nn(?P<db>\+db)?:(?:(?P<depth>\d+)|t(?P<time_ms>\d+))(?::(?P<path>.+))?"
+    r"ab\+nn(?P<db>\+db)?:(?:(?P<depth>\d+)|t(?P<time_ms>\d+)(?P<tm>,tm)?)(?::(?P<path>.+))?"
 )
 _RANDOM_SPEC = re.compile(r"random(?::(?P<seed>\d+))?")
 SPEC_FORMS = (
-    "'minimax:D' (depth), 'minimax:tMS' (milliseconds per move), 'minimax+db:D' (with the endgame "
-    "database), 'ab+nn:D' / 'ab+nn:tMS[:PATH]' (learned evaluation), 'random[:SEED]'"
+    "'minimax:D' (depth), 'minimax:tMS[,tm]' (milliseconds per move, ',tm': managed over the "
+    "game), 'minimax+db:D' (with the endgame database), 'ab+nn:D' / 'ab+nn:tMS[,tm][:PATH]' "
+    "(learned evaluation), 'random[:SEED]'"
 )
 
 
@@ -119,7 +129,15 @@ class MinimaxPlayer:
 
     At a fixed depth it is deterministic: the same position always gives the same move.
     ``last`` holds the SearchResult of the latest move (score, depth, nodes, principal variation);
-    ``stats()`` the moves, depths and nodes searched since construction.
+    ``stats()`` the moves, depths, nodes and milliseconds searched since construction.
+
+    ``manage_time`` (with ``time_ms``): ``time_ms`` is the average a move may take over a game.
+    Each move is searched with ``time_ms`` as its target and ``time_ms`` plus at most
+    TIME_MAX_EXTENSION budgets from the bank as its hard limit (the core stops settled searches at
+    half the target and lets unsettled ones run on); the bank gains what a move leaves of its
+    budget and pays what it takes beyond it, so the time spent in a game stays within
+    ``time_ms`` times its moves (plus the overshoot of the last move, well under a millisecond).
+    ``search`` and ``clock`` replace the core's search and the wall clock (tests inject both).
     """
 
     def __init__(
@@ -132,7 +150,14 @@ class MinimaxPlayer:
         egdb_dir: str | None = None,
         egdb_pieces: int = 0,
         nneval: str | None = None,
+        manage_time: bool = False,
+        search: Callable[..., SearchResult] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
+        if manage_time and time_ms == 0:
+            raise ValueError(
+                "MinimaxPlayer time management (',tm') needs a time, not a depth"
+            )
         if egdb_dir is not None and egdb_pieces < 1:
             raise ValueError(
                 f"MinimaxPlayer with an endgame database needs egdb_pieces >= 1, got {egdb_pieces}"
@@ -156,41 +181,61 @@ class MinimaxPlayer:
         kind = "ab+nn" if nneval is not None else "minimax"
         kind += "+db" if egdb_dir is not None else ""
         self.name = f"{kind}:{depth}" if depth else f"{kind}:t{time_ms}"
+        self.manage_time = manage_time
+        self.name += ",tm" if manage_time else ""
+        self.bank_ms = 0.0  # time saved so far in this game (time management)
+        self._search = search or alphabeta
+        self._clock = clock
         if nneval:  # a file other than the shipped one is part of the name
             self.name += f":{nneval}"
         self.last: SearchResult | None = None
         self.moves = 0  # moves chosen since construction (reset() keeps the counters)
         self.depth_total = 0  # depths reached, summed over those moves
         self.nodes_total = 0  # nodes searched, summed over those moves
+        self.ms_total = 0.0  # wall-clock milliseconds of those moves' searches
 
     def choose(self, position: Position) -> Move:
         egdb = None
         if self.egdb_dir is not None:  # opened (built if missing) once per process and board
             egdb = cached_database(self.egdb_dir, position.size, self.egdb_pieces)
-        result = alphabeta(
+        max_ms = 0
+        if self.manage_time:
+            extra = min(self.bank_ms, TIME_MAX_EXTENSION * self.time_ms)
+            max_ms = self.time_ms + max(0, int(extra))
+        started = self._clock()
+        result = self._search(
             position,
             depth=self.depth,
             time_ms=self.time_ms,
+            max_ms=max_ms,
             weights=self.weights,
             tt_mb=self.tt_mb,
             egdb=egdb,
             nneval=self._nneval_core,
         )
+        spent_ms = 1000.0 * (self._clock() - started)
         if result.move is None:
             raise ValueError(f"{self.name}: the game is over in {position.fen()}")
+        if self.manage_time:
+            self.bank_ms = min(
+                self.bank_ms + self.time_ms - spent_ms, TIME_BANK_MOVES * self.time_ms
+            )
         self.last = result
         self.moves += 1
         self.depth_total += result.depth
         self.nodes_total += result.nodes
+        self.ms_total += spent_ms
         return result.move
 
     def stats(self) -> dict[str, int]:
         """Moves chosen since construction with the depths and nodes their searches reached
         (summed; a match divides by the moves)."""
-        return {"moves": self.moves, "depth": self.depth_total, "nodes": self.nodes_total}
+        timed = {"ms": round(self.ms_total)} if self.time_ms else {}
+        return {"moves": self.moves, "depth": self.depth_total, "nodes": self.nodes_total} | timed
 
     def reset(self) -> None:
         self.last = None
+        self.bank_ms = 0.0  # a new game: its clock starts empty
 
     def __repr__(self) -> str:
         return f"MinimaxPlayer({self.name!r}, {self.weights!r})"
@@ -222,17 +267,19 @@ def alphabeta(
     *,
     depth: int = 0,
     time_ms: int = 0,
+    max_ms: int = 0,
     weights: Mapping[str, Any] | EvalWeights | None = None,
     tt_mb: int = DEFAULT_TT_MB,
     egdb: EndgameDatabase | None = None,
     nneval: _core.NNEvalWeights | None = None,
 ) -> SearchResult:
     """One alpha-beta search (the GIL is released while it runs), with the database if given and
-    the learned evaluation instead of the hand-written one if given."""
+    the learned evaluation instead of the hand-written one if given. ``max_ms`` > 0 manages the
+    time: ``time_ms`` is then the target and ``max_ms`` the hard limit (MinimaxPlayer)."""
     game = position.game if isinstance(position, Position) else position
     core_db = egdb.core if egdb is not None else None
     weights_ = eval_weights(weights)
-    return _core.alphabeta_search(game, depth, time_ms, weights_, tt_mb, core_db, nneval)
+    return _core.alphabeta_search(game, depth, time_ms, weights_, tt_mb, core_db, nneval, max_ms)
 
 
 def minimax_options(baseline: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -286,6 +333,7 @@ def make_player(
                 egdb_dir=egdb_dir if m["db"] else None,
                 egdb_pieces=egdb_pieces if m["db"] else 0,
                 nneval=(m["path"] or "") if nn_match else None,
+                manage_time=bool(m["tm"]),
             )
         except ValueError as e:
             raise ValueError(f"player spec {spec!r}: {e}") from None

@@ -310,6 +310,17 @@ def search_many(
             leaves[i] += len(masks)
 
 
+def settled(visits: Sequence[int] | np.ndarray, more: float) -> bool:
+    """Whether ``more`` further visits could no longer change the most visited action (the
+    move a temperature-0 search plays): its lead over the runner-up is larger than ``more``.
+    Time management stops a timed search there instead of spending the rest of its budget."""
+    counts = sorted((int(v) for v in visits), reverse=True)
+    if not counts or counts[0] == 0:
+        return False
+    runner_up = counts[1] if len(counts) > 1 else 0
+    return counts[0] - runner_up > more
+
+
 def search_until(
     mcts: _core.BatchedMCTS,
     evaluator: Evaluator,
@@ -317,9 +328,11 @@ def search_until(
     *,
     chunk: int,
     clock: Callable[[], float] = time.perf_counter,
+    stop_when: Callable[[float], bool] | None = None,
 ) -> SearchStats:
     """Searches every unfinished game until ``deadline`` (a reading of ``clock``, by default
-    ``time.perf_counter()``; a test passes a clock of its own).
+    ``time.perf_counter()``; a test passes a clock of its own), or until ``stop_when(now)``,
+    asked between round trips once every root is expanded, says the search is settled.
 
     One round trip (``step``) at a time, the clock read between them, so the search ends at most
     one batch after the deadline. Each round raises the target to ``chunk`` visits past the
@@ -337,7 +350,10 @@ def search_until(
         while True:
             live = [i for i in games if not mcts.done(i)]
             unexpanded = any(mcts.tree_size(i) == 1 for i in live)
-            if not live or (clock() >= deadline and not unexpanded):
+            now = clock()
+            if not live or (now >= deadline and not unexpanded):
+                break
+            if stop_when is not None and not unexpanded and stop_when(now):
                 break
             visits = [mcts.root_child_visits(i) for i in live]
             mcts.simulations = max(visits) + chunk

@@ -209,7 +209,9 @@ def test_a_timed_move_searches_and_reports_its_simulations(tiny_checkpoint) -> N
         assert move in position.legal_moves()
         assert 0 < player.last_simulations < HUGE
         assert player.last_visits == player.last_simulations  # a fresh tree: all are new
-        assert player.stats() == {
+        stats = player.stats()
+        assert stats.pop("ms") > 0  # a timed player counts its milliseconds
+        assert stats == {
             "moves": 1,
             "forced": 0,
             "simulations": player.last_simulations,
@@ -251,6 +253,7 @@ def test_a_forced_move_is_played_without_search() -> None:
     assert str(move) == "14x23x32"
     assert player.evaluations == 0 and player.last_simulations == 0
     assert player.stats() == {
+        "ms": 0,  # a forced move is not counted as searched
         "moves": 0,
         "forced": 1,
         "simulations": 0,
@@ -278,7 +281,8 @@ def test_a_timed_player_reuses_its_tree_and_a_match_reports_its_search() -> None
     assert match.summary_dict()["a_search"] == search
     assert "b_search" not in match.summary_dict()
     assert match.search_summary() == [
-        f"uniform-mcts:t10: {search['simulations']:,.0f} simulations per move "
+        f"uniform-mcts:t10: {search['simulations']:,.0f} simulations, "
+        f"{search['ms']:,.0f} ms per move "
         f"({player.searched} moves searched, {player.forced} forced)"
     ]
 

@@ -23,6 +23,16 @@ constexpr uint64_t kNodesPerClockCheck = 1024;
 // An iteration costs about as much again as all earlier ones together (the tree grows by a
 // factor of ~2-3 per ply here), so one is started only if less than half the budget is spent.
 constexpr int kNextIterationCost = 2;
+// Time management (SearchLimits::max_ms). A best move that has held for this many iterations,
+// with the score moving less than kSteadyScore centi-men, is settled: the search stops at
+// kSettledShare of the target. A best move that changed in the last iteration, or a score that
+// fell by kFallingScore or more, is unsettled: the next iteration may start until half of max_ms
+// is spent. Iterations below kManagedFromDepth are too shallow to read either way.
+constexpr int kSettledIterations = 4;
+constexpr int kSteadyScore = 15;
+constexpr int kFallingScore = 30;
+constexpr double kSettledShare = 0.5;
+constexpr int kManagedFromDepth = 5;
 // Two killer moves per ply (the classic choice: more rarely helps).
 constexpr int kKillersPerPly = 2;
 // History scores are halved when one passes this, so old cutoffs fade and nothing overflows.
@@ -226,7 +236,10 @@ class Searcher {
     root_index_ = int(s_.keys.size()) - 1;
     s_.keys.resize(s_.keys.size() + kMaxSearchPly + 1);
     root_ply_ = game_.state().ply;
-    if (limits_.time_ms > 0) deadline_ = start + std::chrono::milliseconds(limits_.time_ms);
+    const bool managed = limits_.time_ms > 0 && limits_.max_ms > 0;
+    if (limits_.time_ms > 0)
+      deadline_ = start + std::chrono::milliseconds(managed ? limits_.max_ms : limits_.time_ms);
+    const auto target = std::chrono::milliseconds(limits_.time_ms);
     if (nn_) nn::refresh(*nn_, game_.board(), s_.accs[0]);
 
     MoveList root_moves;
@@ -236,11 +249,16 @@ class Searcher {
       return result;
     }
     const int max_depth = limits_.depth > 0 ? std::min(limits_.depth, kMaxSearchDepth) : kMaxSearchDepth;
+    int held = 0;  // iterations in a row that ended on the same best move
     for (int depth = 1; depth <= max_depth; ++depth) {
       can_stop_ = depth > 1 && limits_.time_ms > 0;  // always finish depth 1: we need a move
       const int score = search(game_.board(), game_.state().hash, game_.state().no_progress, depth,
                                -kInfinity, kInfinity, 0);
       if (stop_) break;
+      const Move best = s_.pv_len[0] > 0 ? s_.pv[0][0] : root_moves[0];
+      const bool same_best = result.has_move && best == result.best;
+      const int swing = result.has_move ? score - result.score : 0;
+      held = same_best ? held + 1 : 1;
       result.has_move = true;
       result.score = score;
       result.depth = depth;
@@ -250,9 +268,20 @@ class Searcher {
       if (std::abs(score) >= kMateThreshold && kMateScore - std::abs(score) <= depth) break;
       if (limits_.time_ms > 0) {
         if (root_moves.size == 1) break;  // nothing to choose
-        // The next iteration would most likely not finish: don't start it.
+        // The next iteration would most likely not finish within the allowance: don't start it.
+        auto allowance = std::chrono::duration<double>(deadline_ - start);
+        if (managed && depth >= kManagedFromDepth) {
+          if (!same_best || swing <= -kFallingScore)
+            allowance = std::chrono::duration<double>(std::chrono::milliseconds(limits_.max_ms));
+          else if (held >= kSettledIterations && std::abs(swing) < kSteadyScore)
+            allowance = std::chrono::duration<double>(target) * kSettledShare;
+          else
+            allowance = std::chrono::duration<double>(target);
+        } else if (managed) {
+          allowance = std::chrono::duration<double>(target);
+        }
         const auto now = Clock::now();
-        if (now >= deadline_ || (now - start) * kNextIterationCost > deadline_ - start) break;
+        if (now >= deadline_ || (now - start) * kNextIterationCost > allowance) break;
       }
     }
     result.nodes = nodes_;
@@ -447,6 +476,9 @@ SearchResult AlphaBeta::search(const Game& game, const SearchLimits& limits, con
   if (limits.depth < 0 || limits.time_ms < 0)
     throw std::invalid_argument("search depth and time must be >= 0, got depth " +
                                 std::to_string(limits.depth) + ", time_ms " + std::to_string(limits.time_ms));
+  if (limits.max_ms < 0 || (limits.max_ms > 0 && (limits.time_ms == 0 || limits.max_ms < limits.time_ms)))
+    throw std::invalid_argument("max_ms (time management) needs time_ms > 0 and max_ms >= time_ms, got time_ms " +
+                                std::to_string(limits.time_ms) + ", max_ms " + std::to_string(limits.max_ms));
   if (limits.depth == 0 && limits.time_ms == 0)
     throw std::invalid_argument("alpha-beta search needs a depth or a time limit (both were 0)");
   check_weights(game.size(), weights);

@@ -57,6 +57,11 @@ struct EvalWeights {
 struct SearchLimits {
   int depth = 0;    // deepest iteration; 0: no depth limit (a time limit is then required)
   int time_ms = 0;  // wall-clock budget per move in milliseconds; 0: none
+  // Time management (with time_ms > 0): time_ms becomes the target and max_ms (>= time_ms) the
+  // hard limit. A root whose best move has held for several iterations with a steady score stops
+  // at half the target; one whose best move just changed or whose score just fell may run on to
+  // max_ms. 0: no management (time_ms is both target and limit).
+  int max_ms = 0;
 };
 
 struct SearchResult {

@@ -220,12 +220,13 @@ void cz::bind::bind_alphabeta(nb::module_& m) {
   m.def(
       "alphabeta_search",
       [](const Game& g, int depth, int time_ms, std::optional<EvalWeights> weights, int tt_mb,
-         const cz::egdb::Database* egdb, const cz::nn::Weights* nneval) {
+         const cz::egdb::Database* egdb, const cz::nn::Weights* nneval, int max_ms) {
         if (tt_mb < 1) throw nb::value_error(("tt_mb must be >= 1, got " + std::to_string(tt_mb)).c_str());
         const EvalWeights w = weights.value_or(EvalWeights{});
         cz::SearchLimits limits;
         limits.depth = depth;
         limits.time_ms = time_ms;
+        limits.max_ms = max_ms;
         // One searcher per thread, kept between calls so that a player does not allocate its
         // transposition table on every move; each search still starts from an empty table.
         thread_local std::unique_ptr<cz::AlphaBeta> searcher;
@@ -243,9 +244,11 @@ void cz::bind::bind_alphabeta(nb::module_& m) {
         }
       },
       "game"_a, "depth"_a = 0, "time_ms"_a = 0, "weights"_a = nb::none(), "tt_mb"_a = 16,
-      "egdb"_a = nb::none(), "nneval"_a = nb::none(),
+      "egdb"_a = nb::none(), "nneval"_a = nb::none(), "max_ms"_a = 0,
       "Iterative-deepening alpha-beta from the game's position, limited by depth and/or time (ms);\n"
-      "with `nneval` (NNEvalWeights) the learned evaluation scores its leaves.");
+      "with `nneval` (NNEvalWeights) the learned evaluation scores its leaves. `max_ms` > 0 manages\n"
+      "the time: `time_ms` is the target (a settled root stops at half of it) and `max_ms` the hard\n"
+      "limit an unsettled root may run to.");
 
   m.def(
       "evaluate",
