@@ -46,7 +46,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=settings["port"], help="TCP port")
     parser.add_argument("--runs", default=settings["runs_dir"], help="the runs folder it reads")
     parser.add_argument("--models", default=settings["models_dir"], help="the networks folder")
-    parser.add_argument("--player", default=settings["default_player"], help="default opponent")
+    parser.add_argument("--player", default=settings["default_opponent"], help="default opponent")
+    parser.add_argument(
+        "--network", default=settings["default_player"], help="the network that analyses"
+    )
     parser.add_argument("--log-level", default="info", help="uvicorn's log level")
     parser.add_argument(
         "--set",
@@ -61,7 +64,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         settings = load_settings(
             {
-                "default_player": args.player,
+                "default_opponent": args.player,
+                "default_player": args.network,
                 **parse_overrides(args.set),
                 "host": args.host,  # the Host header check accepts the address bound
                 "port": args.port,

@@ -397,12 +397,22 @@ def _add_config_routes(
         """Defaults, limits and the mistake thresholds the page uses."""
         return {
             "default_player": settings["default_player"],
+            "default_opponent": settings["default_opponent"],
             "default_simulations": settings["default_simulations"],
             "limits": limits,
             "analysis": settings["analysis"],
             "live_poll_s": settings["runs"]["live_poll_s"],
             "networks": networks(),
-            "players": ["random", "minimax:2", "minimax:4", "minimax:6", "minimax:t200"],
+            "players": [
+                "ab+nn:t200,tm",
+                "ab+nn:t1000,tm",
+                "ab+nn:t200",
+                "random",
+                "minimax:2",
+                "minimax:4",
+                "minimax:6",
+                "minimax:t200",
+            ],
         }
 
     @app.get("/api/status")
@@ -437,7 +447,7 @@ def _add_position_routes(
     async def move(q: MoveQuery, request: Request) -> dict[str, Any]:
         """The player's move, with W/D/L, principal variation and top moves for networks."""
         spec, pos = await run_in_threadpool(
-            lambda: (engines.parse(q.player or settings["default_player"]), position(q))
+            lambda: (engines.parse(q.player or settings["default_opponent"]), position(q))
         )
 
         def work(stop: Stop) -> dict[str, Any]:

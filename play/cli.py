@@ -125,7 +125,7 @@ def play_game(
 def main(argv: list[str] | None = None) -> None:
     settings = load_settings()
     parser = argparse.ArgumentParser(prog="python -m play.cli", description=__doc__.split("\n")[0])
-    parser.add_argument("--player", default=settings["default_player"], help="opponent spec")
+    parser.add_argument("--player", default=settings["default_opponent"], help="opponent spec")
     parser.add_argument("--colour", "--color", default="B", choices=["B", "W", "both"])
     parser.add_argument("--fen", help="start from this position")
     parser.add_argument("--ballot", type=int, help="start from this ACF 3-move ballot number")

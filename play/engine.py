@@ -10,8 +10,9 @@ answer per query, tagged with the query's ``id``. A query::
 ``fen`` (optional, the initial position by default) and ``moves`` (optional) give the position;
 ``sims`` or ``ms`` the budget (the default simulations otherwise); ``network`` a checkpoint
 relative to the models folder (the default network otherwise). ``"action": "move"`` asks any
-player spec for its move instead. The answer carries the query's ``id`` and the analysis (move,
-wdl, score, visits, pv, top) with the network and the budget it searched with
+player spec for its move instead (``player``; the play settings' ``default_opponent``, the
+strongest player at equal time, otherwise). The answer carries the query's ``id`` and the
+analysis (move, wdl, score, visits, pv, top) with the network and the budget it searched with
 (``"network": "long-320min.safetensors:sims=400"``, ``"budget": {"sims": 400}``), or
 ``{"id": ..., "error": "..."}``. Queries are answered in order; an empty line is skipped, end of
 input or a closed output ends the engine.
@@ -104,7 +105,9 @@ def _query_id(query: Any) -> Any:
     raise ValueError(f"id must be a number or a string of at most {MAX_ID_CHARS} characters")
 
 
-def answer(engines: Engines, query: Any, default_network: str) -> dict[str, Any]:
+def answer(
+    engines: Engines, query: Any, default_network: str, default_opponent: str = ""
+) -> dict[str, Any]:
     """The answer to one decoded query (errors become ``{"id", "error"}``)."""
     try:
         qid = _query_id(query)
@@ -122,7 +125,7 @@ def answer(engines: Engines, query: Any, default_network: str) -> dict[str, Any]
         pos = position_from(query.get("fen"), moves, max_moves=int(engines.limits["max_moves"]))
         action = query.get("action", "analyse")
         if action == "move":
-            spec = engines.parse(query.get("player") or default_network)
+            spec = engines.parse(query.get("player") or default_opponent or default_network)
             return {"id": qid, **engines.move(pos, spec)}
         if action != "analyse":
             raise ValueError(f"unknown action {action!r}; use analyse or move")
@@ -142,7 +145,10 @@ def answer(engines: Engines, query: Any, default_network: str) -> dict[str, Any]
 
 
 def serve(
-    engines: Engines, lines: Iterable[str | LineRefused], default_network: str
+    engines: Engines,
+    lines: Iterable[str | LineRefused],
+    default_network: str,
+    default_opponent: str = "",
 ) -> Iterator[str]:
     """One JSON answer line per non-empty input line, whatever the line holds."""
     for line in lines:
@@ -157,7 +163,7 @@ def serve(
             yield json.dumps({"id": None, "error": _clip(str(e))})
             continue
         try:
-            out = answer(engines, query, default_network)
+            out = answer(engines, query, default_network, default_opponent)
         except Exception as e:  # one bad query must not end the engine
             logger.exception("query failed")
             try:
@@ -176,12 +182,15 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> None:
     parser.add_argument("--models", default=settings["models_dir"], help="the networks folder")
     parser.add_argument("--runs", default=settings["runs_dir"], help="the runs folder")
     parser.add_argument("--network", default=settings["default_player"], help="default network")
+    parser.add_argument(
+        "--player", default=settings["default_opponent"], help="default player of a move query"
+    )
     args = parser.parse_args(argv)
     engines = Engines(settings, Roots(args.runs, models_dir(args.models)))
     source = stdin or sys.stdin.buffer
     lines = read_lines(source, int(settings["limits"]["max_request_bytes"]))
     try:
-        for out in serve(engines, lines, args.network):
+        for out in serve(engines, lines, args.network, args.player):
             sys.stdout.write(out + "\n")
             sys.stdout.flush()
     except BrokenPipeError:

@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 
 UNIFORM = "uniform-mcts"
 _NETWORK_SPEC = re.compile(rf"(?P<source>{UNIFORM}|.+?\.safetensors)(?::(?P<opts>.*))?")
-_MINIMAX_SPEC = re.compile(r"(?:minimax|ab\+nn):(?:(?P<depth>\d+)|t(?P<ms>\d+))")
+_MINIMAX_SPEC = re.compile(r"(?:minimax|ab\+nn):(?:(?P<depth>\d+)|t(?P<ms>\d+)(?:,tm)?)")
 _RANDOM_SPEC = re.compile(r"random(?::(?P<seed>\d+))?")
 _TIME_OPTION = re.compile(r"t(?P<ms>\d+)")  # t200: 200 ms, the match tool's form of ms=200
 MAX_SPEC_CHARS = 500  # a longer player spec is not one

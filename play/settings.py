@@ -36,6 +36,7 @@ SCHEMA: dict[str, tuple[str, float, float]] = {
     "runs_dir": (TEXT, 1, MAX_TEXT),
     "models_dir": (TEXT, 1, MAX_TEXT),
     "default_player": (TEXT, 1, 500),
+    "default_opponent": (TEXT, 1, 500),
     "default_simulations": (INT, 1, 10**7),
     "torch_threads": (INT, 1, 1024),
     "leaves_per_game": (INT, 1, 4096),

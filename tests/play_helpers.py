@@ -103,6 +103,7 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         args = [sys.executable, "-m", "play", "--port", str(self.port), "--runs", str(runs)]
         args += ["--models", str(models), "--player", "net.safetensors:sims=16"]
+        args += ["--network", "net.safetensors:sims=16"]
         args += ["--log-level", "warning"]
         for item in ("torch_threads=1", *overrides):
             args += ["--set", item]

@@ -166,6 +166,7 @@ def app(tmp_path_factory) -> Any:
         {
             "allowed_hosts": ["testserver"],
             "default_player": f"{NETWORK}:sims=2",
+            "default_opponent": f"{NETWORK}:sims=2",
             "default_simulations": 2,
             "torch_threads": 1,
             "limits": LIMITS,

@@ -302,7 +302,11 @@ def test_live_self_play_game_from_the_run_folder(server):
     assert status == 403, body  # games/live.json links out of the run
     assert server.request("GET", "/api/runs/%2E%2E/live")[0] == 403
     assert server.request("GET", "/api/runs/nope/live")[0] == 404
-    assert server.get("/api/config")["live_poll_s"] > 0
+    config = server.get("/api/config")
+    assert config["live_poll_s"] > 0
+    # --player names the opponent a new game offers, --network the network that analyses.
+    assert config["default_opponent"] == config["default_player"] == "net.safetensors:sims=16"
+    assert "ab+nn:t200,tm" in config["players"]
 
 
 def test_openings_pdn_and_page(server):

@@ -10,6 +10,7 @@ import sys
 import pytest
 from play_helpers import REPO, SHIPPED
 
+from evaluation.players import make_player
 from game import Position
 from play.__main__ import parse_overrides
 from play.cli import play_game
@@ -41,12 +42,13 @@ def test_engine_answers_each_query_in_order_by_id():
         {"id": "bad", "moves": ["11-15", "11-15"]},
         {"id": "big", "sims": 10**9},
         {"id": "out", "network": "../../etc/x.safetensors"},
+        {"id": "d", "action": "move", "moves": ["11-15"]},
     ]
     lines = "\n".join(q if isinstance(q, str) else json.dumps(q) for q in queries) + "\nnot json\n"
     done = run("play.engine", lines)
     assert done.returncode == 0, done.stderr
     answers = [json.loads(line) for line in done.stdout.splitlines()]
-    assert [a["id"] for a in answers] == ["a", 2, "m", "bad", "big", "out", None]
+    assert [a["id"] for a in answers] == ["a", 2, "m", "bad", "big", "out", "d", None]
     a = answers[0]
     assert a["turn"] == "W" and a["visits"] == 16 and a["pv"][0] == a["move"]
     # The answer names the budget searched with, not the default network's (sims=200).
@@ -59,7 +61,10 @@ def test_engine_answers_each_query_in_order_by_id():
     assert "move 2" in answers[3]["error"]
     assert "sims must be" in answers[4]["error"]
     assert "'..'" in answers[5]["error"]
-    assert "not JSON" in answers[6]["error"]
+    # A move query without a player: the default opponent, alpha-beta with the learned evaluation.
+    assert answers[6]["player"] == "ab+nn:t200,tm" and answers[6]["minimax"]["depth"] >= 1
+    assert answers[6]["move"] in {"22-18", "22-17", "23-19", "23-18", "24-20", "24-19", "21-17"}
+    assert "not JSON" in answers[7]["error"]
 
 
 def test_engine_answers_lines_python_will_not_read_and_carries_on():
@@ -177,7 +182,11 @@ def test_terminal_player_numbers_the_squares_and_redraws_only_a_changed_board():
     assert "random:1 plays" not in second + third
 
 
-def test_the_shipped_network_is_the_default_opponent_and_is_installed():
+def test_the_shipped_network_analyses_and_the_learned_alpha_beta_is_the_default_opponent():
+    opponent = load_settings()["default_opponent"]
+    assert opponent.startswith("ab+nn:t")
+    player = make_player(opponent)
+    assert player.nneval is not None and player.manage_time  # the shipped learned evaluation
     network = shipped_network()
     assert network.is_file(), f"{network} is named by conf/play/default.yaml but missing"
     assert load_settings()["default_player"].startswith(network.name + ":")

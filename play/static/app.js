@@ -51,7 +51,7 @@ function wire() {
   on("colour", "change", () => {  // takes effect at once: play on from the position shown
     $("colour").blur();  // the arrow keys step through the game again, not through this list
     setColour($("colour").value);
-    state.opponent = $("opponent").value.trim() || state.config.default_player;
+    state.opponent = $("opponent").value.trim() || state.config.default_opponent;
     opponentTurn();
   });
   on("undo", "click", undo);
@@ -118,7 +118,7 @@ async function init() {
     list.appendChild(new Option(`${net}:ms=200`));
   }
   for (const p of state.config.players) list.appendChild(new Option(p));
-  $("opponent").value = state.config.default_player;
+  $("opponent").value = state.config.default_opponent;
   $("analysis-sims").value = state.config.default_simulations;
   state.openings = await api("/api/openings");
   state.openings.forEach((o, i) => $("ballot").add(new Option(`${o.name}: ${o.moves.join(" ")}`, i)));

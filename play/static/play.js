@@ -302,7 +302,7 @@ async function openGame(entry, { at = "end" } = {}) {
 async function newGame() {
   $("newgame-error").textContent = "";
   setColour($("colour").value);
-  state.opponent = $("opponent").value.trim() || state.config.default_player;
+  state.opponent = $("opponent").value.trim() || state.config.default_opponent;
   try {
     const start = $("start").value;
     if (start === "pdn") {
