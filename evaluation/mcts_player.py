@@ -54,6 +54,16 @@ TIME_MAX_EXTENSION = 2.0
 TIME_BANK_MOVES = 20
 
 
+def time_lent_ms(bank_ms: float, time_ms: int) -> float:
+    """What the bank may add to one move's budget (time management)."""
+    return min(max(bank_ms, 0.0), TIME_MAX_EXTENSION * time_ms)
+
+
+def bank_after(bank_ms: float, time_ms: int, spent_ms: float) -> float:
+    """The bank after a move of ``time_ms`` budget that took ``spent_ms``."""
+    return min(bank_ms + time_ms - spent_ms, TIME_BANK_MOVES * time_ms)
+
+
 def _same_state(a: _core.Game, b: _core.Game) -> bool:
     """Same position, side, clocks and ply: a tree built on ``a`` serves ``b``.
 
@@ -184,7 +194,7 @@ class MCTSPlayer:
         deadline = began + self.time_ms / 1000.0  # the whole move's budget
         hard = deadline  # with time management, the budget plus what the bank lends
         if self.manage_time and self.time_ms:
-            hard += min(max(self.bank_ms, 0.0), TIME_MAX_EXTENSION * self.time_ms) / 1000.0
+            hard += time_lent_ms(self.bank_ms, self.time_ms) / 1000.0
         known = self._known_move(position)
         if known is not None:
             self._account(began, searched=False)
@@ -274,8 +284,7 @@ class MCTSPlayer:
         if searched:
             self.ms_total += spent_ms
         if self.manage_time:
-            gained = self.bank_ms + self.time_ms - spent_ms
-            self.bank_ms = min(gained, TIME_BANK_MOVES * self.time_ms)
+            self.bank_ms = bank_after(self.bank_ms, self.time_ms, spent_ms)
 
     def _known_move(self, position: Position) -> Move | None:
         """The book's move, or the database's at a root it knows; None: search. A move played

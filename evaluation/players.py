@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from evaluation.mcts_player import TIME_BANK_MOVES, TIME_MAX_EXTENSION
+from evaluation.mcts_player import bank_after, time_lent_ms
 from evaluation.network_player import mcts_player
 from game import _core
 from game.egdb import EndgameDatabase
@@ -133,7 +133,8 @@ class MinimaxPlayer:
 
     ``manage_time`` (with ``time_ms``): ``time_ms`` is the average a move may take over a game.
     Each move is searched with ``time_ms`` as its target and ``time_ms`` plus at most
-    TIME_MAX_EXTENSION budgets from the bank as its hard limit (the core stops settled searches at
+    TIME_MAX_EXTENSION budgets (evaluation.mcts_player) from the bank as its hard limit (the core
+    stops settled searches at
     half the target and lets unsettled ones run on); the bank gains what a move leaves of its
     budget and pays what it takes beyond it, so the time spent in a game stays within
     ``time_ms`` times its moves (plus the overshoot of the last move, well under a millisecond).
@@ -155,9 +156,7 @@ class MinimaxPlayer:
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if manage_time and time_ms == 0:
-            raise ValueError(
-                "MinimaxPlayer time management (',tm') needs a time, not a depth"
-            )
+            raise ValueError("MinimaxPlayer time management (',tm') needs a time, not a depth")
         if egdb_dir is not None and egdb_pieces < 1:
             raise ValueError(
                 f"MinimaxPlayer with an endgame database needs egdb_pieces >= 1, got {egdb_pieces}"
@@ -200,8 +199,7 @@ class MinimaxPlayer:
             egdb = cached_database(self.egdb_dir, position.size, self.egdb_pieces)
         max_ms = 0
         if self.manage_time:
-            extra = min(self.bank_ms, TIME_MAX_EXTENSION * self.time_ms)
-            max_ms = self.time_ms + max(0, int(extra))
+            max_ms = self.time_ms + int(time_lent_ms(self.bank_ms, self.time_ms))
         started = self._clock()
         result = self._search(
             position,
@@ -217,9 +215,7 @@ class MinimaxPlayer:
         if result.move is None:
             raise ValueError(f"{self.name}: the game is over in {position.fen()}")
         if self.manage_time:
-            self.bank_ms = min(
-                self.bank_ms + self.time_ms - spent_ms, TIME_BANK_MOVES * self.time_ms
-            )
+            self.bank_ms = bank_after(self.bank_ms, self.time_ms, spent_ms)
         self.last = result
         self.moves += 1
         self.depth_total += result.depth
