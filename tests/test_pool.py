@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from actors.pool import Slots, plan_placement
+from actors.pool import ActorPool, Slots, plan_placement
+from checkerzero.store.keys import selfplay_actor_starts_key
 
 
 def node(nid: str, cpus: float, gpus: float = 0, alive: bool = True) -> dict:
@@ -63,3 +64,19 @@ def test_cpu_ignores_gpus_and_a_one_core_machine_still_plays():
     assert plan_placement([node("head", 1)], None, "head") == {"head": Slots(cpu=1)}
     with pytest.raises(RuntimeError, match="no Ray node with CPUs"):
         plan_placement([node("head", 0)], None, "head")
+
+
+def test_a_stopped_pool_takes_its_start_counts_out_of_the_store(config, client):
+    """Each learner start counts its actors' process starts under its own run token; stopping
+    the pool removes them, so a store kept across many runs does not gather them forever."""
+    cfg = config()
+    pool = ActorPool(cfg, "redis://127.0.0.1:1", None, client)
+    key = selfplay_actor_starts_key(cfg.replay.namespace)
+    client.hincrby(key, f"{pool._run_token}:0", 1)
+    client.hincrby(key, f"{pool._run_token}:1", 2)  # restarted once by Ray
+    client.hincrby(key, "another-run:0", 1)
+    assert pool.process_restarts() == 1
+    pool.stop(timeout_s=0.0)
+    assert client.hgetall(key) == {b"another-run:0": b"1"}
+    assert pool.process_restarts() == 0
+    pool.stop(timeout_s=0.0)  # twice, and with nothing left: no error
