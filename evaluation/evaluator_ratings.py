@@ -102,13 +102,15 @@ def publish_metrics(ev: EvaluatorWorker, version: int) -> dict[str, float]:
     write_ratings(ev, ratings)
     write_curve(ev, ratings)
     if "elo" in metrics:
+        # a best exists without gating too (the first version), but only the gate uses it
+        gated = f" (best v{best})" if ev.s.gating else ""
         logger.info(
-            "eval v%d: Elo %.0f [%.0f, %.0f] (best v%d)",
+            "eval v%d: Elo %.0f [%.0f, %.0f]%s",
             version,
             metrics["elo"],
             metrics["elo_lower"],
             metrics["elo_upper"],
-            best,
+            gated,
         )
     return metrics
 
