@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The hour-long A/B of Gumbel search and reanalysis (docs/tuning.md), for a quiet machine:
 #
-#   scripts/search_ab.sh [MINUTES] [GAMES]
+#   scripts/search_ab.sh [MINUTES] [GAMES] [ARM...]
+#
+# With ARM names (control, gumbel16, gumbel32, reanalysis) only those arms run, in the order
+# given, each trained and matched against both minimax depths before the next starts: the way to
+# take the A/B in pieces over several sittings (a control belongs with the arms of its day).
 #
 # Arms, in this order, each from a random network for MINUTES (default 60) of wall time on the
 # laptop defaults plus its overrides: a control on today's defaults the same day; Gumbel self-play
@@ -17,6 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes=${1:-60}
 games=${2:-312}
+shift $(( $# < 2 ? $# : 2 ))
 python=${PYTHON:-.venv/bin/python}
 day=$(date -u +%Y%m%d)
 arms=runs/search_ab_arms.txt
@@ -27,17 +32,27 @@ gumbel16-$day mcts.root_policy=gumbel mcts.simulations=16
 gumbel32-$day mcts.root_policy=gumbel mcts.simulations=32
 reanalysis-$day learner.reanalysis.enabled=true
 ARMS
-scripts/sweep.sh "$arms" "$minutes" "$games"
+if (( $# > 0 )); then
+    chosen=""
+    for arm in "$@"; do
+        line=$(grep "^$arm-$day\b" "$arms") || { echo "no arm named $arm (control, gumbel16, gumbel32, reanalysis)" >&2; exit 2; }
+        chosen+="$line"$'\n'
+    done
+    printf '%s' "$chosen" >"$arms"
+fi
 dirs=()
-while read -r name _; do
+while read -r name overrides; do
     dir=runs/sweep-$name
     dirs+=("$dir")
+    one=runs/search_ab_arm.txt
+    echo "$name $overrides" >"$one"
+    scripts/sweep.sh "$one" "$minutes" "$games" </dev/null
     [[ -f $dir/checkpoints/latest.safetensors ]] || continue
     if [[ ! -f $dir/final_match_minimax6.json ]]; then
         echo "== $name: match, $games games vs minimax:6 [$(date -u +%H:%M:%S)]"
         "$python" -m evaluation.match "$dir/checkpoints/latest.safetensors" minimax:6 \
             --games "$games" --workers 2 --ray off --out "$dir/final_match_minimax6.pdn" \
-            --json "$dir/final_match_minimax6.json.part" >"$dir/final_match_minimax6.log" 2>&1
+            --json "$dir/final_match_minimax6.json.part" </dev/null >"$dir/final_match_minimax6.log" 2>&1
         mv "$dir/final_match_minimax6.json.part" "$dir/final_match_minimax6.json"
         tail -n 4 "$dir/final_match_minimax6.log"
     fi
