@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The equal-time matches of docs/results.md ("The strongest player at equal time"), for a quiet
+# machine: one match at a time, two workers (one core a side on two cores), the load average
+# logged every minute beside each match.
+#
+#   scripts/equal_time.sh [GAMES] [MATCH...]
+#
+# MATCH names one line of the table below (all of them, in order, without names); GAMES is the
+# number of games of each (default 312: the ACF deck, both colours). Each match writes
+# runs/equal-time/<name>.{pdn,json,log} and <name>.load.txt; a match whose JSON exists is
+# skipped, so an interrupted run picks up where it stopped. The endgame database the `db`
+# match needs (6 pieces, about half an hour on two cores) is built first, or finished.
+#
+#   name         what it measures                                     about (312 games, 2 cores)
+#   db           the database at play, for the strongest player        50 min
+#   book         the network's opening book, for the network player    50 min
+#   solver       the MCTS-solver, for the network player               50 min
+#   tm-network   the network player's own time management              50 min
+#   t1000        the strongest player against the baseline at 1000 ms  4 h
+set -euo pipefail
+cd "$(dirname "$0")/.."
+games=${1:-312}
+shift $(( $# > 0 ? 1 : 0 ))
+python=${PYTHON:-.venv/bin/python}
+net=game/data/long-320min.safetensors
+egdb_dir=${EGDB_DIR:-egdb}
+egdb_pieces=${EGDB_PIECES:-6}
+out=runs/equal-time
+mkdir -p "$out"
+
+# name | player A (the component on) | player B (the same player without it)
+table="db|ab+nn+db:t200,tm|ab+nn:t200,tm
+book|$net:t200,book=1|$net:t200,book=0
+solver|$net:t200,solver=1|$net:t200,solver=0
+tm-network|$net:t200,tm=1|$net:t200
+t1000|ab+nn:t1000,tm|minimax:t1000"
+
+if (( $# == 0 )); then
+    set -- $(cut -d'|' -f1 <<<"$table")
+fi
+for name in "$@"; do
+    grep -q "^$name|" <<<"$table" || { echo "no match named $name ($(cut -d'|' -f1 <<<"$table" | tr '\n' ' '))" >&2; exit 2; }
+done
+
+for name in "$@"; do
+    IFS='|' read -r _ a b < <(grep "^$name|" <<<"$table")
+    if [[ -f $out/$name.json ]]; then
+        echo "== $name: already measured ($out/$name.json), skipped"
+        continue
+    fi
+    if [[ $name == db ]]; then  # a finished build only checks its files; a partial one goes on
+        echo "== the endgame database, $egdb_pieces pieces, in $egdb_dir [$(date -u +%H:%M:%S)]"
+        "$python" -m game.egdb build --pieces "$egdb_pieces" --out "$egdb_dir" </dev/null
+    fi
+    echo "== $name: $a against $b, $games games [$(date -u +%H:%M:%S)]"
+    load=$out/$name.load.txt
+    (while true; do echo "$(date -u +%H:%M:%S) $(cat /proc/loadavg)" >>"$load"; sleep 60; done) &
+    logger=$!
+    status=0
+    "$python" -m evaluation.match "$a" "$b" --games "$games" --workers 2 --ray off \
+        --egdb-dir "$egdb_dir" --egdb-pieces "$egdb_pieces" \
+        --out "$out/$name.pdn" --json "$out/$name.json.part" </dev/null >"$out/$name.log" 2>&1 || status=$?
+    kill "$logger" 2>/dev/null || true
+    if (( status != 0 )); then
+        echo "== $name: the match failed; the end of $out/$name.log:"
+        tail -n 20 "$out/$name.log"
+        continue
+    fi
+    mv "$out/$name.json.part" "$out/$name.json"
+    tail -n 4 "$out/$name.log"
+done
+echo "== done [$(date -u +%H:%M:%S)]"
