@@ -2,20 +2,22 @@
 
     python scripts/sweep_summary.py runs/sweep-control runs/sweep-lr0.1 ... [--plot sweep.png]
 
-For each run directory (or its copy under docs/results/, with overrides.yaml and learner.log):
-its overrides (from Hydra's record), the self-play games, positions and training steps it
-reached (summary.json, written by the learner at its end), and its final match against minimax
-depth 4 (final_match.json, written by the sweep), and for a run rated on a ladder table when
-its in-run curve reached minimax:4 (minutes on the run's own clock, with a 95% interval:
-evaluation.ratings_report.reach_time). Runs made before those files existed are read
-from the learner's last log line and the match's printed summary instead. A run that has not
-finished its match is listed with what it has. `--plot` draws the arms side by side: each final
-match's Elo with its 95% interval (when some arm has a match), and the in-run curves (the
-evaluator's ladder Elo and the training loss) against minutes. A run rated on the shipped table
-(`evaluation=rated`) draws its curve.csv with each candidate's interval shaded and minimax:4's
-rating on the table as a line, on the clock of the "reaches" column; one rated on its own in-run
-rungs, dashed: the two scales differ (the in-run rungs put minimax:4 some 250 Elo lower than the
-table does).
+For each run directory (or its copy under docs/results/, with overrides.yaml and learner.log): its
+overrides (from Hydra's record), the self-play games, positions and training steps it reached
+(summary.json, written by the learner at its end), and its final match against minimax depth 4
+(final_match.json, written by the sweep), and for a run rated on a ladder table when its in-run
+curve reached minimax:4 (minutes on the run's own clock, with a 95% interval:
+evaluation.ratings_report.reach_time). Where some arm also has a match against minimax:6
+(final_match_minimax6.json, written by scripts/search_ab.sh; match_minimax6.json in the copies
+under docs/results/) the table gains that match and when the curve reached minimax:6. Runs made
+before those files existed are read from the learner's last log line and the match's printed
+summary instead. A run that has not finished its match is listed with what it has. `--plot` draws
+the arms side by side: each final match's Elo with its 95% interval (when some arm has a match),
+and the in-run curves (the evaluator's ladder Elo and the training loss) against minutes. A run
+rated on the shipped table (`evaluation=rated`) draws its curve.csv with each candidate's interval
+shaded and minimax:4's rating on the table as a line, on the clock of the "reaches" column; one
+rated on its own in-run rungs, dashed: the two scales differ (the in-run rungs put minimax:4 some
+250 Elo lower than the table does).
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ def summarize(run_dir: Path) -> dict[str, str]:
         "steps": "",
         "vs minimax:4": "(no match yet)",
         "reaches minimax:4": "",
+        "vs minimax:6": "",
+        "reaches minimax:6": "",
     }
     overrides = _first(run_dir / ".hydra" / "overrides.yaml", run_dir / "overrides.yaml")
     if overrides:
@@ -73,14 +77,22 @@ def summarize(run_dir: Path) -> dict[str, str]:
             steps=f"{done['step']:,}",
         )
     if match := _match_figures(run_dir):
-        n, w, d, loss, score, elo, lo, hi = match
-        row["vs minimax:4"] = (
-            f"{100 * score:.1f}% (+{w} ={d} -{loss}; Elo {elo:+.0f} [{lo:+.0f}, {hi:+.0f}]; "
-            f"{n} games)"
-        )
-        row["_elo"] = (elo, lo, hi)
+        row["vs minimax:4"] = _match_text(match)
+        row["_elo"] = match[5:]
     row["reaches minimax:4"] = _reach_text(run_dir, "minimax:4")
+    six = _first(run_dir / "final_match_minimax6.json", run_dir / "match_minimax6.json")
+    if six is not None:
+        row["vs minimax:6"] = _match_text(_json_figures(six))
+    if row["vs minimax:6"]:  # the crossing is asked of the arms that were matched there
+        row["reaches minimax:6"] = _reach_text(run_dir, "minimax:6")
     return row
+
+
+def _match_text(match: tuple) -> str:
+    n, w, d, loss, score, elo, lo, hi = match
+    return (
+        f"{100 * score:.1f}% (+{w} ={d} -{loss}; Elo {elo:+.0f} [{lo:+.0f}, {hi:+.0f}]; {n} games)"
+    )
 
 
 def _reach_text(run_dir: Path, rung: str) -> str:
@@ -121,17 +133,22 @@ def _match_figures(run_dir: Path) -> tuple | None:
     """(games, W, D, L, score, Elo, lower, upper) of the final match: final_match.json, else
     the summary line of final_match.log."""
     if (path := run_dir / "final_match.json").exists():
-        f = json.loads(path.read_text())
-        # null stands for an infinite value (a 0% or 100% score), as the match prints it
-        infinite = {"elo": math.copysign(math.inf, f["score"] - 0.5)}
-        infinite |= {"elo_lower": -math.inf, "elo_upper": math.inf}
-        bounds = [infinite[k] if f[k] is None else f[k] for k in infinite]
-        return (f["games"], f["wins"], f["draws"], f["losses"], f["score"], *bounds)
+        return _json_figures(path)
     log = run_dir / "final_match.log"
     if log.exists() and (m := MATCH.search(log.read_text())):
         n, w, d, loss, score, elo, lo, hi = m.groups()
         return (int(n), int(w), int(d), int(loss), float(score) / 100, int(elo), int(lo), int(hi))
     return None
+
+
+def _json_figures(path: Path) -> tuple:
+    """(games, W, D, L, score, Elo, lower, upper) of a match's JSON (evaluation.match --json)."""
+    f = json.loads(path.read_text())
+    # null stands for an infinite value (a 0% or 100% score), as the match prints it
+    infinite = {"elo": math.copysign(math.inf, f["score"] - 0.5)}
+    infinite |= {"elo_lower": -math.inf, "elo_upper": math.inf}
+    bounds = [infinite[k] if f[k] is None else f[k] for k in infinite]
+    return (f["games"], f["wins"], f["draws"], f["losses"], f["score"], *bounds)
 
 
 def _config(run_dir: Path) -> dict | None:
@@ -153,12 +170,14 @@ def _curve(run_dir: Path) -> list[CurvePoint]:
     return [] if path is None else [p for p in read_curve_csv(path) if p.wall_s is not None]
 
 
-def plot(run_dirs: list[Path], rows: list[dict], out: Path, rung: str = "minimax:4") -> None:
+def plot(
+    run_dirs: list[Path], rows: list[dict], out: Path, rungs: tuple[str, ...] = ("minimax:4",)
+) -> None:
     # Over 80 lines: one figure's panels drawn in turn, plotting calls, no logic.
     """The arms side by side: the final matches (a panel only when some arm has one), the
     in-run Elo against minutes, and the training loss. A run rated on a table draws its curve
     from eval/curve.csv on the run's own clock, with each candidate's 95% interval shaded and
-    `rung`'s rating on that table as a line: the curve's crossing of it is the table's
+    each of `rungs`' ratings on that table as a line: the curve's crossing of one is the table's
     "reaches" column. Other runs draw the ratings their metrics logged, dashed."""
     import matplotlib
 
@@ -192,7 +211,8 @@ def plot(run_dirs: list[Path], rows: list[dict], out: Path, rung: str = "minimax
             )
             lower, upper = [p.lower for p in curve], [p.upper for p in curve]
             ax_elo.fill_between(minutes, lower, upper, color=line.get_color(), alpha=0.15)
-            rung_lines.add(read_table(table).ratings[rung])
+            ratings = read_table(table).ratings
+            rung_lines |= {(rung, ratings[rung]) for rung in rungs}
         else:
             elo = series.get("eval/elo", [])
             # the logger repeats the last rating every line: keep the first line of each new one
@@ -213,7 +233,7 @@ def plot(run_dirs: list[Path], rows: list[dict], out: Path, rung: str = "minimax
             )
             minutes = [(t - t0) / 60 for _, t, _ in loss[LOSS_SMOOTHING - 1 :]]
             ax_loss.plot(minutes, smooth, label=row["run"])
-    for rating in sorted(rung_lines):
+    for rung, rating in sorted(rung_lines):
         ax_elo.axhline(rating, color="grey", lw=0.8, ls=":")
         ax_elo.annotate(
             f"{rung} {rating:+.0f}",
@@ -249,18 +269,23 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         parser.error(f"not a run directory: {', '.join(missing)}")
     rows = [summarize(r) for r in args.runs]
-    # every column but the rung one, which only runs rated on a table can fill
+    # every column but those only some sweeps fill (a rung's crossing needs a run rated on a
+    # table; minimax:6 an arm matched there), shown when some arm has them
+    optional = ("reaches minimax:4", "vs minimax:6", "reaches minimax:6")
     columns = [
         c
         for c in rows[0]
-        if not c.startswith("_") and (c != "reaches minimax:4" or any(r[c] for r in rows))
+        if not c.startswith("_") and (c not in optional or any(r[c] for r in rows))
     ]
     print("| " + " | ".join(columns) + " |")
     print("| " + " | ".join("---" for _ in columns) + " |")
     for row in rows:
         print("| " + " | ".join(row[c] for c in columns) + " |")
     if args.plot:
-        plot(args.runs, rows, args.plot)
+        six = any(r["vs minimax:6"] for r in rows)
+        plot(
+            args.runs, rows, args.plot, rungs=("minimax:4", "minimax:6") if six else ("minimax:4",)
+        )
         print(f"wrote {args.plot}")
     return 0
 

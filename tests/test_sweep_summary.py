@@ -47,6 +47,28 @@ def test_an_arm_is_read_from_its_json_files(tmp_path, sweep_summary):
     )
 
 
+def test_an_arm_matched_against_minimax_6_adds_those_columns(tmp_path, sweep_summary, capsys):
+    def match(run: Path, name: str, wins: int, draws: int, losses: int) -> None:
+        n = wins + draws + losses
+        figures = {"games": n, "wins": wins, "draws": draws, "losses": losses}
+        figures |= {"score": (wins + draws / 2) / n, "elo": 10.0, "elo_lower": -20.0}
+        (run / name).write_text(json.dumps(figures | {"elo_upper": 40.0}))
+
+    six = _arm(tmp_path / "sweep-gumbel16", ["mcts.root_policy=gumbel"])
+    match(six, "final_match.json", 200, 80, 32)
+    match(six, "final_match_minimax6.json", 100, 120, 92)
+    four = _arm(tmp_path / "sweep-control", [])
+    match(four, "final_match.json", 190, 89, 33)
+    row = sweep_summary.summarize(six)
+    assert row["vs minimax:6"] == "51.3% (+100 =120 -92; Elo +10 [-20, +40]; 312 games)"
+    assert sweep_summary.summarize(four)["vs minimax:6"] == ""
+    assert sweep_summary.main([str(six), str(four)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    # neither run is rated on a table, so no crossing column: the minimax:6 match alone
+    assert table[0].endswith("| vs minimax:4 | vs minimax:6 |")
+    assert table[3].endswith("| 75.2% (+190 =89 -33; Elo +10 [-20, +40]; 312 games) |  |")
+
+
 def test_an_older_arm_is_read_from_its_logs(tmp_path, sweep_summary, capsys):
     run = _arm(tmp_path / "sweep-control", ["run_dir=x", "learner.time_limit_min=20"])
     done = {"resumed": False, "step": 5067, "version": 30, "games": 1574, "positions": 162196}
