@@ -64,6 +64,9 @@ def test_a_killed_server_is_restarted_from_its_append_only_file(tmp_path, caplog
             assert [store.get(i) for i in ids] == [bytes([g]) * 100 for g in range(20)]
             assert store.stats().games_added == 20
             assert store.add_game(b"after the restart", 3) == 21
+            # The new server answers as soon as it is launched, a moment before the watcher
+            # counts its restart and logs it: wait for that too.
+            wait_until(lambda: srv.restarts == 1, "the watcher to count the restart")
         assert srv.port == port and srv.restarts == 1 and failures == []
         lines = [r.getMessage() for r in caplog.records if "died" in r.getMessage()]
         assert lines == [
