@@ -425,13 +425,11 @@ class ActorPool:
             with suppress(Exception):
                 ray.kill(server.actor, no_restart=True)
         self.servers.clear()
-        with suppress(Exception):  # this run's start counts; the hash outlives the run otherwise
-            self.forget_starts()
 
     def forget_starts(self) -> None:
-        """Removes this pool's fields from the ``actor_starts`` hash (each learner start has
-        its own run token, so a store kept across runs would gather one field per actor per
-        run)."""
+        """Removes this pool's fields from the ``actor_starts`` hash, once its actors are
+        stopped (each learner start has its own run token, so a store kept across runs would
+        gather one field per actor per run). Reads Redis: the caller handles its errors."""
         key = selfplay_actor_starts_key(self.cfg.replay.namespace)
         ours = f"{self._run_token}:".encode()
         fields = [f for f in self._client.hkeys(key) if f.startswith(ours)]

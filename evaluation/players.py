@@ -134,10 +134,10 @@ class MinimaxPlayer:
     ``manage_time`` (with ``time_ms``): ``time_ms`` is the average a move may take over a game.
     Each move is searched with ``time_ms`` as its target and ``time_ms`` plus at most
     TIME_MAX_EXTENSION budgets (evaluation.mcts_player) from the bank as its hard limit (the core
-    stops settled searches at
-    half the target and lets unsettled ones run on); the bank gains what a move leaves of its
-    budget and pays what it takes beyond it, so the time spent in a game stays within
-    ``time_ms`` times its moves (plus the overshoot of the last move, well under a millisecond).
+    stops settled searches at half the target and lets unsettled ones run on); the bank gains
+    what a move leaves of its budget and pays what it takes beyond it, so the time spent in a
+    game stays within ``time_ms`` times its moves (plus the overshoot of the last move, well
+    under a millisecond).
     ``search`` and ``clock`` replace the core's search and the wall clock (tests inject both).
     """
 

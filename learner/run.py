@@ -261,6 +261,7 @@ class Run(RunReports):
                 self._copy_live(client)  # the game slot 0 was playing when the run ended
             self._write_games(store)
             stats = store.stats()
+            pool.forget_starts()  # the actors' process starts, counted for this run only
         # The last state, rates since the last row included, so that a run shorter than
         # logging.csv_every_s still has its losses and throughput in metrics.csv and plots.
         metrics.log(self._metrics_row(loop, stats, time.monotonic()), trainer.counters.step)

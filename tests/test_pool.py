@@ -66,9 +66,10 @@ def test_cpu_ignores_gpus_and_a_one_core_machine_still_plays():
         plan_placement([node("head", 0)], None, "head")
 
 
-def test_a_stopped_pool_takes_its_start_counts_out_of_the_store(config, client):
-    """Each learner start counts its actors' process starts under its own run token; stopping
-    the pool removes them, so a store kept across many runs does not gather them forever."""
+def test_a_pool_takes_its_start_counts_out_of_the_store(config, client):
+    """Each learner start counts its actors' process starts under its own run token; at the
+    run's end (the learner's wind-down) the pool removes them, so a store kept across many runs
+    does not gather them forever."""
     cfg = config()
     pool = ActorPool(cfg, "redis://127.0.0.1:1", None, client)
     key = selfplay_actor_starts_key(cfg.replay.namespace)
@@ -77,6 +78,7 @@ def test_a_stopped_pool_takes_its_start_counts_out_of_the_store(config, client):
     client.hincrby(key, "another-run:0", 1)
     assert pool.process_restarts() == 1
     pool.stop(timeout_s=0.0)
+    pool.forget_starts()
     assert client.hgetall(key) == {b"another-run:0": b"1"}
     assert pool.process_restarts() == 0
-    pool.stop(timeout_s=0.0)  # twice, and with nothing left: no error
+    pool.forget_starts()  # twice, and with nothing left: no error
