@@ -1,14 +1,14 @@
-"""The eager and jit CPU backends of ``NetworkEvaluator`` side by side, on one core.
+"""The CPU backends of ``NetworkEvaluator`` side by side, on one core: eager (torch as written),
+jit (a frozen TorchScript graph) and cpp (the compiled core's forward pass, the default).
 
 Two measurements, each interleaving the backends so both see the same load on a shared machine:
 
 - evaluations per CPU-second of ``NetworkEvaluator.evaluate`` (the whole call: checks, forward,
   masked softmaxes, NumPy out) at each batch size, on positions a few plies after ACF ballots;
   the median over ``--rounds`` rounds, each timing every backend for ``--seconds``;
-- timed moves: a ``<checkpoint>:t<ms>`` player and its ``backend=jit`` twin search the same
-  positions (a fresh tree each), and the network evaluations one move made are printed with the
-  CPU seconds it used (evaluations per CPU-second of search, which load changes less than the
-  per-move count).
+- timed moves: ``<checkpoint>:t<ms>,backend=B`` players search the same positions (a fresh tree
+  each), and the network evaluations one move made are printed with the CPU seconds it used
+  (evaluations per CPU-second of search, which load changes less than the per-move count).
 
     python benchmarks/cpu_backend.py
     python benchmarks/cpu_backend.py --batches 1,8 --moves 4 --time-ms 1000
@@ -31,7 +31,7 @@ from game.encoding import encode_games
 from game.openings import acf_deck
 from game.position import Position
 
-COMPARED = ("eager", "jit")  # the reference path and the fast one (the default, auto, on a CPU)
+COMPARED = ("eager", "jit", "cpp")  # the reference path, torch's fast one, ours (auto on a CPU)
 SHIPPED = Path(__file__).resolve().parents[1] / "game" / "data" / "long-320min.safetensors"
 
 
@@ -68,7 +68,11 @@ def bench_batches(args: argparse.Namespace) -> None:
         for b in COMPARED
     }
     planes, mask = encode_games([p.game for p in positions(max(args.batches), seed=0)])
-    print(f"{'batch':>5} " + " ".join(f"{b + ' evals/cpu-s':>18}" for b in COMPARED) + "  ratio")
+    print(
+        f"{'batch':>5} "
+        + " ".join(f"{b + ' evals/cpu-s':>18}" for b in COMPARED)
+        + "  cpp/jit cpp/eager"
+    )
     for batch in args.batches:
         rates: dict[str, list[float]] = {b: [] for b in COMPARED}
         x, m = planes[:batch], mask[:batch]
@@ -78,7 +82,8 @@ def bench_batches(args: argparse.Namespace) -> None:
                 rates[name].append(batch * per_cpu_second(call, args.seconds))
         med = {b: statistics.median(r) for b, r in rates.items()}
         cells = " ".join(f"{med[b]:>18,.0f}" for b in COMPARED)
-        print(f"{batch:>5} {cells} {med['jit'] / med['eager']:>6.2f}", flush=True)
+        ratios = f"{med['cpp'] / med['jit']:>8.2f} {med['cpp'] / med['eager']:>9.2f}"
+        print(f"{batch:>5} {cells} {ratios}", flush=True)
 
 
 def bench_moves(args: argparse.Namespace) -> None:

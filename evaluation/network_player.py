@@ -24,8 +24,8 @@ temperature), ``solver`` (1 or 0: the MCTS-solver on or off, as ``mcts.solver``)
 (auto, cpu, cuda, ...), ``threads`` (torch intra-op threads; 1 by default so parallel workers do
 not oversubscribe), ``precision`` (auto, float32, bfloat16: the network's arithmetic; auto is bf16
 on CUDA and on a CPU with native bf16, checkerzero.network.inference.compute_dtype), ``backend``
-(auto, eager or jit: how the network runs; jit, float32 on a CPU, is the faster one, and auto
-picks it wherever it runs, checkerzero.network.inference.NetworkEvaluator).
+(auto, eager, jit or cpp: how the network runs; cpp, float32 in the compiled core on a CPU, is
+the fastest, and auto picks it wherever it runs, checkerzero.network.inference.NetworkEvaluator).
 Defaults come from the composed config: the ``mcts`` group with ``simulations`` and
 ``leaves_per_game`` from the ``evaluation`` group, and for a player with a time per move that
 group's ``timed_leaves_per_game`` (a ``leaves`` option wins over both); the root search is the
@@ -55,7 +55,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from checkerzero.network.precision import PRECISIONS
+from checkerzero.network.precision import BACKENDS, PRECISIONS
 from evaluation.book import book_path, load_book
 from evaluation.endgame_play import open_for_play
 from evaluation.mcts_player import MCTSPlayer
@@ -240,8 +240,8 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]] | None:
             ) from None
     if options.get("precision", "auto") not in PRECISIONS:
         raise ValueError(f"player spec {spec!r}: precision must be one of {', '.join(PRECISIONS)}")
-    if options.get("backend", "auto") not in ("auto", "eager", "jit"):
-        raise ValueError(f"player spec {spec!r}: backend must be auto, eager or jit")
+    if options.get("backend", "auto") not in BACKENDS:
+        raise ValueError(f"player spec {spec!r}: backend must be {', '.join(BACKENDS)}")
     if options.get("simulations", 1) < 0 or options.get("leaves_per_game", 1) < 1:
         raise ValueError(f"player spec {spec!r}: sims must be at least 0 and leaves at least 1")
     if "time_ms" in options:

@@ -31,12 +31,16 @@ that are a softmax over the legal actions only, exactly 0 on illegal ones; WDL p
   float32 only) folds every BatchNorm into the convolution before it, traces the network with
   the masked softmaxes into one channels_last TorchScript graph and freezes it (weights become
   constants), so a batch costs one call into the graph instead of some 300 dispatched
-  operators. Its priors and values equal the eager path's to about 1e-6 (float rounding of the
-  folded weights); on one core of this machine's AMD EPYC it made 1.1-2.5x the evaluations per
-  CPU-second of the eager path at every batch size from 1 to 256 (benchmarks/cpu_backend.py;
-  docs/results.md). ``auto``, the default, is ``jit`` where it runs (a CPU computing float32,
-  no ``compile``) and ``eager`` elsewhere (CUDA, MPS, bf16). ``load_state`` re-folds and
-  re-traces (tens of milliseconds), so weights still hot-swap.
+  operators; on one core of this machine's AMD EPYC it made 1.1-2.5x the evaluations per
+  CPU-second of the eager path at every batch size from 1 to 256. ``cpp`` (CPU, float32 only)
+  runs the folded network in the compiled core (``game._core.ConvNet``, game/cpp/convnet.h):
+  no torch at all per batch, positions one after another through cache-resident buffers,
+  AVX2+FMA where the CPU has them; it is fastest at the small batches a timed player's search
+  sends (benchmarks/cpu_backend.py; docs/results.md). Both give the eager path's priors and
+  values to about 1e-6 (float rounding of the folded weights). ``auto``, the default, is
+  ``cpp`` where it runs (a CPU computing float32, no ``compile``) and ``eager`` elsewhere
+  (CUDA, MPS, bf16). ``load_state`` re-folds (and re-traces or re-packs: milliseconds), so
+  weights still hot-swap.
 """
 
 from __future__ import annotations
@@ -54,13 +58,18 @@ from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from checkerzero.network.checkpoint import CheckpointMeta, load_checkpoint
 from checkerzero.network.model import CheckersNet, ResidualBlock
-from checkerzero.network.precision import PRECISIONS, cpu_has_native_bf16
+from checkerzero.network.precision import (
+    BACKENDS,
+    CPU_BACKENDS,
+    PRECISIONS,
+    cpu_has_native_bf16,
+)
+from game import _core
 from game.encoding import NUM_WDL
 from game.mcts import check_mask
 
 logger = logging.getLogger(__name__)
 
-BACKENDS = ("auto", "eager", "jit")  # how the network runs; see the module docstring
 _TRACE_BATCH = 8  # the example batch the jit backend traces with (any batch runs afterwards)
 _WARMUP_BATCHES = (8, 8, 3, 1)  # batch sizes the jit graph runs once when built (all <= 8)
 
@@ -173,6 +182,37 @@ def trace_for_cpu(model: CheckersNet) -> torch.jit.ScriptModule:
         return frozen
 
 
+def compile_for_cpu(model: CheckersNet) -> _core.ConvNet:
+    """The cpp backend's network of ``model``: BatchNorm folded, float32, every convolution and
+    dense layer's (weight, bias) handed to the compiled core in the order it runs them (stem,
+    tower, policy head, value head)."""
+    cfg = model.config
+    folded = fold_batchnorm(model).to("cpu").float()
+    blocks = [conv for block in folded.tower for conv in (block.conv1, block.conv2)]
+    heads = [
+        layer
+        for head in (folded.policy_head, folded.value_head)
+        for layer in head
+        if isinstance(layer, (nn.Conv2d, nn.Linear))
+    ]
+    layers = []
+    for layer in [folded.stem[0], *blocks, *heads]:
+        weight = layer.weight.detach()
+        bias = layer.bias.detach() if layer.bias is not None else torch.zeros(weight.shape[0])
+        layers.append((weight.contiguous().numpy(), bias.contiguous().numpy()))
+    return _core.ConvNet(
+        cfg.board_size,
+        cfg.in_planes,
+        cfg.channels,
+        cfg.blocks,
+        cfg.policy_channels,
+        cfg.value_channels,
+        cfg.value_hidden,
+        layers,
+        folded.policy_index.to(torch.int32).numpy(),
+    )
+
+
 class NetworkEvaluator:
     """Runs a ``CheckersNet`` on batches of positions; see the module docstring for the choices."""
 
@@ -194,9 +234,9 @@ class NetworkEvaluator:
         (``"auto"``, ``"float32"``, ``"bfloat16"``) as there; ``torch.float32`` disables
         autocast; ``torch.bfloat16``/``torch.float16`` force autocast.
 
-        ``backend``: ``auto``, ``eager`` or ``jit`` (:data:`BACKENDS`; ``jit`` needs the CPU,
-        float32 arithmetic, which a precision of ``auto`` then means, and no ``compile``;
-        ``auto`` is ``jit`` where it can run, ``eager`` elsewhere).
+        ``backend``: ``auto``, ``eager``, ``jit`` or ``cpp`` (:data:`BACKENDS`; ``jit`` and
+        ``cpp`` need the CPU, float32 arithmetic, which a precision of ``auto`` then means, and
+        no ``compile``; ``auto`` is ``cpp`` where it can run, ``eager`` elsewhere).
         """
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r} (use {', '.join(BACKENDS)})")
@@ -209,19 +249,21 @@ class NetworkEvaluator:
         self.num_actions = model.config.num_actions
         self.version = version
         cuda = self.device.type == "cuda"
-        if backend == "jit" and dtype in (None, "auto"):
-            dtype = torch.float32  # the jit backend computes float32 (auto means that with it)
+        if backend in CPU_BACKENDS and dtype in (None, "auto"):
+            dtype = torch.float32  # jit and cpp compute float32 (auto means that with them)
         if dtype is None or isinstance(dtype, str):
             dtype = compute_dtype(dtype or "auto", self.device)
         self._autocast_dtype = dtype
         self._use_autocast = dtype != torch.float32
         if backend == "auto":
-            jit_runs = self.device.type == "cpu" and not self._use_autocast and not compile
-            backend = "jit" if jit_runs else "eager"
-        if backend == "jit" and (self.device.type != "cpu" or self._use_autocast or compile):
+            cpu_runs = self.device.type == "cpu" and not self._use_autocast and not compile
+            backend = "cpp" if cpu_runs else "eager"
+        if backend in CPU_BACKENDS and (
+            self.device.type != "cpu" or self._use_autocast or compile
+        ):
             raise ValueError(
-                f"backend jit runs float32 on the CPU without compile; got device {self.device}, "
-                f"dtype {dtype}, compile={compile}"
+                f"backend {backend} runs float32 on the CPU without compile; got device "
+                f"{self.device}, dtype {dtype}, compile={compile}"
             )
         self.backend = backend
         self._memory_format = preferred_memory_format(self.device)
@@ -230,14 +272,16 @@ class NetworkEvaluator:
         self._module = model  # the plain module: weights are loaded into it
         self._forward = torch.compile(model) if compile else model
         self._traced = trace_for_cpu(model) if backend == "jit" else None
+        self._compiled = compile_for_cpu(model) if backend == "cpp" else None
         self._staging_planes: torch.Tensor | None = None
         self._staging_mask: torch.Tensor | None = None
         logger.info(
-            "NetworkEvaluator on %s, dtype %s, compile=%s, backend %s, threads=%d",
+            "NetworkEvaluator on %s, dtype %s, compile=%s, backend %s%s, threads=%d",
             self.device,
             dtype,
             compile,
             backend,
+            f" ({_core.ConvNet.kernel()})" if backend == "cpp" else "",
             torch.get_num_threads(),
         )
 
@@ -254,6 +298,8 @@ class NetworkEvaluator:
             raise ValueError(f"weights version {version} do not fit the model ({exc})") from exc
         if self._traced is not None:
             self._traced = trace_for_cpu(self._module)  # the frozen graph holds the old weights
+        if self._compiled is not None:
+            self._compiled = compile_for_cpu(self._module)  # so does the compiled copy
         self.version = version
         logger.debug("loaded weights version %d", version)
 
@@ -298,6 +344,8 @@ class NetworkEvaluator:
             raise ValueError(f"planes has {len(planes)} rows but mask has {len(mask)}")
         if len(planes) == 0:
             return np.zeros((0, self.num_actions), np.float32), np.zeros((0, NUM_WDL), np.float32)
+        if self._compiled is not None:
+            return self._compiled.evaluate(planes, mask)
         if self._traced is not None:
             with torch.no_grad():  # a frozen TorchScript graph: no inference_mode needed
                 priors, wdl = self._traced(torch.from_numpy(planes), torch.from_numpy(mask))

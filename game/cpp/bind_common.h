@@ -5,6 +5,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -41,5 +42,6 @@ void bind_game(nb::module_& m);       // rules, moves, encoding, perft (bind_gam
 void bind_alphabeta(nb::module_& m);  // the alpha-beta baseline (bind_alphabeta.cpp)
 void bind_mcts(nb::module_& m);       // the batched PUCT search (bind_mcts.cpp)
 void bind_egdb(nb::module_& m);       // the endgame database (bind_egdb.cpp)
+void bind_convnet(nb::module_& m);    // the network's forward pass on a CPU (bind_convnet.cpp)
 
 }  // namespace cz::bind

@@ -5,7 +5,7 @@
 // many games per call.
 //
 // This file holds only the module definition; each unit's bindings are in its own file
-// (bind_game.cpp, bind_alphabeta.cpp, bind_mcts.cpp, bind_egdb.cpp; shared helpers in bind_common.h).
+// (bind_game.cpp, bind_alphabeta.cpp, bind_mcts.cpp, bind_egdb.cpp, bind_convnet.cpp; shared helpers in bind_common.h).
 #include "bind_common.h"
 
 NB_MODULE(_core, m) {
@@ -14,4 +14,5 @@ NB_MODULE(_core, m) {
   cz::bind::bind_alphabeta(m);
   cz::bind::bind_mcts(m);
   cz::bind::bind_egdb(m);
+  cz::bind::bind_convnet(m);
 }
