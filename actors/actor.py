@@ -145,6 +145,7 @@ class SelfPlayWorker:
                             model,
                             device=self.device,
                             dtype=self.cfg["selfplay"].get("precision", "auto"),
+                            backend=self._backend(),
                         )
                     else:
                         self.evaluator.load_state(model.state_dict(), published.version)
@@ -157,6 +158,13 @@ class SelfPlayWorker:
             if self.evaluator is not None or not wait or self._stop.is_set():
                 return
             time.sleep(0.2)
+
+    def _backend(self) -> str:
+        """The network's backend: ``selfplay.cpu_backend`` where it runs on the CPU, the GPU's
+        own (auto: eager) elsewhere."""
+        if not str(self.device).startswith("cpu"):
+            return "auto"
+        return str(self.cfg["selfplay"].get("cpu_backend", "auto"))
 
     def _keep_going(self) -> bool:
         now = time.monotonic()

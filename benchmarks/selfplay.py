@@ -131,7 +131,12 @@ def _bare_worker(job: tuple[dict, int, float, float]) -> dict:
     cfg, seed, warmup, seconds = job
     torch.set_num_threads(int(cfg["selfplay"].get("torch_threads", 1)))
     model = CheckersNet(model_config(cfg["model"], cfg["game"]["size"]))
-    evaluator = NetworkEvaluator(model, device="cpu", dtype=cfg["selfplay"]["precision"])
+    evaluator = NetworkEvaluator(
+        model,
+        device="cpu",
+        dtype=cfg["selfplay"]["precision"],
+        backend=cfg["selfplay"]["cpu_backend"],
+    )
     stats = {}
     for k, length in enumerate((warmup, seconds)):
         deadline = time.monotonic() + length
@@ -168,7 +173,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"network {m.blocks}x{m.channels} on {args.device.upper()} in "
         f"{str(compute_dtype(sp.precision, args.device)).removeprefix('torch.')} "
-        f"(selfplay.precision={sp.precision}), {cfg.game.size}x{cfg.game.size} board, "
+        f"(selfplay.precision={sp.precision}, cpu_backend={sp.cpu_backend}), "
+        f"{cfg.game.size}x{cfg.game.size} board, "
         f"{mc.simulations} simulations, {sp.games_in_parallel} games in parallel per actor, "
         f"warm-up {args.warmup:.0f} s, measured {args.seconds:.0f} s; Ray CPUs {args.num_cpus}, "
         f"load avg {load}"

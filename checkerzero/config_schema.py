@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from checkerzero.network.precision import PRECISIONS
+from checkerzero.network.precision import BACKENDS, PRECISIONS
 from game.encoding import NUM_PLANES
 from game.openings import KINDS as OPENING_KINDS
 
@@ -336,6 +336,7 @@ SCHEMA: dict[str, Rule] = {
     "selfplay.resign_disabled_share": SHARE,
     "selfplay.torch_threads": THREADS,
     "selfplay.precision": OneOf(PRECISIONS),
+    "selfplay.cpu_backend": OneOf(BACKENDS),
     "selfplay.inference_server.enabled": Flag(),
     "selfplay.inference_server.cpu_nodes": Flag(),
     "selfplay.inference_server.cpus": Num(0, 256),  # Ray CPUs; a node has fewer than 256

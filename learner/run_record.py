@@ -62,6 +62,7 @@ RESUMABLE = (
     "learner.max_checkpoint_mb",
     "selfplay.actors",
     "selfplay.torch_threads",
+    "selfplay.cpu_backend",
     "replay.url",
     "replay.password_env",
     "replay.redis_server",

@@ -156,6 +156,22 @@ def test_an_actor_keeps_its_weights_when_the_published_ones_are_bad(server, clie
     assert worker.version == 7
 
 
+def test_a_cpu_actor_runs_the_configured_cpu_backend(server, client):
+    from actors.actor import SelfPlayWorker
+
+    WeightsChannel(client, namespace="cz").publish(SHIPPED.read_bytes(), 1)
+    backends = {}
+    for chosen in ("auto", "jit", "eager"):
+        cfg = worker_config()
+        cfg["selfplay"]["cpu_backend"] = chosen
+        cfg["selfplay"]["precision"] = "float32"  # auto is bf16 (eager) on a CPU with bf16 units
+        worker = SelfPlayWorker(cfg, 0, server.url, server.password)
+        worker._poll_weights(wait=False)
+        backends[chosen] = worker.evaluator.backend
+    # auto is the compiled core's forward pass on a CPU computing float32
+    assert backends == {"auto": "cpp", "jit": "jit", "eager": "eager"}
+
+
 # ------------------------------------------------------------------------------------------
 # Resume
 # ------------------------------------------------------------------------------------------

@@ -98,6 +98,7 @@ def test_unknown_key_is_rejected_by_hydra(config):
         ("model.moves_left_head=maybe", "model.moves_left_head"),
         ("learner.precision=fp16", "learner.precision"),
         ("selfplay.precision=half", "selfplay.precision"),
+        ("selfplay.cpu_backend=onnx", "selfplay.cpu_backend"),
     ],
 )
 def test_bad_values_are_rejected_naming_the_key(config, override, key):

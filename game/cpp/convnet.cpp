@@ -9,7 +9,9 @@
 #include <cstring>
 #include <stdexcept>
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"  // 32-byte vectors pass only between inlined functions
+#endif
 
 namespace cz::net {
 namespace {
@@ -17,6 +19,7 @@ namespace {
 #define CZ_INLINE [[gnu::always_inline]] inline
 
 typedef float v8 __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
 
 CZ_INLINE v8 load8(const float* p) {
   v8 v;
@@ -26,62 +29,69 @@ CZ_INLINE v8 load8(const float* p) {
 
 CZ_INLINE void store8(float* p, const v8& v) { std::memcpy(p, &v, sizeof v); }
 
+CZ_INLINE v8 relu8(const v8& v) {
+  const v8 zero = {0, 0, 0, 0, 0, 0, 0, 0};
+  const v8i kept = (v8i)v & (v > zero);  // a vector compare gives all-ones lanes where true
+  return (v8)kept;
+}
+
 int round_up(int n, int m) { return (n + m - 1) / m * m; }
 
-}  // namespace
-
-namespace {
-
-// One block of X output cells of row `y` starting at column `x0` (interior coordinates), all output
-// channels in chunks of 8 * K: bias, the taps' weight rows scaled by the input values, then the
-// residual (a grid of the output's stride) and the ReLU.
+// A 1x1 convolution and its ReLU at X output cells of row `y` starting at column `x0` (interior
+// coordinates), all output channels in chunks of 8 * K.
 template <int X, int K>
-CZ_INLINE void conv_cells(int taps, int cin, int cout, const float* w, const float* bias, const float* in,
-                          int in_s, float* out, const float* residual, bool relu, int P, int y, int x0) {
+CZ_INLINE void conv1x1_cells(int cin, int cout, const float* w, const float* bias, const float* in, int in_s,
+                             float* out, int P, int y, int x0) {
   for (int co = 0; co < cout; co += 8 * K) {
     v8 acc[X][K];
     for (int k = 0; k < K; ++k) {
       const v8 b = load8(bias + co + 8 * k);
       for (int i = 0; i < X; ++i) acc[i][k] = b;
     }
-    for (int t = 0; t < taps; ++t) {
-      const int ky = taps == 9 ? t / 3 : 1;
-      const int kx = taps == 9 ? t % 3 : 1;
-      const float* ip = in + ((y + ky) * P + (x0 + kx)) * in_s;
-      const float* wp = w + size_t(t) * cin * cout + co;
-      for (int ci = 0; ci < cin; ++ci) {
-        v8 wk[K];
-        for (int k = 0; k < K; ++k) wk[k] = load8(wp + size_t(ci) * cout + 8 * k);
-        for (int i = 0; i < X; ++i) {
-          const float a = ip[i * in_s + ci];
-          for (int k = 0; k < K; ++k) acc[i][k] += a * wk[k];
-        }
+    const float* ip = in + ((y + 1) * P + (x0 + 1)) * in_s;
+    for (int ci = 0; ci < cin; ++ci) {
+      v8 wk[K];
+      for (int k = 0; k < K; ++k) wk[k] = load8(w + size_t(ci) * cout + co + 8 * k);
+      for (int i = 0; i < X; ++i) {
+        const float a = ip[i * in_s + ci];
+        for (int k = 0; k < K; ++k) acc[i][k] += a * wk[k];
       }
     }
-    for (int i = 0; i < X; ++i) {
-      float* op = out + ((y + 1) * P + (x0 + 1 + i)) * cout + co;
-      for (int k = 0; k < K; ++k) {
-        v8 v = acc[i][k];
-        if (residual) v += load8(residual + ((y + 1) * P + (x0 + 1 + i)) * cout + co + 8 * k);
-        float lanes[8];
-        store8(lanes, v);
-        if (relu)
-          for (float& l : lanes) l = l > 0.0f ? l : 0.0f;
-        std::memcpy(op + 8 * k, lanes, sizeof lanes);
-      }
-    }
+    for (int i = 0; i < X; ++i)
+      for (int k = 0; k < K; ++k) store8(out + ((y + 1) * P + (x0 + 1 + i)) * cout + co + 8 * k, relu8(acc[i][k]));
   }
 }
 
-// A whole convolution over the S x S interior; the output stride is `cout` (a multiple of 8).
-template <int K>
-CZ_INLINE void conv_grid(int taps, int cin, int cout, const float* w, const float* bias, const float* in, int in_s,
-                         float* out, const float* residual, bool relu, int S) {
+// A 1x1 convolution and its ReLU over the S x S interior; the output stride is `cout` (a multiple of 8).
+CZ_INLINE void conv1x1(int cin, int cout, const float* w, const float* bias, const float* in, int in_s, float* out,
+                       int S) {
   const int P = S + 2;
   for (int y = 0; y < S; ++y) {
     int x = 0;
-    for (; x + 4 <= S; x += 4) conv_cells<4, K>(taps, cin, cout, w, bias, in, in_s, out, residual, relu, P, y, x);
-    for (; x < S; ++x) conv_cells<1, K>(taps, cin, cout, w, bias, in, in_s, out, residual, relu, P, y, x);
+    for (; x + 4 <= S; x += 4) conv1x1_cells<4, 1>(cin, cout, w, bias, in, in_s, out, P, y, x);
+    for (; x < S; ++x) conv1x1_cells<1, 1>(cin, cout, w, bias, in, in_s, out, P, y, x);
+  }
+}
+
+// X rows of a matrix product: out[i][0..cout) = sum_k a[i][k] * w[k][0..cout), rows of `a` `a_s`
+// apart, `w` and `out` with stride cout (a multiple of 8 * K).
+template <int X, int K>
+CZ_INLINE void matmul_rows(const float* a, int a_s, int n, const float* w, int cout, float* out) {
+  for (int co = 0; co < cout; co += 8 * K) {
+    const v8 zero = {0, 0, 0, 0, 0, 0, 0, 0};
+    v8 acc[X][K];
+    for (int i = 0; i < X; ++i)
+      for (int j = 0; j < K; ++j) acc[i][j] = zero;
+    for (int k = 0; k < n; ++k) {
+      v8 wk[K];
+      for (int j = 0; j < K; ++j) wk[j] = load8(w + size_t(k) * cout + co + 8 * j);
+      for (int i = 0; i < X; ++i) {
+        const float x = a[size_t(i) * a_s + k];
+        for (int j = 0; j < K; ++j) acc[i][j] += x * wk[j];
+      }
+    }
+    for (int i = 0; i < X; ++i)
+      for (int j = 0; j < K; ++j) store8(out + size_t(i) * cout + co + 8 * j, acc[i][j]);
   }
 }
 
@@ -90,8 +100,7 @@ CZ_INLINE void dense_chunks(const float* in, int n_in, const float* w, int w_str
   v8 acc[K];
   for (int k = 0; k < K; ++k) acc[k] = load8(acc_out + h0 + 8 * k);
   for (int f = 0; f < n_in; ++f) {
-    const float a = in[f];
-    if (a == 0.0f) continue;  // most inputs are zero after a ReLU
+    const float a = in[f];  // no skip of zeros: the branch's mispredictions cost more than it saves
     const float* wp = w + size_t(f) * w_stride + h0;
     for (int k = 0; k < K; ++k) acc[k] += a * load8(wp + 8 * k);
   }
@@ -104,6 +113,78 @@ CZ_INLINE void dense(const float* in, int n_in, const float* w, int stride, floa
   for (; h + 64 <= stride; h += 64) dense_chunks<8>(in, n_in, w, stride, out, h);
   for (; h + 16 <= stride; h += 16) dense_chunks<2>(in, n_in, w, stride, out, h);
   for (; h < stride; h += 8) dense_chunks<1>(in, n_in, w, stride, out, h);
+}
+
+// Winograd F(2x2, 3x3): U = G g G^T of a 3x3 kernel g, V = B^T d B of a 4x4 input tile d, and
+// the 2x2 output tile A^T M A of M = sum over input channels of U * V (elementwise).
+//   G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]
+//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]     A^T = [1 1 1 0; 0 1 -1 -1]
+// A 3x3 convolution: the input grid (`cin` channels, stride `in_s`, a multiple of 8) tile by
+// tile into `v` ([16][tile][in_s]), the 16 products into `m` ([16][tile][s]), then the output
+// tiles into `out` (stride `s`, a multiple of 16) with the bias, the residual (nullptr: none; a
+// grid of stride `s`) and the ReLU.
+CZ_INLINE void winograd_conv(const float* u, const float* bias, int cin, int in_s, int s, const float* in,
+                             float* out, const float* residual, int S, float* v, float* m) {
+  const int P = S + 2, side = S / 2, tiles = side * side;
+  const size_t in_plane = size_t(tiles) * in_s;  // one of the 16 transformed input planes
+  const size_t plane = size_t(tiles) * s;        // one of the 16 product planes
+  for (int t = 0; t < tiles; ++t) {
+    const int ty = t / side, tx = t % side;
+    for (int c = 0; c < cin; c += 8) {
+      v8 d[4][4];
+      for (int r = 0; r < 4; ++r)
+        for (int q = 0; q < 4; ++q) d[r][q] = load8(in + ((2 * ty + r) * P + (2 * tx + q)) * in_s + c);
+      v8 e[4][4];  // B^T d
+      for (int q = 0; q < 4; ++q) {
+        e[0][q] = d[0][q] - d[2][q];
+        e[1][q] = d[1][q] + d[2][q];
+        e[2][q] = d[2][q] - d[1][q];
+        e[3][q] = d[1][q] - d[3][q];
+      }
+      for (int r = 0; r < 4; ++r) {  // (B^T d) B
+        float* vp = v + size_t(4 * r) * in_plane + size_t(t) * in_s + c;
+        store8(vp, e[r][0] - e[r][2]);
+        store8(vp + in_plane, e[r][1] + e[r][2]);
+        store8(vp + 2 * in_plane, e[r][2] - e[r][1]);
+        store8(vp + 3 * in_plane, e[r][1] - e[r][3]);
+      }
+    }
+  }
+  for (int xi = 0; xi < 16; ++xi) {  // M = V U, a (tiles x cin) by (cin x s) product per xi
+    const float* vp = v + size_t(xi) * in_plane;
+    const float* up = u + size_t(xi) * cin * s;
+    float* mp = m + size_t(xi) * plane;
+    int t = 0;
+    if (s % 32 == 0) {  // 12 accumulators: 3 tiles x 32 channels
+      for (; t + 3 <= tiles; t += 3) matmul_rows<3, 4>(vp + size_t(t) * in_s, in_s, cin, up, s, mp + size_t(t) * s);
+      for (; t < tiles; ++t) matmul_rows<1, 4>(vp + size_t(t) * in_s, in_s, cin, up, s, mp + size_t(t) * s);
+    } else {  // 8: 4 tiles x 16 channels
+      for (; t + 4 <= tiles; t += 4) matmul_rows<4, 2>(vp + size_t(t) * in_s, in_s, cin, up, s, mp + size_t(t) * s);
+      for (; t < tiles; ++t) matmul_rows<1, 2>(vp + size_t(t) * in_s, in_s, cin, up, s, mp + size_t(t) * s);
+    }
+  }
+  for (int t = 0; t < tiles; ++t) {
+    const int ty = t / side, tx = t % side;
+    for (int c = 0; c < s; c += 8) {
+      v8 q[4][4];
+      for (int xi = 0; xi < 16; ++xi) q[xi / 4][xi % 4] = load8(m + size_t(xi) * plane + size_t(t) * s + c);
+      v8 h[2][4];  // A^T M
+      for (int j = 0; j < 4; ++j) {
+        h[0][j] = q[0][j] + q[1][j] + q[2][j];
+        h[1][j] = q[1][j] - q[2][j] - q[3][j];
+      }
+      const v8 b = load8(bias + c);
+      for (int dy = 0; dy < 2; ++dy) {
+        const v8 y2[2] = {h[dy][0] + h[dy][1] + h[dy][2] + b, h[dy][1] - h[dy][2] - h[dy][3] + b};
+        for (int dx = 0; dx < 2; ++dx) {
+          const size_t at = size_t((2 * ty + dy + 1) * P + (2 * tx + dx + 1)) * s + c;
+          v8 y = y2[dx];
+          if (residual) y += load8(residual + at);
+          store8(out + at, relu8(y));
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -142,19 +223,35 @@ ConvNet::ConvNet(const Shape& s, const std::vector<Layer>& layers, const std::ve
     for (float v : l.bias) check(std::isfinite(v), where + " has a non-finite bias");
     return l;
   };
-  // torch [out][in][taps] -> [tap][in][out_stride]
-  auto repack = [](const Layer& l, int cin, int cout, int taps, int out_stride) {
+  // a 1x1 convolution: torch [out][in] -> [in][out_stride]
+  auto repack = [](const Layer& l, int cin, int cout, int out_stride) {
     Conv c;
-    c.in = cin;
-    c.out = out_stride;
-    c.taps = taps;
-    c.w.assign(size_t(taps) * cin * out_stride, 0.0f);
+    c.w.assign(size_t(cin) * out_stride, 0.0f);
     c.b.assign(out_stride, 0.0f);
     for (int o = 0; o < cout; ++o) {
       c.b[o] = l.bias[o];
-      for (int i = 0; i < cin; ++i)
-        for (int t = 0; t < taps; ++t)
-          c.w[(size_t(t) * cin + i) * out_stride + o] = l.weight[(size_t(o) * cin + i) * taps + t];
+      for (int i = 0; i < cin; ++i) c.w[size_t(i) * out_stride + o] = l.weight[size_t(o) * cin + i];
+    }
+    return c;
+  };
+  // torch [out][in][3][3] -> [16][in][out_stride], each kernel g as G g G^T (winograd_conv)
+  auto winograd = [](const Layer& l, int cin, int cout, int out_stride) {
+    static constexpr float G[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+    Winograd c;
+    c.u.assign(size_t(16) * cin * out_stride, 0.0f);
+    c.b.assign(out_stride, 0.0f);
+    for (int o = 0; o < cout; ++o) {
+      c.b[o] = l.bias[o];
+      for (int i = 0; i < cin; ++i) {
+        const float* g = &l.weight[(size_t(o) * cin + i) * 9];
+        float gg[4][3];  // G g
+        for (int r = 0; r < 4; ++r)
+          for (int q = 0; q < 3; ++q) gg[r][q] = G[r][0] * g[q] + G[r][1] * g[3 + q] + G[r][2] * g[6 + q];
+        for (int r = 0; r < 4; ++r)
+          for (int q = 0; q < 4; ++q)
+            c.u[(size_t(4 * r + q) * cin + i) * out_stride + o] =
+                gg[r][0] * G[q][0] + gg[r][1] * G[q][1] + gg[r][2] * G[q][2];
+      }
     }
     return c;
   };
@@ -163,15 +260,16 @@ ConvNet::ConvNet(const Shape& s, const std::vector<Layer>& layers, const std::ve
   policy_stride_ = round_up(s.policy_channels, 8);
   value_stride_ = round_up(s.value_channels, 8);
   hidden_stride_ = round_up(s.value_hidden, 8);
-  stem_ = repack(take("stem", size_t(C) * s.in_planes * 9, C), s.in_planes, C, 9, stride_);
+  in_stride_ = round_up(s.in_planes, 8);
+  stem_ = winograd(take("stem", size_t(C) * s.in_planes * 9, C), s.in_planes, C, stride_);
   for (int b = 0; b < 2 * s.blocks; ++b)
-    tower_.push_back(repack(take("tower conv", size_t(C) * C * 9, C), C, C, 9, stride_));
-  policy1_ = repack(take("policy 1x1", size_t(s.policy_channels) * C, s.policy_channels), C, s.policy_channels, 1,
+    tower_.push_back(winograd(take("tower conv", size_t(C) * C * 9, C), C, C, stride_));
+  policy1_ = repack(take("policy 1x1", size_t(s.policy_channels) * C, s.policy_channels), C, s.policy_channels,
                     policy_stride_);
   const Layer& p2 = take("policy output", size_t(4) * s.policy_channels, 4);
   policy2_w_ = p2.weight;
   policy2_b_ = p2.bias;
-  value1_ = repack(take("value 1x1", size_t(s.value_channels) * C, s.value_channels), C, s.value_channels, 1,
+  value1_ = repack(take("value 1x1", size_t(s.value_channels) * C, s.value_channels), C, s.value_channels,
                    value_stride_);
   const int features = s.value_channels * cells;
   const Layer& f1 = take("value dense", size_t(s.value_hidden) * features, s.value_hidden);
@@ -217,8 +315,10 @@ std::string ConvNet::kernel() {
   const int S = s.size, P = S + 2, cells = S * S, C = s.channels;
   // Padded grids ([cell][channel], zero border): the input, three for the tower, the value head's.
   // Only interiors are written, so the borders stay zero for every position.
-  std::vector<float> input(size_t(P) * P * s.in_planes, 0.0f), value(size_t(P) * P * value_stride_, 0.0f);
+  std::vector<float> input(size_t(P) * P * in_stride_, 0.0f), value(size_t(P) * P * value_stride_, 0.0f);
   std::vector<float> grids(3 * size_t(P) * P * stride_, 0.0f);
+  const int tiles = (S / 2) * (S / 2);  // the Winograd domain's scratch: inputs and products
+  std::vector<float> wv(16 * size_t(tiles) * std::max(stride_, in_stride_)), wm(16 * size_t(tiles) * stride_);
   std::vector<float> features(size_t(s.value_channels) * cells);
   std::vector<float> hidden(hidden_stride_);
   std::vector<float> policy_hidden(policy_stride_);
@@ -228,22 +328,21 @@ std::string ConvNet::kernel() {
     for (int c = 0; c < s.in_planes; ++c)
       for (int y = 0; y < S; ++y)
         for (int x = 0; x < S; ++x)
-          input[((y + 1) * P + (x + 1)) * s.in_planes + c] = pl[(size_t(c) * S + y) * S + x];
+          input[((y + 1) * P + (x + 1)) * in_stride_ + c] = pl[(size_t(c) * S + y) * S + x];
     float* x_ = grids.data();  // the tower's output so far
     float* y_ = x_ + size_t(P) * P * stride_;
     float* z_ = y_ + size_t(P) * P * stride_;
-    conv_grid<2>(9, s.in_planes, stride_, stem_.w.data(), stem_.b.data(), input.data(), s.in_planes, x_, nullptr,
-                 true, S);
+    winograd_conv(stem_.u.data(), stem_.b.data(), s.in_planes, in_stride_, stride_, input.data(), x_, nullptr, S,
+                  wv.data(), wm.data());
     for (int b = 0; b < s.blocks; ++b) {
-      const Conv& c1 = tower_[2 * b];
-      const Conv& c2 = tower_[2 * b + 1];
-      conv_grid<2>(9, C, stride_, c1.w.data(), c1.b.data(), x_, stride_, y_, nullptr, true, S);
-      conv_grid<2>(9, C, stride_, c2.w.data(), c2.b.data(), y_, stride_, z_, x_, true, S);
+      const Winograd& c1 = tower_[2 * b];
+      const Winograd& c2 = tower_[2 * b + 1];
+      winograd_conv(c1.u.data(), c1.b.data(), C, stride_, stride_, x_, y_, nullptr, S, wv.data(), wm.data());
+      winograd_conv(c2.u.data(), c2.b.data(), C, stride_, stride_, y_, z_, x_, S, wv.data(), wm.data());
       std::swap(x_, z_);
     }
     // value head: 1x1 conv, its grid read in torch's (V, S, S) order, two dense layers
-    conv_grid<1>(1, C, value_stride_, value1_.w.data(), value1_.b.data(), x_, stride_, value.data(), nullptr, true,
-                 S);
+    conv1x1(C, value_stride_, value1_.w.data(), value1_.b.data(), x_, stride_, value.data(), S);
     for (int v = 0; v < s.value_channels; ++v)
       for (int y = 0; y < S; ++y)
         for (int x = 0; x < S; ++x)

@@ -8,13 +8,16 @@
 // what NetworkEvaluator.evaluate returns: priors softmaxed over the legal actions only (exactly 0
 // on illegal ones) and WDL probabilities.
 //
-// Why it is faster than torch at batch 1-16: one call runs the whole network without dispatching
-// operators, positions one after another through cache-resident buffers. Activations are kept
-// cell-major with the channels contiguous ([cell][channel], the grid padded by a zero border),
-// so a convolution is, per output cell, a sum of weight rows scaled by input values: 8-wide
-// vectors across output channels, four cells at once so each weight row loaded serves four
-// multiply-adds. On x86-64 a copy of the code compiled for AVX2+FMA is chosen at run time when
-// the CPU has them (the package itself is built for x86-64-v2); elsewhere the portable copy runs.
+// Why it is faster than torch at the batches a search sends: one call runs the whole network
+// without dispatching operators, positions one after another through cache-resident buffers.
+// Activations are kept cell-major with the channels contiguous ([cell][channel], the grid padded
+// by a zero border), so every kernel works on 8-wide vectors across channels. The 3x3
+// convolutions run as Winograd F(2x2, 3x3) (Lavin and Gray, 2016): each 4x4 input tile is
+// transformed once, a 2x2 output tile then costs 16 products per channel pair instead of 36, and
+// those are 16 small matrix products (tiles x in) by (in x out), each row of weights loaded once
+// for three or four tiles. On x86-64 a copy of the code compiled for AVX2+FMA is chosen at run
+// time when the CPU has them (the package itself is built for x86-64-v2); elsewhere the portable
+// copy runs.
 #pragma once
 
 #include <cstdint>
@@ -63,22 +66,24 @@ class ConvNet {
   bool avx2() const { return avx2_; }
 
  private:
-  struct Conv {   // repacked for the kernels
-    int in = 0;   // input channels
-    int out = 0;  // output channels (padded: out_stride)
-    int taps = 0; // 9 (3x3) or 1 (1x1)
-    std::vector<float> w;  // [tap][in][out_stride]
-    std::vector<float> b;  // [out_stride]
+  struct Conv {             // a 1x1 convolution, repacked
+    std::vector<float> w;    // [in][out_stride]
+    std::vector<float> b;    // [out_stride]
+  };
+  struct Winograd {         // a 3x3 convolution in the Winograd domain
+    std::vector<float> u;    // [16][in][out_stride]: G g G^T of each (out, in) kernel
+    std::vector<float> b;    // [out_stride]
   };
   Shape shape_;
   bool avx2_ = false;      // runs run_avx2
+  int in_stride_ = 0;      // input planes, padded to a multiple of 8
   int stride_ = 0;         // channels of a tower buffer, padded to a multiple of 16
   int policy_stride_ = 0;  // policy hidden width, padded to 8
   int value_stride_ = 0;   // value 1x1 width, padded to 8
   int hidden_stride_ = 0;  // value dense width, padded to 8
-  Conv stem_;
-  std::vector<Conv> tower_;  // 2 per block
-  Conv policy1_;             // 1x1, C -> P
+  Winograd stem_;
+  std::vector<Winograd> tower_;   // 2 per block
+  Conv policy1_;                  // 1x1, C -> P
   std::vector<float> policy2_w_;  // [4][P]
   std::vector<float> policy2_b_;  // [4]
   Conv value1_;                   // 1x1, C -> V
