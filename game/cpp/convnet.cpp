@@ -37,6 +37,11 @@ CZ_INLINE v8 relu8(const v8& v) {
 
 int round_up(int n, int m) { return (n + m - 1) / m * m; }
 
+// Positions run through each layer four at a time: the weights a layer loads serve all four, and
+// the Winograd domain's scratch (74 KB for 4 positions on 8x8 at 32 channels) stays in the L2
+// cache (1, 2, 4 and 8 at a time were tried on the shipped network: 4 was the fastest).
+constexpr int kChunk = 4;
+
 // A 1x1 convolution and its ReLU at X output cells of row `y` starting at column `x0` (interior
 // coordinates), all output channels in chunks of 8 * K.
 template <int X, int K>
@@ -95,96 +100,175 @@ CZ_INLINE void matmul_rows(const float* a, int a_s, int n, const float* w, int c
   }
 }
 
-template <int K>
-CZ_INLINE void dense_chunks(const float* in, int n_in, const float* w, int w_stride, float* acc_out, int h0) {
-  v8 acc[K];
-  for (int k = 0; k < K; ++k) acc[k] = load8(acc_out + h0 + 8 * k);
-  for (int f = 0; f < n_in; ++f) {
-    const float a = in[f];  // no skip of zeros: the branch's mispredictions cost more than it saves
-    const float* wp = w + size_t(f) * w_stride + h0;
-    for (int k = 0; k < K; ++k) acc[k] += a * load8(wp + 8 * k);
+// out = a w for `rows` rows of `a` (`a_s` apart, `n` columns) and w [n][cout] (cout a multiple of 8):
+// blocks of rows that share each loaded row of weights, 12 accumulators where cout allows.
+CZ_INLINE void matmul(const float* a, int a_s, int rows, int n, const float* w, int cout, float* out) {
+  int r = 0;
+  if (cout % 32 == 0 && rows % 4 != 0 && rows % 3 == 0) {
+    for (; r + 3 <= rows; r += 3) matmul_rows<3, 4>(a + size_t(r) * a_s, a_s, n, w, cout, out + size_t(r) * cout);
+    for (; r < rows; ++r) matmul_rows<1, 4>(a + size_t(r) * a_s, a_s, n, w, cout, out + size_t(r) * cout);
+  } else if (cout % 16 == 0) {
+    for (; r + 4 <= rows; r += 4) matmul_rows<4, 2>(a + size_t(r) * a_s, a_s, n, w, cout, out + size_t(r) * cout);
+    for (; r < rows; ++r) matmul_rows<1, 2>(a + size_t(r) * a_s, a_s, n, w, cout, out + size_t(r) * cout);
+  } else {
+    for (; r + 4 <= rows; r += 4) matmul_rows<4, 1>(a + size_t(r) * a_s, a_s, n, w, cout, out + size_t(r) * cout);
+    for (; r < rows; ++r) matmul_rows<1, 1>(a + size_t(r) * a_s, a_s, n, w, cout, out + size_t(r) * cout);
   }
-  for (int k = 0; k < K; ++k) store8(acc_out + h0 + 8 * k, acc[k]);
 }
 
-// out[0..stride) (starting from the bias already there) += sum_f in[f] * w[f][..]; stride % 8 == 0.
-CZ_INLINE void dense(const float* in, int n_in, const float* w, int stride, float* out) {
-  int h = 0;
-  for (; h + 64 <= stride; h += 64) dense_chunks<8>(in, n_in, w, stride, out, h);
-  for (; h + 16 <= stride; h += 16) dense_chunks<2>(in, n_in, w, stride, out, h);
-  for (; h < stride; h += 8) dense_chunks<1>(in, n_in, w, stride, out, h);
+// rows of `stride` floats: x = max(x + bias, 0).
+CZ_INLINE void bias_relu(float* x, int rows, int stride, const float* bias) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < stride; c += 8) {
+      float* at = x + size_t(r) * stride + c;
+      store8(at, relu8(load8(at) + load8(bias + c)));
+    }
 }
 
-// Winograd F(2x2, 3x3): U = G g G^T of a 3x3 kernel g, V = B^T d B of a 4x4 input tile d, and
-// the 2x2 output tile A^T M A of M = sum over input channels of U * V (elementwise).
-//   G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]
-//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]     A^T = [1 1 1 0; 0 1 -1 -1]
-// A 3x3 convolution: the input grid (`cin` channels, stride `in_s`, a multiple of 8) tile by
-// tile into `v` ([16][tile][in_s]), the 16 products into `m` ([16][tile][s]), then the output
-// tiles into `out` (stride `s`, a multiple of 16) with the bias, the residual (nullptr: none; a
-// grid of stride `s`) and the ReLU.
+// Winograd F(MxM, 3x3) (Lavin and Gray, 2016), M = 2 or 4, tiles of N = M + 2: U = G g G^T of a
+// 3x3 kernel g, V = B^T d B of an N x N input tile d, and the M x M output tile A^T X A of
+// X = sum over input channels of U * V (elementwise). Each Tile<M> applies B^T and A^T to a
+// column of vectors, written out so that no product by 0 or 1 is computed.
+template <int M>
+struct Tile;
+
+template <>
+struct Tile<2> {
+  static constexpr int N = 4;
+  static constexpr float G[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+  // B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
+  CZ_INLINE static void input(const v8* d, v8* t) {
+    t[0] = d[0] - d[2];
+    t[1] = d[1] + d[2];
+    t[2] = d[2] - d[1];
+    t[3] = d[1] - d[3];
+  }
+  // A^T = [1 1 1 0; 0 1 -1 -1]
+  CZ_INLINE static void output(const v8* x, v8* y) {
+    y[0] = x[0] + x[1] + x[2];
+    y[1] = x[1] - x[2] - x[3];
+  }
+};
+
+template <>
+struct Tile<4> {
+  static constexpr int N = 6;
+  static constexpr float G[6][3] = {{0.25f, 0, 0},
+                                    {-1 / 6.0f, -1 / 6.0f, -1 / 6.0f},
+                                    {-1 / 6.0f, 1 / 6.0f, -1 / 6.0f},
+                                    {1 / 24.0f, 1 / 12.0f, 1 / 6.0f},
+                                    {1 / 24.0f, -1 / 12.0f, 1 / 6.0f},
+                                    {0, 0, 1}};
+  // B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
+  CZ_INLINE static void input(const v8* d, v8* t) {
+    const v8 a = d[4] - 4 * d[2], b = d[3] - 4 * d[1], c = d[4] - d[2], e = 2 * (d[3] - d[1]);
+    t[0] = 4 * d[0] - 5 * d[2] + d[4];
+    t[1] = a + b;
+    t[2] = a - b;
+    t[3] = c + e;
+    t[4] = c - e;
+    t[5] = 4 * d[1] - 5 * d[3] + d[5];
+  }
+  // A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
+  CZ_INLINE static void output(const v8* x, v8* y) {
+    const v8 p = x[1] + x[2], q = x[1] - x[2], r = x[3] + x[4], s = x[3] - x[4];
+    y[0] = x[0] + p + r;
+    y[1] = q + 2 * s;
+    y[2] = p + 4 * r;
+    y[3] = q + 8 * s + x[5];
+  }
+};
+
+// A 3x3 convolution over the S x S interior (S a multiple of M) of `count` positions' grids (one
+// after another) in the Winograd domain: the input grids (`cin` channels, stride `in_s`, a
+// multiple of 8) tile by tile into `v` ([N*N][tile][in_s], the tiles of every position), the N*N
+// products into `x` ([N*N][tile][s]), one matrix product each whose weights serve every tile, then
+// the output tiles into `out` (stride `s`, a multiple of 16) with the bias, the residual (nullptr:
+// none; grids of stride `s`) and the ReLU.
+template <int M>
 CZ_INLINE void winograd_conv(const float* u, const float* bias, int cin, int in_s, int s, const float* in,
-                             float* out, const float* residual, int S, float* v, float* m) {
-  const int P = S + 2, side = S / 2, tiles = side * side;
-  const size_t in_plane = size_t(tiles) * in_s;  // one of the 16 transformed input planes
-  const size_t plane = size_t(tiles) * s;        // one of the 16 product planes
+                             float* out, const float* residual, int S, int count, float* v, float* x) {
+  constexpr int N = Tile<M>::N;
+  const int P = S + 2, side = S / M, per = side * side, tiles = per * count;
+  const size_t in_plane = size_t(tiles) * in_s;  // one of the N*N transformed input planes
+  const size_t plane = size_t(tiles) * s;        // one of the N*N product planes
   for (int t = 0; t < tiles; ++t) {
-    const int ty = t / side, tx = t % side;
+    const int ty = t % per / side, tx = t % side;
+    const float* grid = in + size_t(t / per) * P * P * in_s;
     for (int c = 0; c < cin; c += 8) {
-      v8 d[4][4];
-      for (int r = 0; r < 4; ++r)
-        for (int q = 0; q < 4; ++q) d[r][q] = load8(in + ((2 * ty + r) * P + (2 * tx + q)) * in_s + c);
-      v8 e[4][4];  // B^T d
-      for (int q = 0; q < 4; ++q) {
-        e[0][q] = d[0][q] - d[2][q];
-        e[1][q] = d[1][q] + d[2][q];
-        e[2][q] = d[2][q] - d[1][q];
-        e[3][q] = d[1][q] - d[3][q];
-      }
-      for (int r = 0; r < 4; ++r) {  // (B^T d) B
-        float* vp = v + size_t(4 * r) * in_plane + size_t(t) * in_s + c;
-        store8(vp, e[r][0] - e[r][2]);
-        store8(vp + in_plane, e[r][1] + e[r][2]);
-        store8(vp + 2 * in_plane, e[r][2] - e[r][1]);
-        store8(vp + 3 * in_plane, e[r][1] - e[r][3]);
+      v8 d[N][N], e[N][N];
+      for (int r = 0; r < N; ++r)
+        for (int q = 0; q < N; ++q) d[q][r] = load8(grid + ((M * ty + r) * P + (M * tx + q)) * in_s + c);
+      for (int q = 0; q < N; ++q) Tile<M>::input(d[q], e[q]);  // B^T d, column q in e[q]
+      for (int r = 0; r < N; ++r) {
+        v8 col[N], row[N];
+        for (int q = 0; q < N; ++q) col[q] = e[q][r];
+        Tile<M>::input(col, row);  // (B^T d) B, row r
+        for (int q = 0; q < N; ++q) store8(v + size_t(N * r + q) * in_plane + size_t(t) * in_s + c, row[q]);
       }
     }
   }
-  for (int xi = 0; xi < 16; ++xi) {  // M = V U, a (tiles x cin) by (cin x s) product per xi
+  for (int xi = 0; xi < N * N; ++xi) {  // X = V U, a (tiles x cin) by (cin x s) product per xi
     const float* vp = v + size_t(xi) * in_plane;
     const float* up = u + size_t(xi) * cin * s;
-    float* mp = m + size_t(xi) * plane;
-    int t = 0;
-    if (s % 32 == 0) {  // 12 accumulators: 3 tiles x 32 channels
-      for (; t + 3 <= tiles; t += 3) matmul_rows<3, 4>(vp + size_t(t) * in_s, in_s, cin, up, s, mp + size_t(t) * s);
-      for (; t < tiles; ++t) matmul_rows<1, 4>(vp + size_t(t) * in_s, in_s, cin, up, s, mp + size_t(t) * s);
-    } else {  // 8: 4 tiles x 16 channels
-      for (; t + 4 <= tiles; t += 4) matmul_rows<4, 2>(vp + size_t(t) * in_s, in_s, cin, up, s, mp + size_t(t) * s);
-      for (; t < tiles; ++t) matmul_rows<1, 2>(vp + size_t(t) * in_s, in_s, cin, up, s, mp + size_t(t) * s);
-    }
+    float* xp = x + size_t(xi) * plane;
+    matmul(vp, in_s, tiles, cin, up, s, xp);
   }
   for (int t = 0; t < tiles; ++t) {
-    const int ty = t / side, tx = t % side;
+    const int ty = t % per / side, tx = t % side;
+    const size_t grid = size_t(t / per) * P * P * s;
     for (int c = 0; c < s; c += 8) {
-      v8 q[4][4];
-      for (int xi = 0; xi < 16; ++xi) q[xi / 4][xi % 4] = load8(m + size_t(xi) * plane + size_t(t) * s + c);
-      v8 h[2][4];  // A^T M
-      for (int j = 0; j < 4; ++j) {
-        h[0][j] = q[0][j] + q[1][j] + q[2][j];
-        h[1][j] = q[1][j] - q[2][j] - q[3][j];
+      v8 h[N][M];  // A^T X, column q in h[q]
+      for (int q = 0; q < N; ++q) {
+        v8 col[N];
+        for (int r = 0; r < N; ++r) col[r] = load8(x + size_t(N * r + q) * plane + size_t(t) * s + c);
+        Tile<M>::output(col, h[q]);
       }
       const v8 b = load8(bias + c);
-      for (int dy = 0; dy < 2; ++dy) {
-        const v8 y2[2] = {h[dy][0] + h[dy][1] + h[dy][2] + b, h[dy][1] - h[dy][2] - h[dy][3] + b};
-        for (int dx = 0; dx < 2; ++dx) {
-          const size_t at = size_t((2 * ty + dy + 1) * P + (2 * tx + dx + 1)) * s + c;
-          v8 y = y2[dx];
-          if (residual) y += load8(residual + at);
-          store8(out + at, relu8(y));
+      for (int dy = 0; dy < M; ++dy) {
+        v8 row[N], y[M];
+        for (int q = 0; q < N; ++q) row[q] = h[q][dy];
+        Tile<M>::output(row, y);  // (A^T X) A, row dy
+        for (int dx = 0; dx < M; ++dx) {
+          const size_t at = grid + size_t((M * ty + dy + 1) * P + (M * tx + dx + 1)) * s + c;
+          v8 o = y[dx] + b;
+          if (residual) o += load8(residual + at);
+          store8(out + at, relu8(o));
         }
       }
     }
   }
+}
+
+// The N*N planes of U = G g G^T for every (out, in) kernel g of a torch [out][in][3][3] weight, as
+// [N*N][in][out_stride] (computed in double, rounded once).
+template <int M>
+std::vector<float> winograd_kernels(const std::vector<float>& weight, int cin, int cout, int out_stride) {
+  constexpr int N = Tile<M>::N;
+  const auto& G = Tile<M>::G;
+  std::vector<float> u(size_t(N) * N * cin * out_stride, 0.0f);
+  for (int o = 0; o < cout; ++o)
+    for (int i = 0; i < cin; ++i) {
+      const float* g = &weight[(size_t(o) * cin + i) * 9];
+      double gg[N][3];  // G g
+      for (int r = 0; r < N; ++r)
+        for (int q = 0; q < 3; ++q)
+          gg[r][q] = double(G[r][0]) * g[q] + double(G[r][1]) * g[3 + q] + double(G[r][2]) * g[6 + q];
+      for (int r = 0; r < N; ++r)
+        for (int q = 0; q < N; ++q)
+          u[(size_t(N * r + q) * cin + i) * out_stride + o] =
+              float(gg[r][0] * G[q][0] + gg[r][1] * G[q][1] + gg[r][2] * G[q][2]);
+    }
+  return u;
+}
+
+// A 3x3 convolution with the Winograd tile the network was built for (ConvNet::tile_).
+CZ_INLINE void conv3x3(int tile, const float* u, const float* bias, int cin, int in_s, int s, const float* in,
+                       float* out, const float* residual, int S, int count, float* v, float* x) {
+  if (tile == 4)
+    winograd_conv<4>(u, bias, cin, in_s, s, in, out, residual, S, count, v, x);
+  else
+    winograd_conv<2>(u, bias, cin, in_s, s, in, out, residual, S, count, v, x);
 }
 
 }  // namespace
@@ -234,25 +318,15 @@ ConvNet::ConvNet(const Shape& s, const std::vector<Layer>& layers, const std::ve
     }
     return c;
   };
-  // torch [out][in][3][3] -> [16][in][out_stride], each kernel g as G g G^T (winograd_conv)
-  auto winograd = [](const Layer& l, int cin, int cout, int out_stride) {
-    static constexpr float G[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+  // A 3x3 convolution in the Winograd domain of the board's tile: F(4x4, 3x3) where the side is a
+  // multiple of 4 (8x8: 36 products per 16 outputs), else F(2x2, 3x3) (6x6: 16 per 4).
+  tile_ = s.size % 4 == 0 ? 4 : 2;
+  auto winograd = [this](const Layer& l, int cin, int cout, int out_stride) {
     Winograd c;
-    c.u.assign(size_t(16) * cin * out_stride, 0.0f);
+    c.u = tile_ == 4 ? winograd_kernels<4>(l.weight, cin, cout, out_stride)
+                     : winograd_kernels<2>(l.weight, cin, cout, out_stride);
     c.b.assign(out_stride, 0.0f);
-    for (int o = 0; o < cout; ++o) {
-      c.b[o] = l.bias[o];
-      for (int i = 0; i < cin; ++i) {
-        const float* g = &l.weight[(size_t(o) * cin + i) * 9];
-        float gg[4][3];  // G g
-        for (int r = 0; r < 4; ++r)
-          for (int q = 0; q < 3; ++q) gg[r][q] = G[r][0] * g[q] + G[r][1] * g[3 + q] + G[r][2] * g[6 + q];
-        for (int r = 0; r < 4; ++r)
-          for (int q = 0; q < 4; ++q)
-            c.u[(size_t(4 * r + q) * cin + i) * out_stride + o] =
-                gg[r][0] * G[q][0] + gg[r][1] * G[q][1] + gg[r][2] * G[q][2];
-      }
-    }
+    std::copy(l.bias.begin(), l.bias.end(), c.b.begin());
     return c;
   };
   const int C = s.channels;
@@ -267,8 +341,11 @@ ConvNet::ConvNet(const Shape& s, const std::vector<Layer>& layers, const std::ve
   policy1_ = repack(take("policy 1x1", size_t(s.policy_channels) * C, s.policy_channels), C, s.policy_channels,
                     policy_stride_);
   const Layer& p2 = take("policy output", size_t(4) * s.policy_channels, 4);
-  policy2_w_ = p2.weight;
-  policy2_b_ = p2.bias;
+  policy2_w_.assign(size_t(s.policy_channels) * 8, 0.0f);  // [P][8], directions 0-3 used
+  for (int d = 0; d < 4; ++d)
+    for (int h = 0; h < s.policy_channels; ++h) policy2_w_[size_t(h) * 8 + d] = p2.weight[size_t(d) * s.policy_channels + h];
+  policy2_b_.assign(8, 0.0f);
+  std::copy(p2.bias.begin(), p2.bias.end(), policy2_b_.begin());
   value1_ = repack(take("value 1x1", size_t(s.value_channels) * C, s.value_channels), C, s.value_channels,
                    value_stride_);
   const int features = s.value_channels * cells;
@@ -294,7 +371,7 @@ ConvNet::ConvNet(const Shape& s, const std::vector<Layer>& layers, const std::ve
       slot[cell] = int32_t(playable_.size());
       playable_.push_back(cell);
     }
-    policy_logit_.push_back(slot[cell] * 4 + flat / cells);
+    policy_logit_.push_back(slot[cell] * 8 + flat / cells);
   }
 }
 
@@ -312,78 +389,90 @@ std::string ConvNet::kernel() {
 [[gnu::always_inline]] inline void ConvNet::forward(const float* planes, const uint8_t* mask, int n, float* priors,
                                                    float* wdl) const {
   const Shape& s = shape_;
-  const int S = s.size, P = S + 2, cells = S * S, C = s.channels;
-  // Padded grids ([cell][channel], zero border): the input, three for the tower, the value head's.
-  // Only interiors are written, so the borders stay zero for every position.
-  std::vector<float> input(size_t(P) * P * in_stride_, 0.0f), value(size_t(P) * P * value_stride_, 0.0f);
-  std::vector<float> grids(3 * size_t(P) * P * stride_, 0.0f);
-  const int tiles = (S / 2) * (S / 2);  // the Winograd domain's scratch: inputs and products
-  std::vector<float> wv(16 * size_t(tiles) * std::max(stride_, in_stride_)), wm(16 * size_t(tiles) * stride_);
-  std::vector<float> features(size_t(s.value_channels) * cells);
-  std::vector<float> hidden(hidden_stride_);
-  std::vector<float> policy_hidden(policy_stride_);
-  std::vector<float> logits(playable_.size() * 4);
-  for (int p = 0; p < n; ++p) {
-    const float* pl = planes + size_t(p) * s.in_planes * cells;
-    for (int c = 0; c < s.in_planes; ++c)
-      for (int y = 0; y < S; ++y)
-        for (int x = 0; x < S; ++x)
-          input[((y + 1) * P + (x + 1)) * in_stride_ + c] = pl[(size_t(c) * S + y) * S + x];
-    float* x_ = grids.data();  // the tower's output so far
-    float* y_ = x_ + size_t(P) * P * stride_;
-    float* z_ = y_ + size_t(P) * P * stride_;
-    winograd_conv(stem_.u.data(), stem_.b.data(), s.in_planes, in_stride_, stride_, input.data(), x_, nullptr, S,
-                  wv.data(), wm.data());
+  const int S = s.size, P = S + 2, cells = S * S, C = s.channels, squares = int(playable_.size());
+  const int features = s.value_channels * cells;
+  const int chunk = std::min(n, kChunk);
+  const size_t grid = size_t(P) * P;
+  // Padded grids ([cell][channel], zero border), `chunk` positions' one after another: the input,
+  // three for the tower, the value head's. Only interiors are written: the borders stay zero.
+  std::vector<float> input(chunk * grid * in_stride_, 0.0f), value(chunk * grid * value_stride_, 0.0f);
+  std::vector<float> tower(3 * chunk * grid * stride_, 0.0f);
+  // the Winograd domain's scratch: transformed inputs and products, (tile + 2)^2 planes of them
+  const size_t domain = size_t(tile_ + 2) * (tile_ + 2) * (S / tile_) * (S / tile_) * chunk;
+  std::vector<float> wv(domain * std::max(stride_, in_stride_)), wm(domain * stride_);
+  std::vector<float> flat(size_t(chunk) * features), hidden(size_t(chunk) * hidden_stride_);
+  std::vector<float> gathered(size_t(chunk) * squares * stride_);  // the tower at the playable cells
+  std::vector<float> policy_hidden(size_t(chunk) * squares * policy_stride_), logits(size_t(chunk) * squares * 8);
+  for (int first = 0; first < n; first += chunk) {
+    const int count = std::min(chunk, n - first);
+    for (int p = 0; p < count; ++p) {
+      const float* pl = planes + size_t(first + p) * s.in_planes * cells;
+      float* in = input.data() + p * grid * in_stride_;
+      for (int c = 0; c < s.in_planes; ++c)
+        for (int y = 0; y < S; ++y)
+          for (int x = 0; x < S; ++x) in[((y + 1) * P + (x + 1)) * in_stride_ + c] = pl[(size_t(c) * S + y) * S + x];
+    }
+    float* x_ = tower.data();  // the tower's output so far
+    float* y_ = x_ + chunk * grid * stride_;
+    float* z_ = y_ + chunk * grid * stride_;
+    conv3x3(tile_, stem_.u.data(), stem_.b.data(), s.in_planes, in_stride_, stride_, input.data(), x_, nullptr, S,
+            count, wv.data(), wm.data());
     for (int b = 0; b < s.blocks; ++b) {
       const Winograd& c1 = tower_[2 * b];
       const Winograd& c2 = tower_[2 * b + 1];
-      winograd_conv(c1.u.data(), c1.b.data(), C, stride_, stride_, x_, y_, nullptr, S, wv.data(), wm.data());
-      winograd_conv(c2.u.data(), c2.b.data(), C, stride_, stride_, y_, z_, x_, S, wv.data(), wm.data());
+      conv3x3(tile_, c1.u.data(), c1.b.data(), C, stride_, stride_, x_, y_, nullptr, S, count, wv.data(), wm.data());
+      conv3x3(tile_, c2.u.data(), c2.b.data(), C, stride_, stride_, y_, z_, x_, S, count, wv.data(), wm.data());
       std::swap(x_, z_);
     }
     // value head: 1x1 conv, its grid read in torch's (V, S, S) order, two dense layers
-    conv1x1(C, value_stride_, value1_.w.data(), value1_.b.data(), x_, stride_, value.data(), S);
-    for (int v = 0; v < s.value_channels; ++v)
-      for (int y = 0; y < S; ++y)
-        for (int x = 0; x < S; ++x)
-          features[(size_t(v) * S + y) * S + x] = value[((y + 1) * P + (x + 1)) * value_stride_ + v];
-    std::copy(fc1_b_.begin(), fc1_b_.end(), hidden.begin());
-    dense(features.data(), int(features.size()), fc1_w_.data(), hidden_stride_, hidden.data());
-    for (float& h : hidden) h = h > 0.0f ? h : 0.0f;
-    float z[3];
-    for (int o = 0; o < 3; ++o) {
-      float sum = fc2_b_[o];
-      for (int h = 0; h < s.value_hidden; ++h) sum += fc2_w_[size_t(o) * s.value_hidden + h] * hidden[h];
-      z[o] = sum;
+    for (int p = 0; p < count; ++p) {
+      float* vg = value.data() + p * grid * value_stride_;
+      conv1x1(C, value_stride_, value1_.w.data(), value1_.b.data(), x_ + p * grid * stride_, stride_, vg, S);
+      for (int v = 0; v < s.value_channels; ++v)
+        for (int y = 0; y < S; ++y)
+          for (int x = 0; x < S; ++x)
+            flat[size_t(p) * features + (size_t(v) * S + y) * S + x] = vg[((y + 1) * P + (x + 1)) * value_stride_ + v];
     }
-    const float zmax = std::max({z[0], z[1], z[2]});
-    float e[3], total = 0.0f;
-    for (int o = 0; o < 3; ++o) total += e[o] = std::exp(z[o] - zmax);
-    for (int o = 0; o < 3; ++o) wdl[size_t(p) * 3 + o] = e[o] / total;
-    // policy head at the playable cells: 1x1 conv C -> P (ReLU), 1x1 conv P -> 4
-    for (size_t k = 0; k < playable_.size(); ++k) {
-      const float* in = x_ + ((playable_[k] / S + 1) * P + (playable_[k] % S + 1)) * stride_;
-      std::copy(policy1_.b.begin(), policy1_.b.end(), policy_hidden.begin());
-      dense(in, C, policy1_.w.data(), policy_stride_, policy_hidden.data());
-      for (int d = 0; d < 4; ++d) {
-        float sum = policy2_b_[d];
-        for (int h = 0; h < s.policy_channels; ++h)
-          sum += policy2_w_[size_t(d) * s.policy_channels + h] * std::max(policy_hidden[h], 0.0f);
-        logits[k * 4 + d] = sum;
+    matmul(flat.data(), features, count, features, fc1_w_.data(), hidden_stride_, hidden.data());
+    bias_relu(hidden.data(), count, hidden_stride_, fc1_b_.data());
+    for (int p = 0; p < count; ++p) {
+      const float* h = hidden.data() + size_t(p) * hidden_stride_;
+      float z[3];
+      for (int o = 0; o < 3; ++o) {
+        float sum = fc2_b_[o];
+        for (int k = 0; k < s.value_hidden; ++k) sum += fc2_w_[size_t(o) * s.value_hidden + k] * h[k];
+        z[o] = sum;
       }
+      const float zmax = std::max({z[0], z[1], z[2]});
+      float e[3], total = 0.0f;
+      for (int o = 0; o < 3; ++o) total += e[o] = std::exp(z[o] - zmax);
+      for (int o = 0; o < 3; ++o) wdl[size_t(first + p) * 3 + o] = e[o] / total;
     }
-    const uint8_t* m = mask + size_t(p) * s.num_actions;
-    float* out = priors + size_t(p) * s.num_actions;
-    float lmax = -INFINITY;
-    for (int a = 0; a < s.num_actions; ++a)
-      if (m[a]) lmax = std::max(lmax, logits[policy_logit_[a]]);
-    float psum = 0.0f;
-    for (int a = 0; a < s.num_actions; ++a) {
-      out[a] = m[a] ? std::exp(logits[policy_logit_[a]] - lmax) : 0.0f;
-      psum += out[a];
+    // policy head at the playable cells: 1x1 conv C -> P (ReLU), 1x1 conv P -> 4 (8 wide, 4 used)
+    for (int p = 0; p < count; ++p)
+      for (int k = 0; k < squares; ++k) {
+        const float* cell = x_ + p * grid * stride_ + ((playable_[k] / S + 1) * P + (playable_[k] % S + 1)) * stride_;
+        std::copy(cell, cell + stride_, gathered.begin() + (size_t(p) * squares + k) * stride_);
+      }
+    const int rows = count * squares;
+    matmul(gathered.data(), stride_, rows, C, policy1_.w.data(), policy_stride_, policy_hidden.data());
+    bias_relu(policy_hidden.data(), rows, policy_stride_, policy1_.b.data());
+    matmul(policy_hidden.data(), policy_stride_, rows, s.policy_channels, policy2_w_.data(), 8, logits.data());
+    for (int p = 0; p < count; ++p) {
+      const float* l = logits.data() + size_t(p) * squares * 8;
+      const uint8_t* m = mask + size_t(first + p) * s.num_actions;
+      float* out = priors + size_t(first + p) * s.num_actions;
+      float lmax = -INFINITY;
+      for (int a = 0; a < s.num_actions; ++a)
+        if (m[a]) lmax = std::max(lmax, l[policy_logit_[a]] + policy2_b_[policy_logit_[a] % 8]);
+      float psum = 0.0f;
+      for (int a = 0; a < s.num_actions; ++a) {
+        out[a] = m[a] ? std::exp(l[policy_logit_[a]] + policy2_b_[policy_logit_[a] % 8] - lmax) : 0.0f;
+        psum += out[a];
+      }
+      if (psum > 0.0f)  // no legal action: all zeros
+        for (int a = 0; a < s.num_actions; ++a) out[a] /= psum;
     }
-    if (psum > 0.0f)  // no legal action: all zeros
-      for (int a = 0; a < s.num_actions; ++a) out[a] /= psum;
   }
 }
 

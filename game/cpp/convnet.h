@@ -71,11 +71,12 @@ class ConvNet {
     std::vector<float> b;    // [out_stride]
   };
   struct Winograd {         // a 3x3 convolution in the Winograd domain
-    std::vector<float> u;    // [16][in][out_stride]: G g G^T of each (out, in) kernel
+    std::vector<float> u;    // [(tile+2)^2][in][out_stride]: G g G^T of each (out, in) kernel
     std::vector<float> b;    // [out_stride]
   };
   Shape shape_;
   bool avx2_ = false;      // runs run_avx2
+  int tile_ = 2;           // Winograd output tile: 4 (F(4x4, 3x3)) where the side allows, else 2
   int in_stride_ = 0;      // input planes, padded to a multiple of 8
   int stride_ = 0;         // channels of a tower buffer, padded to a multiple of 16
   int policy_stride_ = 0;  // policy hidden width, padded to 8
@@ -84,15 +85,15 @@ class ConvNet {
   Winograd stem_;
   std::vector<Winograd> tower_;   // 2 per block
   Conv policy1_;                  // 1x1, C -> P
-  std::vector<float> policy2_w_;  // [4][P]
-  std::vector<float> policy2_b_;  // [4]
+  std::vector<float> policy2_w_;  // [P][8], directions 0-3 used
+  std::vector<float> policy2_b_;  // [8]
   Conv value1_;                   // 1x1, C -> V
   std::vector<float> fc1_w_;      // [V*S*S (NCHW order)][hidden_stride]
   std::vector<float> fc1_b_;      // [hidden_stride]
   std::vector<float> fc2_w_;      // [3][H]
   std::vector<float> fc2_b_;      // [3]
   std::vector<int32_t> playable_;      // the cells the policy head is read at, each once
-  std::vector<int32_t> policy_logit_;  // per action: its logit among the playable cells' (slot * 4 + dir)
+  std::vector<int32_t> policy_logit_;  // per action: its logit among the playable cells' (slot * 8 + dir)
 
   void forward(const float* planes, const uint8_t* mask, int n, float* priors, float* wdl) const;
   void run_avx2(const float* planes, const uint8_t* mask, int n, float* priors, float* wdl) const;
