@@ -7,8 +7,9 @@ in the same run:
   validation, host->device copy (pinned on CUDA), forward, masked softmax, copy back;
 - raw: the same model (same device, layout, dtype and compile setting) on a synthetic input that
   already lives on the device, forward only, run eagerly; the eager wrapper's ceiling. The
-  wrapper runs the ``--backend`` it is given (``auto``, the default: the jit graph on a CPU
-  computing float32, which can beat this ceiling; ``eager`` for the module as written).
+  wrapper runs the ``--backend`` it is given (``auto``, the default: the compiled core's forward
+  pass on a CPU computing float32, which can beat this ceiling; ``jit`` for the frozen TorchScript
+  graph; ``eager`` for the module as written).
 
 ``--precisions float32,bfloat16`` measures each precision setting in turn (``auto``, the default,
 is what self-play uses: bf16 on CUDA and on a CPU with native bf16, float32 elsewhere).
@@ -230,7 +231,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--backend",
         choices=BACKENDS,
         default="auto",
-        help="the wrapper's backend (auto: jit on a CPU computing float32, else eager)",
+        help="the wrapper's backend (auto: cpp on a CPU computing float32, else eager)",
     )
     parser.add_argument(
         "--precisions",

@@ -158,6 +158,7 @@ def test_an_actor_keeps_its_weights_when_the_published_ones_are_bad(server, clie
 
 def test_a_cpu_actor_runs_the_configured_cpu_backend(server, client):
     from actors.actor import SelfPlayWorker
+    from checkerzero.network.inference import auto_cpu_backend
 
     WeightsChannel(client, namespace="cz").publish(SHIPPED.read_bytes(), 1)
     backends = {}
@@ -168,8 +169,8 @@ def test_a_cpu_actor_runs_the_configured_cpu_backend(server, client):
         worker = SelfPlayWorker(cfg, 0, server.url, server.password)
         worker._poll_weights(wait=False)
         backends[chosen] = worker.evaluator.backend
-    # auto is the compiled core's forward pass on a CPU computing float32
-    assert backends == {"auto": "cpp", "jit": "jit", "eager": "eager"}
+    # auto is the compiled core's forward pass on a CPU computing float32 with AVX2
+    assert backends == {"auto": auto_cpu_backend(), "jit": "jit", "eager": "eager"}
 
 
 # ------------------------------------------------------------------------------------------

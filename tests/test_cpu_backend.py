@@ -13,6 +13,7 @@ import torch
 
 from checkerzero.network.inference import (
     NetworkEvaluator,
+    auto_cpu_backend,
     compile_for_cpu,
     fold_batchnorm,
     load_for_play,
@@ -49,7 +50,7 @@ def _positions(n: int, seed: int = 0) -> list[Position]:
 @pytest.fixture(scope="module")
 def evaluators() -> dict[str, NetworkEvaluator]:
     auto, _ = load_for_play(SHIPPED, 8, device="cpu", dtype="float32")
-    assert auto.backend == "cpp"  # the default, auto, is cpp on a CPU computing float32
+    assert auto.backend == auto_cpu_backend()  # the default on a CPU computing float32
     return {
         backend: load_for_play(SHIPPED, 8, device="cpu", dtype="float32", backend=backend)[0]
         for backend in ("eager", "jit", "cpp")
@@ -137,6 +138,17 @@ def test_cpp_runs_every_shape_on_either_kernel(config, kernel, monkeypatch) -> N
     mask[:, 5] = True
     for got, want in zip(cpp.evaluate(planes, mask), eager.evaluate(planes, mask), strict=True):
         np.testing.assert_allclose(got, want, atol=TOLERANCE)
+
+
+def test_auto_is_cpp_only_where_the_core_runs_its_avx2_copy(monkeypatch) -> None:
+    """The portable copy is correct but slower than torch: a CPU without AVX2+FMA gets jit."""
+    native = "cpp" if _core.ConvNet.kernel() == "avx2+fma" else "jit"
+    assert auto_cpu_backend() == native
+    monkeypatch.setenv("CHECKERZERO_CPU_KERNEL", "portable")
+    assert _core.ConvNet.kernel() == "portable"
+    assert auto_cpu_backend() == "jit"
+    model = _randomised(_config())
+    assert NetworkEvaluator(model, device="cpu", dtype="float32").backend == "jit"
 
 
 def test_cpp_refuses_weights_that_do_not_fit_with_a_clear_error() -> None:

@@ -34,13 +34,14 @@ that are a softmax over the legal actions only, exactly 0 on illegal ones; WDL p
   operators; on one core of this machine's AMD EPYC it made 1.1-2.5x the evaluations per
   CPU-second of the eager path at every batch size from 1 to 256. ``cpp`` (CPU, float32 only)
   runs the folded network in the compiled core (``game._core.ConvNet``, game/cpp/convnet.h):
-  no torch at all per batch, positions one after another through cache-resident buffers,
-  AVX2+FMA where the CPU has them; it is fastest at the small batches a timed player's search
-  sends (benchmarks/cpu_backend.py; docs/results.md). Both give the eager path's priors and
-  values to about 1e-6 (float rounding of the folded weights). ``auto``, the default, is
-  ``cpp`` where it runs (a CPU computing float32, no ``compile``) and ``eager`` elsewhere
-  (CUDA, MPS, bf16). ``load_state`` re-folds (and re-traces or re-packs: milliseconds), so
-  weights still hot-swap.
+  no torch per batch, Winograd 3x3 convolutions, AVX2+FMA where the CPU has them, on the
+  calling thread (one core: ``num_threads`` is torch's and does not apply); it is the fastest
+  at every batch size measured, most of all at the small batches a timed player's search sends
+  (benchmarks/cpu_backend.py; docs/results.md). Both give the eager path's priors and values to
+  about 1e-6 (float rounding of the folded and transformed weights). ``auto``, the default, is
+  ``cpp`` on a CPU computing float32 without ``compile`` that has AVX2+FMA (``jit`` on one
+  without, :func:`auto_cpu_backend`) and ``eager`` elsewhere (CUDA, MPS, bf16). ``load_state``
+  re-folds (and re-traces or re-packs: milliseconds), so weights still hot-swap.
 """
 
 from __future__ import annotations
@@ -182,6 +183,13 @@ def trace_for_cpu(model: CheckersNet) -> torch.jit.ScriptModule:
         return frozen
 
 
+def auto_cpu_backend() -> str:
+    """The backend ``auto`` means on a CPU computing float32: ``cpp`` where the compiled core
+    runs its AVX2+FMA copy (x86-64 since about 2013), ``jit`` elsewhere, where the core's
+    portable copy is correct but slower than torch (ARM, older x86)."""
+    return "cpp" if _core.ConvNet.kernel() == "avx2+fma" else "jit"
+
+
 def compile_for_cpu(model: CheckersNet) -> _core.ConvNet:
     """The cpp backend's network of ``model``: BatchNorm folded, float32, every convolution and
     dense layer's (weight, bias) handed to the compiled core in the order it runs them (stem,
@@ -236,7 +244,8 @@ class NetworkEvaluator:
 
         ``backend``: ``auto``, ``eager``, ``jit`` or ``cpp`` (:data:`BACKENDS`; ``jit`` and
         ``cpp`` need the CPU, float32 arithmetic, which a precision of ``auto`` then means, and
-        no ``compile``; ``auto`` is ``cpp`` where it can run, ``eager`` elsewhere).
+        no ``compile``; ``auto`` is :func:`auto_cpu_backend` where one of them can run,
+        ``eager`` elsewhere).
         """
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r} (use {', '.join(BACKENDS)})")
@@ -257,7 +266,7 @@ class NetworkEvaluator:
         self._use_autocast = dtype != torch.float32
         if backend == "auto":
             cpu_runs = self.device.type == "cpu" and not self._use_autocast and not compile
-            backend = "cpp" if cpu_runs else "eager"
+            backend = auto_cpu_backend() if cpu_runs else "eager"
         if backend in CPU_BACKENDS and (
             self.device.type != "cpu" or self._use_autocast or compile
         ):

@@ -17,7 +17,8 @@
 // those are 16 small matrix products (tiles x in) by (in x out), each row of weights loaded once
 // for three or four tiles. On x86-64 a copy of the code compiled for AVX2+FMA is chosen at run
 // time when the CPU has them (the package itself is built for x86-64-v2); elsewhere the portable
-// copy runs.
+// copy runs, correct but many times slower (its 8-wide vectors split into narrower ones), so the
+// backend's `auto` chooses torch's jit graph on such CPUs (inference.auto_cpu_backend).
 #pragma once
 
 #include <cstdint>
