@@ -196,14 +196,16 @@ CZ_INLINE void winograd_conv(const float* u, const float* bias, int cin, int in_
     const int ty = t % per / side, tx = t % side;
     const float* grid = in + size_t(t / per) * P * P * in_s;
     for (int c = 0; c < cin; c += 8) {
-      v8 d[N][N], e[N][N];
-      for (int r = 0; r < N; ++r)
-        for (int q = 0; q < N; ++q) d[q][r] = load8(grid + ((M * ty + r) * P + (M * tx + q)) * in_s + c);
-      for (int q = 0; q < N; ++q) Tile<M>::input(d[q], e[q]);  // B^T d, column q in e[q]
+      v8 e[N][N];  // B^T d, row-major
+      for (int q = 0; q < N; ++q) {
+        v8 col[N], out_col[N];
+        for (int r = 0; r < N; ++r) col[r] = load8(grid + ((M * ty + r) * P + (M * tx + q)) * in_s + c);
+        Tile<M>::input(col, out_col);
+        for (int r = 0; r < N; ++r) e[r][q] = out_col[r];
+      }
       for (int r = 0; r < N; ++r) {
-        v8 col[N], row[N];
-        for (int q = 0; q < N; ++q) col[q] = e[q][r];
-        Tile<M>::input(col, row);  // (B^T d) B, row r
+        v8 row[N];
+        Tile<M>::input(e[r], row);  // (B^T d) B, row r
         for (int q = 0; q < N; ++q) store8(v + size_t(N * r + q) * in_plane + size_t(t) * in_s + c, row[q]);
       }
     }
