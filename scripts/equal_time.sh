@@ -12,6 +12,8 @@
 # match needs (6 pieces, about half an hour on two cores) is built first, or finished.
 #
 #   name         what it measures                                     about (312 games, 2 cores)
+#   network      the network player against the baseline at 200 ms      50 min
+#   leaves2      2 leaves a forward pass instead of 8, at 200 ms          50 min
 #   db           the database at play, for the strongest player        50 min
 #   book         the network's opening book, for the network player    50 min
 #   solver       the MCTS-solver, for the network player               50 min
@@ -29,7 +31,9 @@ out=runs/equal-time
 mkdir -p "$out"
 
 # name | player A (the component on) | player B (the same player without it)
-table="db|ab+nn+db:t200,tm|ab+nn:t200,tm
+table="network|$net:t200|minimax:t200
+leaves2|$net:t200,leaves=2|$net:t200
+db|ab+nn+db:t200,tm|ab+nn:t200,tm
 book|$net:t200,book=1|$net:t200,book=0
 solver|$net:t200,solver=1|$net:t200,solver=0
 tm-network|$net:t200,tm=1|$net:t200
