@@ -12,6 +12,7 @@ Two measurements, each interleaving the backends so both see the same load on a 
 
     python benchmarks/cpu_backend.py
     python benchmarks/cpu_backend.py --batches 1,8 --moves 4 --time-ms 1000
+    python benchmarks/cpu_backend.py --batches 8 --rounds 1 --moves 12 --leaves 2
 """
 
 from __future__ import annotations
@@ -87,8 +88,10 @@ def bench_batches(args: argparse.Namespace) -> None:
 
 
 def bench_moves(args: argparse.Namespace) -> None:
+    leaves = f",leaves={args.leaves}" if args.leaves else ""
     players = {
-        b: make_player(f"{args.checkpoint}:t{args.time_ms},backend={b}", seed=0) for b in COMPARED
+        b: make_player(f"{args.checkpoint}:t{args.time_ms},backend={b}{leaves}", seed=0)
+        for b in COMPARED
     }
     rows: dict[str, list[tuple[int, float, float]]] = {b: [] for b in COMPARED}
     for pos in positions(args.moves, seed=1):
@@ -99,7 +102,9 @@ def bench_moves(args: argparse.Namespace) -> None:
             player.choose(pos.copy())
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
             rows[name].append((player.stats()["evaluations"] - before, cpu, wall))
-    print(f"{args.time_ms} ms moves on {args.moves} positions (fresh tree each):")
+    chunk = next(iter(players.values()))._chunk
+    what = f"{args.moves} positions, a fresh tree each, {chunk} leaves a pass"
+    print(f"{args.time_ms} ms moves on {what}:")
     for name, r in rows.items():
         evals = [e for e, _, _ in r]
         cpu = sum(c for _, c, _ in r)
@@ -122,6 +127,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--moves", type=int, default=8, help="positions searched per backend")
     parser.add_argument("--time-ms", type=int, default=200)
+    parser.add_argument(
+        "--leaves",
+        type=int,
+        default=0,
+        help="leaves a forward pass in the timed moves (0: default)",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())

@@ -160,7 +160,10 @@ def test_cpp_refuses_weights_that_do_not_fit_with_a_clear_error() -> None:
     heads = (cfg.value_channels, cfg.value_hidden)
     index = policy_gather_index(cfg.board_size).to(torch.int32).numpy()
     layers = _layers(model)
-    assert good.evaluate(*encode_games([p.game for p in _positions(2, seed=4)]))[0].shape == (2, 128)
+    assert good.evaluate(*encode_games([p.game for p in _positions(2, seed=4)]))[0].shape == (
+        2,
+        128,
+    )
     with pytest.raises(ValueError, match="8 layers, expected 10"):
         _core.ConvNet(*args, *heads, layers[:-2], index)
     bad = [(w.copy(), b.copy()) for w, b in layers]

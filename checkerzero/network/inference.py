@@ -267,9 +267,7 @@ class NetworkEvaluator:
         if backend == "auto":
             cpu_runs = self.device.type == "cpu" and not self._use_autocast and not compile
             backend = auto_cpu_backend() if cpu_runs else "eager"
-        if backend in CPU_BACKENDS and (
-            self.device.type != "cpu" or self._use_autocast or compile
-        ):
+        if backend in CPU_BACKENDS and (self.device.type != "cpu" or self._use_autocast or compile):
             raise ValueError(
                 f"backend {backend} runs float32 on the CPU without compile; got device "
                 f"{self.device}, dtype {dtype}, compile={compile}"
