@@ -26,8 +26,8 @@ void bind_convnet(nb::module_& m) {
           [](net::ConvNet* self, int size, int in_planes, int channels, int blocks, int policy_channels,
              int value_channels, int value_hidden, const std::vector<std::pair<Floats, Floats>>& layers,
              const Index& policy_index) {
-            net::Shape shape{size, in_planes, channels, blocks, policy_channels, value_channels, value_hidden,
-                             size * size / 2 * 4};
+            net::Shape shape{size,           in_planes,    channels,           blocks, policy_channels,
+                             value_channels, value_hidden, size * size / 2 * 4};
             std::vector<net::Layer> copied;
             for (const auto& [w, b] : layers)
               copied.push_back({std::vector<float>(w.data(), w.data() + w.size()),
@@ -53,22 +53,24 @@ void bind_convnet(nb::module_& m) {
                                      std::to_string(s.size) + ", " + std::to_string(s.size) + ")")
                                         .c_str());
             if (mask.shape(0) != n || mask.shape(1) != size_t(s.num_actions))
-              throw nb::value_error(("mask must be (" + std::to_string(n) + ", " + std::to_string(s.num_actions) +
-                                     ") bool")
-                                        .c_str());
+              throw nb::value_error(
+                  ("mask must be (" + std::to_string(n) + ", " + std::to_string(s.num_actions) + ") bool")
+                      .c_str());
             auto* priors = new float[n * s.num_actions];
             auto* wdl = new float[n * 3];
             nb::capsule own_priors(priors, [](void* p) noexcept { delete[] static_cast<float*>(p); });
             nb::capsule own_wdl(wdl, [](void* p) noexcept { delete[] static_cast<float*>(p); });
             {
               nb::gil_scoped_release release;
-              self.evaluate(planes.data(), reinterpret_cast<const uint8_t*>(mask.data()), int(n), priors, wdl);
+              self.evaluate(planes.data(), reinterpret_cast<const uint8_t*>(mask.data()), int(n), priors,
+                            wdl);
             }
             return std::make_pair(
                 nb::ndarray<nb::numpy, float, nb::ndim<2>>(priors, {n, size_t(s.num_actions)}, own_priors),
                 nb::ndarray<nb::numpy, float, nb::ndim<2>>(wdl, {n, 3}, own_wdl));
           },
-          "planes"_a, "mask"_a, "(priors (N, A), wdl (N, 3)) float32 for planes (N, C, S, S) and a bool mask (N, A).")
+          "planes"_a, "mask"_a,
+          "(priors (N, A), wdl (N, 3)) float32 for planes (N, C, S, S) and a bool mask (N, A).")
       .def_static("kernel", &net::ConvNet::kernel,
                   "'avx2+fma' or 'portable': the copy of the forward pass a network built now runs "
                   "(CHECKERZERO_CPU_KERNEL=portable forces the portable one).")

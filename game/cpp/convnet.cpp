@@ -27,7 +27,9 @@ CZ_INLINE v8 load8(const float* p) {
   return v;
 }
 
-CZ_INLINE void store8(float* p, const v8& v) { std::memcpy(p, &v, sizeof v); }
+CZ_INLINE void store8(float* p, const v8& v) {
+  std::memcpy(p, &v, sizeof v);
+}
 
 CZ_INLINE v8 relu8(const v8& v) {
   const v8 zero = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -35,7 +37,9 @@ CZ_INLINE v8 relu8(const v8& v) {
   return (v8)kept;
 }
 
-int round_up(int n, int m) { return (n + m - 1) / m * m; }
+int round_up(int n, int m) {
+  return (n + m - 1) / m * m;
+}
 
 // Positions run through each layer four at a time: the weights a layer loads serve all four, and
 // the Winograd domain's scratch (74 KB for 4 positions on 8x8 at 32 channels) stays in the L2
@@ -63,13 +67,14 @@ CZ_INLINE void conv1x1_cells(int cin, int cout, const float* w, const float* bia
       }
     }
     for (int i = 0; i < X; ++i)
-      for (int k = 0; k < K; ++k) store8(out + ((y + 1) * P + (x0 + 1 + i)) * cout + co + 8 * k, relu8(acc[i][k]));
+      for (int k = 0; k < K; ++k)
+        store8(out + ((y + 1) * P + (x0 + 1 + i)) * cout + co + 8 * k, relu8(acc[i][k]));
   }
 }
 
 // A 1x1 convolution and its ReLU over the S x S interior; the output stride is `cout` (a multiple of 8).
-CZ_INLINE void conv1x1(int cin, int cout, const float* w, const float* bias, const float* in, int in_s, float* out,
-                       int S) {
+CZ_INLINE void conv1x1(int cin, int cout, const float* w, const float* bias, const float* in, int in_s,
+                       float* out, int S) {
   const int P = S + 2;
   for (int y = 0; y < S; ++y) {
     int x = 0;
@@ -105,13 +110,16 @@ CZ_INLINE void matmul_rows(const float* a, int a_s, int n, const float* w, int c
 CZ_INLINE void matmul(const float* a, int a_s, int rows, int n, const float* w, int cout, float* out) {
   int r = 0;
   if (cout % 32 == 0 && rows % 4 != 0 && rows % 3 == 0) {
-    for (; r + 3 <= rows; r += 3) matmul_rows<3, 4>(a + size_t(r) * a_s, a_s, n, w, cout, out + size_t(r) * cout);
+    for (; r + 3 <= rows; r += 3)
+      matmul_rows<3, 4>(a + size_t(r) * a_s, a_s, n, w, cout, out + size_t(r) * cout);
     for (; r < rows; ++r) matmul_rows<1, 4>(a + size_t(r) * a_s, a_s, n, w, cout, out + size_t(r) * cout);
   } else if (cout % 16 == 0) {
-    for (; r + 4 <= rows; r += 4) matmul_rows<4, 2>(a + size_t(r) * a_s, a_s, n, w, cout, out + size_t(r) * cout);
+    for (; r + 4 <= rows; r += 4)
+      matmul_rows<4, 2>(a + size_t(r) * a_s, a_s, n, w, cout, out + size_t(r) * cout);
     for (; r < rows; ++r) matmul_rows<1, 2>(a + size_t(r) * a_s, a_s, n, w, cout, out + size_t(r) * cout);
   } else {
-    for (; r + 4 <= rows; r += 4) matmul_rows<4, 1>(a + size_t(r) * a_s, a_s, n, w, cout, out + size_t(r) * cout);
+    for (; r + 4 <= rows; r += 4)
+      matmul_rows<4, 1>(a + size_t(r) * a_s, a_s, n, w, cout, out + size_t(r) * cout);
     for (; r < rows; ++r) matmul_rows<1, 1>(a + size_t(r) * a_s, a_s, n, w, cout, out + size_t(r) * cout);
   }
 }
@@ -289,8 +297,10 @@ ConvNet::ConvNet(const Shape& s, const std::vector<Layer>& layers, const std::ve
   check(s.in_planes >= 1 && s.in_planes <= 64, "in_planes " + std::to_string(s.in_planes));
   check(s.channels >= 1 && s.channels <= 512, "channels " + std::to_string(s.channels));
   check(s.blocks >= 0 && s.blocks <= 64, "blocks " + std::to_string(s.blocks));
-  check(s.policy_channels >= 1 && s.policy_channels <= 512, "policy_channels " + std::to_string(s.policy_channels));
-  check(s.value_channels >= 1 && s.value_channels <= 512, "value_channels " + std::to_string(s.value_channels));
+  check(s.policy_channels >= 1 && s.policy_channels <= 512,
+        "policy_channels " + std::to_string(s.policy_channels));
+  check(s.value_channels >= 1 && s.value_channels <= 512,
+        "value_channels " + std::to_string(s.value_channels));
   check(s.value_hidden >= 1 && s.value_hidden <= 4096, "value_hidden " + std::to_string(s.value_hidden));
   const int cells = s.size * s.size;
   check(s.num_actions == cells / 2 * 4, "num_actions " + std::to_string(s.num_actions));
@@ -301,8 +311,8 @@ ConvNet::ConvNet(const Shape& s, const std::vector<Layer>& layers, const std::ve
   auto take = [&](const char* name, size_t weights, size_t biases) -> const Layer& {
     const Layer& l = layers[at++];
     const std::string where = std::string(name) + " (layer " + std::to_string(at - 1) + ")";
-    check(l.weight.size() == weights,
-          where + " has " + std::to_string(l.weight.size()) + " weights, expected " + std::to_string(weights));
+    check(l.weight.size() == weights, where + " has " + std::to_string(l.weight.size()) +
+                                          " weights, expected " + std::to_string(weights));
     check(l.bias.size() == biases,
           where + " has " + std::to_string(l.bias.size()) + " biases, expected " + std::to_string(biases));
     for (float v : l.weight) check(std::isfinite(v), where + " has a non-finite weight");
@@ -340,12 +350,13 @@ ConvNet::ConvNet(const Shape& s, const std::vector<Layer>& layers, const std::ve
   stem_ = winograd(take("stem", size_t(C) * s.in_planes * 9, C), s.in_planes, C, stride_);
   for (int b = 0; b < 2 * s.blocks; ++b)
     tower_.push_back(winograd(take("tower conv", size_t(C) * C * 9, C), C, C, stride_));
-  policy1_ = repack(take("policy 1x1", size_t(s.policy_channels) * C, s.policy_channels), C, s.policy_channels,
-                    policy_stride_);
+  policy1_ = repack(take("policy 1x1", size_t(s.policy_channels) * C, s.policy_channels), C,
+                    s.policy_channels, policy_stride_);
   const Layer& p2 = take("policy output", size_t(4) * s.policy_channels, 4);
   policy2_w_.assign(size_t(s.policy_channels) * 8, 0.0f);  // [P][8], directions 0-3 used
   for (int d = 0; d < 4; ++d)
-    for (int h = 0; h < s.policy_channels; ++h) policy2_w_[size_t(h) * 8 + d] = p2.weight[size_t(d) * s.policy_channels + h];
+    for (int h = 0; h < s.policy_channels; ++h)
+      policy2_w_[size_t(h) * 8 + d] = p2.weight[size_t(d) * s.policy_channels + h];
   policy2_b_.assign(8, 0.0f);
   std::copy(p2.bias.begin(), p2.bias.end(), policy2_b_.begin());
   value1_ = repack(take("value 1x1", size_t(s.value_channels) * C, s.value_channels), C, s.value_channels,
@@ -356,7 +367,8 @@ ConvNet::ConvNet(const Shape& s, const std::vector<Layer>& layers, const std::ve
   fc1_b_.assign(hidden_stride_, 0.0f);
   for (int h = 0; h < s.value_hidden; ++h) {
     fc1_b_[h] = f1.bias[h];
-    for (int f = 0; f < features; ++f) fc1_w_[size_t(f) * hidden_stride_ + h] = f1.weight[size_t(h) * features + f];
+    for (int f = 0; f < features; ++f)
+      fc1_w_[size_t(f) * hidden_stride_ + h] = f1.weight[size_t(h) * features + f];
   }
   const Layer& f2 = take("value output", size_t(3) * s.value_hidden, 3);
   fc2_w_ = f2.weight;
@@ -388,8 +400,8 @@ std::string ConvNet::kernel() {
 
 // The forward pass of `n` positions (ConvNet::evaluate). always_inline, with every kernel it calls, so
 // that run_avx2 and run_portable each get a copy built for their instruction set.
-[[gnu::always_inline]] inline void ConvNet::forward(const float* planes, const uint8_t* mask, int n, float* priors,
-                                                   float* wdl) const {
+[[gnu::always_inline]] inline void ConvNet::forward(const float* planes, const uint8_t* mask, int n,
+                                                    float* priors, float* wdl) const {
   const Shape& s = shape_;
   const int S = s.size, P = S + 2, cells = S * S, C = s.channels, squares = int(playable_.size());
   const int features = s.value_channels * cells;
@@ -404,7 +416,8 @@ std::string ConvNet::kernel() {
   std::vector<float> wv(domain * std::max(stride_, in_stride_)), wm(domain * stride_);
   std::vector<float> flat(size_t(chunk) * features), hidden(size_t(chunk) * hidden_stride_);
   std::vector<float> gathered(size_t(chunk) * squares * stride_);  // the tower at the playable cells
-  std::vector<float> policy_hidden(size_t(chunk) * squares * policy_stride_), logits(size_t(chunk) * squares * 8);
+  std::vector<float> policy_hidden(size_t(chunk) * squares * policy_stride_),
+      logits(size_t(chunk) * squares * 8);
   for (int first = 0; first < n; first += chunk) {
     const int count = std::min(chunk, n - first);
     for (int p = 0; p < count; ++p) {
@@ -412,18 +425,21 @@ std::string ConvNet::kernel() {
       float* in = input.data() + p * grid * in_stride_;
       for (int c = 0; c < s.in_planes; ++c)
         for (int y = 0; y < S; ++y)
-          for (int x = 0; x < S; ++x) in[((y + 1) * P + (x + 1)) * in_stride_ + c] = pl[(size_t(c) * S + y) * S + x];
+          for (int x = 0; x < S; ++x)
+            in[((y + 1) * P + (x + 1)) * in_stride_ + c] = pl[(size_t(c) * S + y) * S + x];
     }
     float* x_ = tower.data();  // the tower's output so far
     float* y_ = x_ + chunk * grid * stride_;
     float* z_ = y_ + chunk * grid * stride_;
-    conv3x3(tile_, stem_.u.data(), stem_.b.data(), s.in_planes, in_stride_, stride_, input.data(), x_, nullptr, S,
-            count, wv.data(), wm.data());
+    conv3x3(tile_, stem_.u.data(), stem_.b.data(), s.in_planes, in_stride_, stride_, input.data(), x_,
+            nullptr, S, count, wv.data(), wm.data());
     for (int b = 0; b < s.blocks; ++b) {
       const Winograd& c1 = tower_[2 * b];
       const Winograd& c2 = tower_[2 * b + 1];
-      conv3x3(tile_, c1.u.data(), c1.b.data(), C, stride_, stride_, x_, y_, nullptr, S, count, wv.data(), wm.data());
-      conv3x3(tile_, c2.u.data(), c2.b.data(), C, stride_, stride_, y_, z_, x_, S, count, wv.data(), wm.data());
+      conv3x3(tile_, c1.u.data(), c1.b.data(), C, stride_, stride_, x_, y_, nullptr, S, count, wv.data(),
+              wm.data());
+      conv3x3(tile_, c2.u.data(), c2.b.data(), C, stride_, stride_, y_, z_, x_, S, count, wv.data(),
+              wm.data());
       std::swap(x_, z_);
     }
     // value head: 1x1 conv, its grid read in torch's (V, S, S) order, two dense layers
@@ -433,7 +449,8 @@ std::string ConvNet::kernel() {
       for (int v = 0; v < s.value_channels; ++v)
         for (int y = 0; y < S; ++y)
           for (int x = 0; x < S; ++x)
-            flat[size_t(p) * features + (size_t(v) * S + y) * S + x] = vg[((y + 1) * P + (x + 1)) * value_stride_ + v];
+            flat[size_t(p) * features + (size_t(v) * S + y) * S + x] =
+                vg[((y + 1) * P + (x + 1)) * value_stride_ + v];
     }
     matmul(flat.data(), features, count, features, fc1_w_.data(), hidden_stride_, hidden.data());
     bias_relu(hidden.data(), count, hidden_stride_, fc1_b_.data());
@@ -453,13 +470,15 @@ std::string ConvNet::kernel() {
     // policy head at the playable cells: 1x1 conv C -> P (ReLU), 1x1 conv P -> 4 (8 wide, 4 used)
     for (int p = 0; p < count; ++p)
       for (int k = 0; k < squares; ++k) {
-        const float* cell = x_ + p * grid * stride_ + ((playable_[k] / S + 1) * P + (playable_[k] % S + 1)) * stride_;
+        const float* cell =
+            x_ + p * grid * stride_ + ((playable_[k] / S + 1) * P + (playable_[k] % S + 1)) * stride_;
         std::copy(cell, cell + stride_, gathered.begin() + (size_t(p) * squares + k) * stride_);
       }
     const int rows = count * squares;
     matmul(gathered.data(), stride_, rows, C, policy1_.w.data(), policy_stride_, policy_hidden.data());
     bias_relu(policy_hidden.data(), rows, policy_stride_, policy1_.b.data());
-    matmul(policy_hidden.data(), policy_stride_, rows, s.policy_channels, policy2_w_.data(), 8, logits.data());
+    matmul(policy_hidden.data(), policy_stride_, rows, s.policy_channels, policy2_w_.data(), 8,
+           logits.data());
     for (int p = 0; p < count; ++p) {
       const float* l = logits.data() + size_t(p) * squares * 8;
       const uint8_t* m = mask + size_t(first + p) * s.num_actions;
@@ -480,7 +499,7 @@ std::string ConvNet::kernel() {
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 __attribute__((target("avx2,fma"))) void ConvNet::run_avx2(const float* planes, const uint8_t* mask, int n,
-                                                          float* priors, float* wdl) const {
+                                                           float* priors, float* wdl) const {
   forward(planes, mask, n, priors, wdl);
 }
 #endif

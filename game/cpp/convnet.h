@@ -67,13 +67,13 @@ class ConvNet {
   bool avx2() const { return avx2_; }
 
  private:
-  struct Conv {             // a 1x1 convolution, repacked
-    std::vector<float> w;    // [in][out_stride]
-    std::vector<float> b;    // [out_stride]
+  struct Conv {            // a 1x1 convolution, repacked
+    std::vector<float> w;  // [in][out_stride]
+    std::vector<float> b;  // [out_stride]
   };
-  struct Winograd {         // a 3x3 convolution in the Winograd domain
-    std::vector<float> u;    // [(tile+2)^2][in][out_stride]: G g G^T of each (out, in) kernel
-    std::vector<float> b;    // [out_stride]
+  struct Winograd {        // a 3x3 convolution in the Winograd domain
+    std::vector<float> u;  // [(tile+2)^2][in][out_stride]: G g G^T of each (out, in) kernel
+    std::vector<float> b;  // [out_stride]
   };
   Shape shape_;
   bool avx2_ = false;      // runs run_avx2
@@ -84,15 +84,15 @@ class ConvNet {
   int value_stride_ = 0;   // value 1x1 width, padded to 8
   int hidden_stride_ = 0;  // value dense width, padded to 8
   Winograd stem_;
-  std::vector<Winograd> tower_;   // 2 per block
-  Conv policy1_;                  // 1x1, C -> P
-  std::vector<float> policy2_w_;  // [P][8], directions 0-3 used
-  std::vector<float> policy2_b_;  // [8]
-  Conv value1_;                   // 1x1, C -> V
-  std::vector<float> fc1_w_;      // [V*S*S (NCHW order)][hidden_stride]
-  std::vector<float> fc1_b_;      // [hidden_stride]
-  std::vector<float> fc2_w_;      // [3][H]
-  std::vector<float> fc2_b_;      // [3]
+  std::vector<Winograd> tower_;        // 2 per block
+  Conv policy1_;                       // 1x1, C -> P
+  std::vector<float> policy2_w_;       // [P][8], directions 0-3 used
+  std::vector<float> policy2_b_;       // [8]
+  Conv value1_;                        // 1x1, C -> V
+  std::vector<float> fc1_w_;           // [V*S*S (NCHW order)][hidden_stride]
+  std::vector<float> fc1_b_;           // [hidden_stride]
+  std::vector<float> fc2_w_;           // [3][H]
+  std::vector<float> fc2_b_;           // [3]
   std::vector<int32_t> playable_;      // the cells the policy head is read at, each once
   std::vector<int32_t> policy_logit_;  // per action: its logit among the playable cells' (slot * 8 + dir)
 
