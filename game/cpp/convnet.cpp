@@ -281,10 +281,6 @@ CZ_INLINE void conv3x3(int tile, const float* u, const float* bias, int cin, int
     winograd_conv<2>(u, bias, cin, in_s, s, in, out, residual, S, count, v, x);
 }
 
-}  // namespace
-
-namespace {
-
 void check(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument("network (cpp backend): " + what);
 }
@@ -315,8 +311,10 @@ ConvNet::ConvNet(const Shape& s, const std::vector<Layer>& layers, const std::ve
                                           " weights, expected " + std::to_string(weights));
     check(l.bias.size() == biases,
           where + " has " + std::to_string(l.bias.size()) + " biases, expected " + std::to_string(biases));
-    for (float v : l.weight) check(std::isfinite(v), where + " has a non-finite weight");
-    for (float v : l.bias) check(std::isfinite(v), where + " has a non-finite bias");
+    for (float v : l.weight)
+      if (!std::isfinite(v)) check(false, where + " has a non-finite weight");
+    for (float v : l.bias)
+      if (!std::isfinite(v)) check(false, where + " has a non-finite bias");
     return l;
   };
   // a 1x1 convolution: torch [out][in] -> [in][out_stride]
