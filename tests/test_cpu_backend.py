@@ -16,6 +16,7 @@ from checkerzero.network.inference import (
     auto_cpu_backend,
     compile_for_cpu,
     fold_batchnorm,
+    folded_layers,
     load_for_play,
 )
 from checkerzero.network.model import CheckersNet, ModelConfig, policy_gather_index
@@ -159,7 +160,7 @@ def test_cpp_refuses_weights_that_do_not_fit_with_a_clear_error() -> None:
     args = (cfg.board_size, cfg.in_planes, cfg.channels, cfg.blocks, cfg.policy_channels)
     heads = (cfg.value_channels, cfg.value_hidden)
     index = policy_gather_index(cfg.board_size).to(torch.int32).numpy()
-    layers = _layers(model)
+    layers = folded_layers(model)
     assert good.evaluate(*encode_games([p.game for p in _positions(2, seed=4)]))[0].shape == (
         2,
         128,
@@ -204,14 +205,6 @@ def _randomised(config: ModelConfig) -> CheckersNet:
             m.running_mean.uniform_(-0.3, 0.3)
             m.running_var.uniform_(0.5, 2.0)
     return net.eval()
-
-
-def _layers(model: CheckersNet) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The (weight, bias) pairs compile_for_cpu hands the core, in its order."""
-    folded = fold_batchnorm(model)
-    convs = [folded.stem[0], *(c for b in folded.tower for c in (b.conv1, b.conv2))]
-    heads = [m for h in (folded.policy_head, folded.value_head) for m in h if hasattr(m, "weight")]
-    return [(m.weight.detach().numpy(), m.bias.detach().numpy()) for m in convs + heads]
 
 
 def _config() -> ModelConfig:

@@ -58,7 +58,7 @@ from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from checkerzero.network.checkpoint import CheckpointMeta, load_checkpoint
-from checkerzero.network.model import CheckersNet, ResidualBlock
+from checkerzero.network.model import CheckersNet, ResidualBlock, policy_gather_index
 from checkerzero.network.precision import (
     BACKENDS,
     CPU_BACKENDS,
@@ -190,11 +190,9 @@ def auto_cpu_backend() -> str:
     return "cpp" if _core.ConvNet.kernel() == "avx2+fma" else "jit"
 
 
-def compile_for_cpu(model: CheckersNet) -> _core.ConvNet:
-    """The cpp backend's network of ``model``: BatchNorm folded, float32, every convolution and
-    dense layer's (weight, bias) handed to the compiled core in the order it runs them (stem,
-    tower, policy head, value head)."""
-    cfg = model.config
+def folded_layers(model: CheckersNet) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``model`` with BatchNorm folded, as float32 (weight, bias) pairs of every convolution and
+    dense layer in the order the compiled core runs them: stem, tower, policy head, value head."""
     folded = fold_batchnorm(model).to("cpu").float()
     blocks = [conv for block in folded.tower for conv in (block.conv1, block.conv2)]
     heads = [
@@ -208,6 +206,12 @@ def compile_for_cpu(model: CheckersNet) -> _core.ConvNet:
         weight = layer.weight.detach()
         bias = layer.bias.detach() if layer.bias is not None else torch.zeros(weight.shape[0])
         layers.append((weight.contiguous().numpy(), bias.contiguous().numpy()))
+    return layers
+
+
+def compile_for_cpu(model: CheckersNet) -> _core.ConvNet:
+    """The cpp backend's network of ``model`` (:func:`folded_layers` handed to the core)."""
+    cfg = model.config
     return _core.ConvNet(
         cfg.board_size,
         cfg.in_planes,
@@ -216,8 +220,8 @@ def compile_for_cpu(model: CheckersNet) -> _core.ConvNet:
         cfg.policy_channels,
         cfg.value_channels,
         cfg.value_hidden,
-        layers,
-        folded.policy_index.to(torch.int32).numpy(),
+        folded_layers(model),
+        policy_gather_index(cfg.board_size).to(torch.int32).numpy(),
     )
 
 

@@ -46,43 +46,6 @@ int round_up(int n, int m) {
 // cache (1, 2, 4 and 8 at a time were tried on the shipped network: 4 was the fastest).
 constexpr int kChunk = 4;
 
-// A 1x1 convolution and its ReLU at X output cells of row `y` starting at column `x0` (interior
-// coordinates), all output channels in chunks of 8 * K.
-template <int X, int K>
-CZ_INLINE void conv1x1_cells(int cin, int cout, const float* w, const float* bias, const float* in, int in_s,
-                             float* out, int P, int y, int x0) {
-  for (int co = 0; co < cout; co += 8 * K) {
-    v8 acc[X][K];
-    for (int k = 0; k < K; ++k) {
-      const v8 b = load8(bias + co + 8 * k);
-      for (int i = 0; i < X; ++i) acc[i][k] = b;
-    }
-    const float* ip = in + ((y + 1) * P + (x0 + 1)) * in_s;
-    for (int ci = 0; ci < cin; ++ci) {
-      v8 wk[K];
-      for (int k = 0; k < K; ++k) wk[k] = load8(w + size_t(ci) * cout + co + 8 * k);
-      for (int i = 0; i < X; ++i) {
-        const float a = ip[i * in_s + ci];
-        for (int k = 0; k < K; ++k) acc[i][k] += a * wk[k];
-      }
-    }
-    for (int i = 0; i < X; ++i)
-      for (int k = 0; k < K; ++k)
-        store8(out + ((y + 1) * P + (x0 + 1 + i)) * cout + co + 8 * k, relu8(acc[i][k]));
-  }
-}
-
-// A 1x1 convolution and its ReLU over the S x S interior; the output stride is `cout` (a multiple of 8).
-CZ_INLINE void conv1x1(int cin, int cout, const float* w, const float* bias, const float* in, int in_s,
-                       float* out, int S) {
-  const int P = S + 2;
-  for (int y = 0; y < S; ++y) {
-    int x = 0;
-    for (; x + 4 <= S; x += 4) conv1x1_cells<4, 1>(cin, cout, w, bias, in, in_s, out, P, y, x);
-    for (; x < S; ++x) conv1x1_cells<1, 1>(cin, cout, w, bias, in, in_s, out, P, y, x);
-  }
-}
-
 // X rows of a matrix product: out[i][0..cout) = sum_k a[i][k] * w[k][0..cout), rows of `a` `a_s`
 // apart, `w` and `out` with stride cout (a multiple of 8 * K).
 template <int X, int K>
@@ -406,7 +369,7 @@ std::string ConvNet::kernel() {
   const int chunk = std::min(n, kChunk);
   const size_t grid = size_t(P) * P;
   // Padded grids ([cell][channel], zero border), `chunk` positions' one after another: the input,
-  // three for the tower, the value head's. Only interiors are written: the borders stay zero.
+  // three for the tower (only interiors are written: the borders stay zero), the value head's.
   std::vector<float> input(chunk * grid * in_stride_, 0.0f), value(chunk * grid * value_stride_, 0.0f);
   std::vector<float> tower(3 * chunk * grid * stride_, 0.0f);
   // the Winograd domain's scratch: transformed inputs and products, (tile + 2)^2 planes of them
@@ -440,10 +403,13 @@ std::string ConvNet::kernel() {
               wm.data());
       std::swap(x_, z_);
     }
-    // value head: 1x1 conv, its grid read in torch's (V, S, S) order, two dense layers
+    // value head: the 1x1 conv as one matrix product over every cell of the grids (the borders'
+    // outputs are never read), its grid read in torch's (V, S, S) order, two dense layers
+    const int cells_in = int(count * grid);
+    matmul(x_, stride_, cells_in, C, value1_.w.data(), value_stride_, value.data());
+    bias_relu(value.data(), cells_in, value_stride_, value1_.b.data());
     for (int p = 0; p < count; ++p) {
-      float* vg = value.data() + p * grid * value_stride_;
-      conv1x1(C, value_stride_, value1_.w.data(), value1_.b.data(), x_ + p * grid * stride_, stride_, vg, S);
+      const float* vg = value.data() + p * grid * value_stride_;
       for (int v = 0; v < s.value_channels; ++v)
         for (int y = 0; y < S; ++y)
           for (int x = 0; x < S; ++x)
