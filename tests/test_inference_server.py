@@ -313,6 +313,19 @@ class Run:
             for gid in range(first, stats.games_added + 1)
         }
 
+    def quiet_read(self) -> tuple[dict[int, GameRecord], object, int]:
+        """The stored games, the store's counts and the actors' game count, read while no game
+        arrived (the actors play on, so a read between two games can take a while)."""
+
+        def read() -> tuple | None:
+            before = self.store.stats()
+            records = self.records()
+            key = selfplay_stats_key(self.cfg.replay.namespace)
+            counted = int(self.client.hget(key, "games") or 0)
+            return (records, before, counted) if self.store.stats() == before else None
+
+        return wait_until(read, GAMES_TIMEOUT_S, "a read with no game arriving")
+
     def digests(self) -> dict[int, bytes]:
         return {gid: hashlib.sha256(r.to_bytes()).digest() for gid, r in self.records().items()}
 
@@ -394,13 +407,7 @@ def test_actor_processes_share_one_server_and_their_games_reach_the_store(run):
     )
     assert 1 <= mean <= 2 * 2 * 8  # at most both actors' 16 leaves in one batch
 
-    def quiet() -> tuple | None:
-        before = run.store.stats()
-        records = run.records()
-        counted = int(run.client.hget(selfplay_stats_key(run.cfg.replay.namespace), "games") or 0)
-        return (records, before, counted) if run.store.stats() == before else None
-
-    records, stats, counted = wait_until(quiet, GAMES_TIMEOUT_S, "a read with no game arriving")
+    records, stats, counted = run.quiet_read()
     assert stats.window_games == len(records) == stats.games_added
     assert 0 < counted <= stats.games_added
     assert {r.network_version for r in records.values()} <= {1, 2}
@@ -425,8 +432,8 @@ def test_weights_published_mid_run_reach_every_actor_without_a_restart(run):
     assert [run.get(a.where.remote())[1] for a in run.pool.actors] == pids
     assert run.pool.restarts == 0
     assert run.get(run.server.stats.remote())["version"] == 2
-    records = run.records()
-    assert len(records) == run.store.stats().games_added  # every game stored is there
+    records, stats, _ = run.quiet_read()
+    assert len(records) == stats.games_added  # every game stored is there
 
 
 def test_a_killed_server_comes_back_and_its_actors_go_on_with_their_games(run):
