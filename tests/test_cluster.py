@@ -27,12 +27,12 @@ from collections.abc import Iterator
 import pytest
 import ray
 from ray.cluster_utils import Cluster
-from waiting import wait_until
+from waiting import read_while_no_game_arrives, wait_until
 
 from actors.pool import ActorPool
 from checkerzero.network.checkpoint import encode_checkpoint
 from checkerzero.network.model import CheckersNet, model_config
-from checkerzero.store.keys import selfplay_games_by_node_key, selfplay_stats_key
+from checkerzero.store.keys import selfplay_games_by_node_key
 from checkerzero.store.redis_server import EmbeddedRedis
 from checkerzero.store.replay import ReplayStore, connect
 from checkerzero.store.weights import WeightsChannel
@@ -143,18 +143,10 @@ def test_actors_on_every_node_and_all_their_games_reach_the_store(loop):
     )
     assert set(by_actor) == set(range(NODES))
 
-    # The actors keep writing: compare the records with counters read before and after them,
-    # and only when no game arrived in between (else a new game would look lost or extra).
-    # The actors' own counter is read inside the same quiet window: it is written after each
-    # game is stored, so it can never be ahead of the store read around it.
-    def quiet_snapshot():
-        before = loop.store.stats()
-        records = loop.records()
-        counted = int(loop.client.hget(selfplay_stats_key(loop.cfg.replay.namespace), "games") or 0)
-        return (records, before, counted) if loop.store.stats() == before else None
-
-    records, stats, counted = wait_until(
-        quiet_snapshot, GAMES_TIMEOUT_S, "a read with no game arriving"
+    # The actors keep writing: compare the records with counters read around them while no game
+    # arrived (else a new game would look lost or extra).
+    records, stats, counted = read_while_no_game_arrives(
+        loop.store, loop.client, loop.cfg.replay.namespace, loop.records, GAMES_TIMEOUT_S
     )
     positions = sum(GameRecord.from_bytes(r).num_decisions for r in records.values())
     assert stats.window_games == len(records) == stats.games_added  # nothing evicted or lost

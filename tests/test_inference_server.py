@@ -33,7 +33,7 @@ import pytest
 import ray
 import torch
 from ray.cluster_utils import Cluster
-from waiting import wait_until
+from waiting import read_while_no_game_arrives, wait_until
 
 from actors.pool import ActorPool, plan_servers
 from actors.self_play import play_games
@@ -43,7 +43,6 @@ from checkerzero.network.model import CheckersNet, ModelConfig
 from checkerzero.network.remote import RemoteEvaluator
 from checkerzero.network.server import InferenceServer, ServerSettings
 from checkerzero.network.server_protocol import HELLO, PROTOCOL, REQUEST, Layout
-from checkerzero.store.keys import selfplay_stats_key
 from checkerzero.store.redis_server import EmbeddedRedis
 from checkerzero.store.replay import ReplayStore, connect
 from checkerzero.store.weights import WeightsChannel
@@ -314,17 +313,9 @@ class Run:
         }
 
     def quiet_read(self) -> tuple[dict[int, GameRecord], object, int]:
-        """The stored games, the store's counts and the actors' game count, read while no game
-        arrived (the actors play on, so a read between two games can take a while)."""
-
-        def read() -> tuple | None:
-            before = self.store.stats()
-            records = self.records()
-            key = selfplay_stats_key(self.cfg.replay.namespace)
-            counted = int(self.client.hget(key, "games") or 0)
-            return (records, before, counted) if self.store.stats() == before else None
-
-        return wait_until(read, GAMES_TIMEOUT_S, "a read with no game arriving")
+        return read_while_no_game_arrives(
+            self.store, self.client, self.cfg.replay.namespace, self.records, GAMES_TIMEOUT_S
+        )
 
     def digests(self) -> dict[int, bytes]:
         return {gid: hashlib.sha256(r.to_bytes()).digest() for gid, r in self.records().items()}
