@@ -11,7 +11,7 @@ self-play. The age of the trained targets (newest version less the target's) is 
 `replay/target_age` and the share of reanalysed positions as `replay/reanalysed`.
 
 A position is rebuilt as a game from its packed history: the oldest position of the history
-that is not in the middle of a multi-jump, then the actions that lead to each newer one. A
+(in the middle of a multi-jump if it was one), then the actions that lead to each newer one. A
 history that no legal action continues (a bad stored record) is skipped and counted in
 `skipped`, and the prefetcher never trains on that position (`ReplayMirror.exclude`).
 """
@@ -40,38 +40,38 @@ _MID_JUMP = 0x7E  # meta bits 1-6: the square of a multi-jump in progress, + 1
 
 def game_from_history(history: np.ndarray, size: int) -> _core.Game | None:
     """A game whose last HISTORY positions are `history` (HISTORY, 4), newest first, or None
-    when no legal action leads from one stored position to the next (a bad record).
+    when no game can be set up at its oldest position or no legal action leads from one stored
+    position to the next (a bad record).
 
-    It starts at the oldest stored position that is not in the middle of a multi-jump (a game
-    cannot be set up there), so the network sees the same history planes as in training
-    wherever the record's own history holds one."""
+    It starts at the oldest stored position, in the middle of a multi-jump if it was one, so
+    the network sees the same history planes as in training."""
     slots = [k for k in range(len(history)) if int(history[k][3]) & _SLOT_PRESENT]
-    for start in reversed(slots):
-        words = [int(w) for w in history[start]]
-        if words[3] & _MID_JUMP:
-            continue
-        try:
-            game = _core.Game.from_bitboards(
-                size,
-                words[0],
-                words[1],
-                words[2],
-                bool(words[3] & META_WHITE_TO_MOVE),
-                no_progress=(words[3] >> 8) & 0xFF,
-            )
-        except ValueError:
+    if not slots:
+        return None
+    start = slots[-1]
+    words = [int(w) for w in history[start]]
+    try:
+        game = _core.Game.from_bitboards(
+            size,
+            words[0],
+            words[1],
+            words[2],
+            bool(words[3] & META_WHITE_TO_MOVE),
+            no_progress=(words[3] >> 8) & 0xFF,
+            jumping=(words[3] & _MID_JUMP) >> 1,
+        )
+    except ValueError:
+        return None
+    for k in range(start - 1, -1, -1):
+        want = history[k]
+        for action in game.legal_actions():
+            game.step(int(action))
+            if np.array_equal(game.pack_history()[0], want):
+                break
+            game.undo()
+        else:
             return None
-        for k in range(start - 1, -1, -1):
-            want = history[k]
-            for action in game.legal_actions():
-                game.step(int(action))
-                if np.array_equal(game.pack_history()[0], want):
-                    break
-                game.undo()
-            else:
-                return None
-        return game
-    return None
+    return game
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import pytest
 
 from actors.self_play import play_games
 from checkerzero.store.replay import ReplayStore
+from game import _core
 from game.records import histories
 from learner.mirror import ReplayMirror
 from learner.prefetcher import MirrorPrefetcher
@@ -61,19 +62,45 @@ def records(config):
 
 
 def test_every_recorded_position_is_rebuilt_from_its_history(records):
-    rebuilt = full = 0
+    rebuilt = jumps = 0
     for record in records:
         hist = histories(record.positions, np.arange(record.num_decisions))
         for h in hist:
             game = game_from_history(h, 8)
             assert game is not None
             packed = game.pack_history()
-            np.testing.assert_array_equal(packed[0], h[0])  # the position itself, mid-jump or not
-            if not (h[:, 3] & MID_JUMP).any():  # started from the oldest slot: the whole history
-                np.testing.assert_array_equal(packed, h)
-                full += 1
+            np.testing.assert_array_equal(packed, h)  # the whole history, mid-jump or not
             rebuilt += 1
-    assert rebuilt == sum(r.num_decisions for r in records) and full > rebuilt // 2
+            jumps += bool((h[:, 3] & MID_JUMP).any())
+    assert rebuilt == sum(r.num_decisions for r in records) and jumps > 0
+
+
+def test_a_history_inside_a_long_multi_jump_is_rebuilt_in_the_middle_of_it():
+    # A black king on 32 takes the white men on 27, 26, 17 and 16 (or 25) in four hops: after
+    # the third, every slot of the history is in the middle of the jump.
+    whites = sum(1 << (s - 1) for s in (16, 17, 25, 26, 27))
+    game = _core.Game.from_bitboards(8, 1 << 31, whites, 1 << 31, False)
+    for _ in range(3):
+        game.step(int(game.legal_actions()[0]))
+    assert game.jumping
+    h = np.asarray(game.pack_history())
+    assert (h[:, 3] & MID_JUMP).all()
+    rebuilt = game_from_history(h, 8)
+    assert rebuilt is not None and rebuilt.jumping == game.jumping
+    np.testing.assert_array_equal(rebuilt.pack_history(), h)
+    assert sorted(rebuilt.legal_actions()) == sorted(game.legal_actions())
+
+
+def test_a_game_is_set_up_mid_jump_only_where_the_piece_can_jump_on():
+    whites = sum(1 << (s - 1) for s in (16, 17, 25, 26, 27))
+    game = _core.Game.from_bitboards(8, 1 << 31, whites, 1 << 31, False, jumping=32)
+    assert game.jumping == 32 and game.mid_jump
+    with pytest.raises(ValueError, match="jumping square 5 holds no piece of the side to move"):
+        _core.Game.from_bitboards(8, 1 << 31, whites, 1 << 31, False, jumping=5)
+    with pytest.raises(ValueError, match="jumping square 33 is off the board"):
+        _core.Game.from_bitboards(8, 1 << 31, whites, 1 << 31, False, jumping=33)
+    with pytest.raises(ValueError, match="jumping square 32: its piece has no capture"):
+        _core.Game.from_bitboards(8, 1 << 31, 1 << 4, 1 << 31, False, jumping=32)
 
 
 def test_a_history_no_move_continues_is_skipped_and_counted(records):

@@ -86,19 +86,21 @@ void cz::bind::bind_game(nb::module_& m) {
       .def_static(
           "from_bitboards",
           [](int size, uint32_t black, uint32_t white, uint32_t kings, bool white_to_move, int max_plies,
-             int no_progress, int ply) {
+             int no_progress, int ply, int jumping) {
             try {
               return Game::from_board(size, make_board(black, white, kings, white_to_move), max_plies,
-                                      no_progress, ply);
+                                      no_progress, ply, jumping - 1);
             } catch (const std::invalid_argument& e) {
               throw nb::value_error(e.what());
             }
           },
           "size"_a, "black"_a, "white"_a, "kings"_a, "white_to_move"_a, "max_plies"_a = 0,
-          "no_progress"_a = 0, "ply"_a = 0,
+          "no_progress"_a = 0, "ply"_a = 0, "jumping"_a = 0,
           "A game from bitboards (bit s-1 for square s). ValueError unless it is a position: pieces on\n"
           "the board, one piece per square, kings on occupied squares, no man on its crowning row, at\n"
-          "most 12 pieces a side (6 on 6x6), no_progress in [0, 80] and ply in [0, 65535].")
+          "most 12 pieces a side (6 on 6x6), no_progress in [0, 80] and ply in [0, 65535]. jumping: the\n"
+          "1-based square of a piece of the side to move in the middle of a multi-jump, which must be\n"
+          "able to jump on (0: none; as the `jumping` property reads).")
       .def("copy", [](const Game& g) { return Game(g); })
       .def_prop_ro("size", &Game::size)
       .def_prop_ro("num_squares", &Game::num_squares)

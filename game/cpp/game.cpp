@@ -249,7 +249,7 @@ Game::Game(int size, int max_plies) : size_(size), max_plies_(max_plies) {
   st_.hash = zobrist_hash(st_.board);
 }
 
-Game Game::from_board(int size, const Board& board, int max_plies, int no_progress, int ply) {
+Game Game::from_board(int size, const Board& board, int max_plies, int no_progress, int ply, int jumping) {
   Game g(size, max_plies);
   if (const std::string why = board_error(size, board); !why.empty())
     throw std::invalid_argument("not a position: " + why);
@@ -259,10 +259,21 @@ Game Game::from_board(int size, const Board& board, int max_plies, int no_progre
   if (ply < 0 || ply > kMaxCounter)
     throw std::invalid_argument("ply must be in [0, " + std::to_string(kMaxCounter) + "], got " +
                                 std::to_string(ply));
+  if (jumping != -1) {
+    const std::string where = "jumping square " + std::to_string(jumping + 1);
+    if (jumping < 0 || jumping >= g.num_squares())
+      throw std::invalid_argument(where + " is off the board (1.." + std::to_string(g.num_squares()) + ")");
+    if (!(board.pieces[index(board.side)] & bit(jumping)))
+      throw std::invalid_argument(where + " holds no piece of the side to move");
+    const int dirs =
+        dispatch(size, [&](auto s) { return Rules<decltype(s)::value>::jump_dirs(board, jumping); });
+    if (!dirs) throw std::invalid_argument(where + ": its piece has no capture to go on with");
+  }
   g.st_.board = board;
   g.st_.hash = zobrist_hash(board);
   g.st_.no_progress = uint16_t(no_progress);
   g.st_.ply = uint16_t(ply);
+  g.st_.jumping = int8_t(jumping);
   return g;
 }
 

@@ -64,10 +64,12 @@ void check_packed(int size, const uint32_t* packed, size_t n, int stride_slots, 
 class Game {
  public:
   explicit Game(int size = 8, int max_plies = 0);
-  // Throws std::invalid_argument when the board is not a position (board_error()) or a counter
-  // is out of range (no_progress 0..kMaxPliesWithoutProgress, ply 0..kMaxCounter).
+  // Throws std::invalid_argument when the board is not a position (board_error()), a counter
+  // is out of range (no_progress 0..kMaxPliesWithoutProgress, ply 0..kMaxCounter) or `jumping`
+  // (the square of a piece in the middle of a multi-jump, -1 for none) names no piece of the
+  // side to move that can jump on.
   static Game from_board(int size, const Board& board, int max_plies = 0, int no_progress = 0,
-                         int ply = 0);
+                         int ply = 0, int jumping = -1);
 
   int size() const { return size_; }
   int num_squares() const { return size_ * size_ / 2; }
