@@ -536,10 +536,7 @@ def start_game(record: GameRecord) -> _core.Game:
     """The game at the record's first position (no history)."""
     if record.num_decisions == 0:
         raise ValueError("an empty record has no start position")
-    black, white, kings, meta = (int(x) for x in record.positions[0])
-    return _core.Game.from_bitboards(
-        record.board_size, black, white, kings, bool(meta & 1), 0, (meta >> 8) & 0xFF
-    )
+    return _core.Game.from_packed(record.board_size, record.positions[0])
 
 
 def record_moves(record: GameRecord) -> list[str]:

@@ -34,6 +34,7 @@ PACKED_WORDS = _core.PACKED_WORDS
 NUM_DIRECTIONS = 4  # diagonal directions per square: forward-left/right, backward-left/right
 NUM_WDL = 3  # value outputs: win, draw, loss (mover's view)
 META_WHITE_TO_MOVE = 1  # meta word of a packed state (index 3): bit 0 set when White is to move
+META_PRESENT = 1 << 16  # meta bit 16: the slot holds a position (not before a game starts)
 
 
 def num_actions(size: int) -> int:

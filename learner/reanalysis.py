@@ -29,13 +29,10 @@ import torch
 
 from checkerzero.network.inference import NetworkEvaluator
 from game import _core
-from game.encoding import META_WHITE_TO_MOVE, NUM_WDL, num_actions
+from game.encoding import META_PRESENT, NUM_WDL, num_actions
 from game.mcts import Evaluator, new_search, search
 
 __all__ = ["Reanalysed", "Reanalyser", "game_from_history"]
-
-_SLOT_PRESENT = 1 << 16  # meta bit: the history slot holds a position
-_MID_JUMP = 0x7E  # meta bits 1-6: the square of a multi-jump in progress, + 1
 
 
 def game_from_history(history: np.ndarray, size: int) -> _core.Game | None:
@@ -45,21 +42,12 @@ def game_from_history(history: np.ndarray, size: int) -> _core.Game | None:
 
     It starts at the oldest stored position, in the middle of a multi-jump if it was one, so
     the network sees the same history planes as in training."""
-    slots = [k for k in range(len(history)) if int(history[k][3]) & _SLOT_PRESENT]
+    slots = [k for k in range(len(history)) if int(history[k][3]) & META_PRESENT]
     if not slots:
         return None
     start = slots[-1]
-    words = [int(w) for w in history[start]]
     try:
-        game = _core.Game.from_bitboards(
-            size,
-            words[0],
-            words[1],
-            words[2],
-            bool(words[3] & META_WHITE_TO_MOVE),
-            no_progress=(words[3] >> 8) & 0xFF,
-            jumping=(words[3] & _MID_JUMP) >> 1,
-        )
+        game = _core.Game.from_packed(size, history[start])
     except ValueError:
         return None
     for k in range(start - 1, -1, -1):

@@ -272,3 +272,39 @@ def test_search_config_and_temperature_must_be_finite():
     mcts.expand(masks.astype(np.float32), np.tile(np.float32([0, 1, 0]), (len(masks), 1)))
     with pytest.raises(ValueError, match="temperature is nan"):
         mcts.choose(0, float("nan"))
+
+
+def test_from_packed_rebuilds_every_position_of_a_random_game_mid_jump_included():
+    rng = np.random.default_rng(7)
+    mid_jumps = 0
+    for size in (6, 8):
+        for _ in range(20):
+            game = _core.Game(size)
+            while game.result() == 0 and game.depth < 300:
+                row = game.pack_history()[0]
+                rebuilt = _core.Game.from_packed(size, row)
+                np.testing.assert_array_equal(rebuilt.pack_history()[0], row)
+                assert sorted(rebuilt.legal_actions()) == sorted(game.legal_actions())
+                assert (rebuilt.jumping, rebuilt.no_progress) == (game.jumping, game.no_progress)
+                mid_jumps += game.mid_jump
+                actions = game.legal_actions()
+                game.step(int(actions[rng.integers(len(actions))]))
+    assert mid_jumps > 0
+
+
+@pytest.mark.parametrize(
+    ("words", "message"),
+    [
+        ((1 << 4, 1 << 20, 0, 0), r"holds no position \(meta bit 16 clear\)"),
+        ((1 << 4, 1 << 20, 0, PRESENT | 1 << 7), r"unknown bits set in the meta word \(128\)"),
+        ((1 << 4, 1 << 4, 0, PRESENT), r"not a position: square 5: both a black and a white piece"),
+        ((1 << 4, 1 << 20, 0, PRESENT | 81 << 8), r"no_progress must be in \[0, 80\]"),
+        ((1 << 4, 1 << 20, 0, PRESENT | 33 << 1), r"jumping square 33 is off the board"),
+        ((1 << 4, 1 << 20, 0, PRESENT | 21 << 1), r"jumping square 21 holds no piece of the side"),
+        ((1 << 4, 1 << 20, 0, PRESENT | 5 << 1), r"jumping square 5: its piece has no capture"),
+        ((1 << 4, 1 << 20, 0), r"a packed state is 4 words, got 3"),
+    ],
+)
+def test_from_packed_refuses_what_is_not_a_position(words, message):
+    with pytest.raises(ValueError, match=message):
+        _core.Game.from_packed(8, np.array(words, np.uint32))

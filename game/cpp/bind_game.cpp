@@ -101,6 +101,24 @@ void cz::bind::bind_game(nb::module_& m) {
           "most 12 pieces a side (6 on 6x6), no_progress in [0, 80] and ply in [0, 65535]. jumping: the\n"
           "1-based square of a piece of the side to move in the middle of a multi-jump, which must be\n"
           "able to jump on (0: none; as the `jumping` property reads).")
+      .def_static(
+          "from_packed",
+          [](int size, const std::vector<uint32_t>& words, int max_plies, int ply) {
+            if (words.size() != size_t(cz::kPackedWords)) {
+              const std::string why = "a packed state is " + std::to_string(cz::kPackedWords) +
+                                      " words, got " + std::to_string(words.size());
+              throw nb::value_error(why.c_str());
+            }
+            try {
+              return Game::from_packed(size, words.data(), max_plies, ply);
+            } catch (const std::invalid_argument& e) {
+              throw nb::value_error(e.what());
+            }
+          },
+          "size"_a, "words"_a, "max_plies"_a = 0, "ply"_a = 0,
+          "The game at one packed state (black, white, kings, meta: a row of pack_history() or of a\n"
+          "record's positions), mid-jump included. ValueError as from_bitboards, or when the meta word\n"
+          "marks no position (bit 16 clear) or has unknown bits set.")
       .def("copy", [](const Game& g) { return Game(g); })
       .def_prop_ro("size", &Game::size)
       .def_prop_ro("num_squares", &Game::num_squares)

@@ -277,6 +277,17 @@ Game Game::from_board(int size, const Board& board, int max_plies, int no_progre
   return g;
 }
 
+Game Game::from_packed(int size, const uint32_t* words, int max_plies, int ply) {
+  const uint32_t meta = words[3];
+  if (!(meta & kMetaPresent))
+    throw std::invalid_argument("the packed state holds no position (meta bit 16 clear)");
+  if (meta & ~kMetaKnown)
+    throw std::invalid_argument("unknown bits set in the meta word (" + std::to_string(meta & ~kMetaKnown) +
+                                ")");
+  const State s = unpack_state(words);
+  return from_board(size, s.board, max_plies, s.no_progress, ply, s.jumping);
+}
+
 void Game::legal_moves(MoveList& out) const {
   if (mid_jump()) throw std::logic_error("legal_moves() in the middle of a multi-jump");
   dispatch(size_, [&](auto s) { generate_moves<decltype(s)::value>(st_.board, out); });

@@ -70,6 +70,10 @@ class Game {
   // side to move that can jump on.
   static Game from_board(int size, const Board& board, int max_plies = 0, int no_progress = 0,
                          int ply = 0, int jumping = -1);
+  // The game at one packed state (kPackedWords words, as pack_state() writes them), with the
+  // same checks as from_board(); also throws when the meta word marks no position or has
+  // unknown bits set.
+  static Game from_packed(int size, const uint32_t* words, int max_plies = 0, int ply = 0);
 
   int size() const { return size_; }
   int num_squares() const { return size_ * size_ / 2; }
