@@ -7,8 +7,10 @@ interval, the pentanomial counts and what each player's search did per move (sim
 MCTS player, depth and nodes of alpha-beta; ``a_search`` / ``b_search`` in the JSON), and writes
 every game as PDN (tags: players, opening, result, termination) and the figures as JSON. A
 network that searches to a number of simulations plays ``--side-by-side`` pairs at once in each
-worker, its games' searches batched into one forward pass. The matches themselves are
-`evaluation.match_workers`.
+worker, its games' searches batched into one forward pass. With ``--journal FILE`` each
+finished game pair is written to FILE as it ends, and a match started again with the same FILE
+plays only the pairs it lacks (`evaluation.match_journal`): a four-hour timed match can stop and
+go on. The matches themselves are `evaluation.match_workers`.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from checkerzero.config import compose
 from evaluation.game_play import DEFAULT_MAX_PLIES
 from evaluation.game_records import PairRecord
+from evaluation.match_journal import MatchJournal
 from evaluation.match_workers import SIDE_BY_SIDE, run_match
 from evaluation.player_defaults import eval_mcts_settings
 from evaluation.players import minimax_options
@@ -48,6 +52,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--games", type=int, default=20, help="number of games (even; default 20)")
     parser.add_argument("--out", type=Path, help="write every game to this PDN file")
     parser.add_argument("--json", type=Path, help="write the result's figures to this JSON file")
+    parser.add_argument(
+        "--journal",
+        type=Path,
+        help="write each finished game pair to this file as it ends; a match started again with "
+        "the same journal plays only the pairs it lacks (an interrupted match goes on)",
+    )
     parser.add_argument("--openings", choices=OPENING_KINDS, default="deck")
     parser.add_argument("--seed", type=int, default=0, help="opening order (default 0)")
     parser.add_argument("--max-plies", type=int, default=DEFAULT_MAX_PLIES)
@@ -82,6 +92,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _journal_header(args: argparse.Namespace, options: dict[str, Any]) -> dict[str, Any]:
+    """What makes two runs the same match: a journal of any other is refused."""
+    return {
+        "a": args.a,
+        "b": args.b,
+        "games": args.games,
+        "openings": args.openings,
+        "seed": args.seed,
+        "size": args.size,
+        "max_plies": args.max_plies,
+        "adjudicate": args.adjudicate,
+        "egdb_pieces": options["egdb_pieces"],
+        "overrides": list(args.overrides),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_intermixed_args(argv)
@@ -96,8 +122,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         options["play_egdb"] = bool(cfg.egdb.play)
         options["play_book"] = bool(cfg.evaluation.book)
         started = time.monotonic()
+        played: list[PairRecord] = []
+        journal = None
+        if args.journal:
+            journal = MatchJournal(args.journal, _journal_header(args, options))
+            played = journal.open()
+            if played:
+                print(f"{len(played)} game pairs already played, from {args.journal}", flush=True)
 
         def report(pair: PairRecord, done: int, total: int) -> None:
+            if journal is not None:
+                journal.add(pair)
             print(
                 f"[{done}/{total}] {pair.opening}: {pair.a_black.result} / {pair.a_white.result}"
                 f" -> {pair.a_points:g} for {args.a} ({time.monotonic() - started:.0f} s)",
@@ -118,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress=report,
             adjudicate=args.adjudicate,
             side_by_side=args.side_by_side,
+            played=played,
         )
     except ValueError as e:  # ConfigError included
         print(f"error: {e}", file=sys.stderr)

@@ -128,6 +128,7 @@ def run_match(
     progress: Callable[[PairRecord, int, int], None] | None = None,
     adjudicate: bool = False,
     side_by_side: int = SIDE_BY_SIDE,
+    played: Sequence[PairRecord] = (),
 ) -> MatchResult:
     """A match between two player specs, one task per game pair, or per ``side_by_side`` pairs
     played side by side (``play_pairs``) where a network searching to a number of simulations
@@ -141,6 +142,9 @@ def run_match(
     starting a local one with ``workers`` CPUs), ``on`` requires it, ``off`` uses a local
     process pool of ``workers`` processes (a plain loop for ``workers == 1``). The result is the
     same whichever runs it: pairs are put back in schedule order.
+
+    ``played``: pairs of this match already played (a journal of an interrupted run); they are
+    not played again, and each must be the pair its index names in this match's schedule.
     """
     if ray_mode not in ("auto", "on", "off"):
         raise ValueError(f"ray mode must be auto, on or off, got {ray_mode!r}")
@@ -161,15 +165,16 @@ def run_match(
             raise ValueError("the endgame database needs the egdb_dir and egdb_pieces options")
         cached_database(options["egdb_dir"], size, int(options["egdb_pieces"]))
     plan = schedule(openings, _check_games(games), seed)
+    done: list[PairRecord] = _check_played(played, plan, name_a, name_b)
+    skip = {p.index for p in done}
+    pairs = [(i, o.name, list(o.moves)) for i, o in enumerate(plan) if i not in skip]
     # Pairs per task: side_by_side, but never so many that a worker is left without a share.
-    per_task = max(1, min(side_by_side, math.ceil(len(plan) / workers)))
-    pairs = [(i, o.name, list(o.moves)) for i, o in enumerate(plan)]
+    per_task = max(1, min(side_by_side, math.ceil(len(pairs) / workers)))
     jobs = [
         (spec_a, spec_b, pairs[k : k + per_task], max_plies, size, options, adjudicate)
         for k in range(0, len(pairs), per_task)
     ]
     task_timeout_s = pair_timeout_s * per_task
-    done: list[PairRecord] = []
 
     def finished(ds: Sequence[Mapping[str, Any]]) -> None:
         for d in ds:
@@ -179,14 +184,43 @@ def run_match(
                 progress(pair, len(done), len(plan))
 
     ray = _ray_module(ray_mode)
-    if ray is not None:
+    if ray is not None and jobs:
         _run_on_ray(ray, jobs, workers, task_timeout_s, finished)
-    elif workers == 1 or len(jobs) == 1:
+    elif workers == 1 or len(jobs) <= 1:
         for job in jobs:
             finished(_pairs_task(*job))
     else:
         _run_in_processes(jobs, workers, task_timeout_s, finished)
     return MatchResult(name_a, name_b, tuple(sorted(done, key=lambda p: p.index)))
+
+
+def _check_played(
+    played: Sequence[PairRecord], plan: Sequence[Opening], name_a: str, name_b: str
+) -> list[PairRecord]:
+    """``played`` if every pair is the one its index names in ``plan``, played once by these
+    players; else ValueError."""
+    seen: set[int] = set()
+    for pair in played:
+        players = (pair.a_black.black, pair.a_black.white, pair.a_white.white, pair.a_white.black)
+        if players != (name_a, name_b, name_a, name_b):
+            raise ValueError(
+                f"game pair {pair.index} ({pair.opening}) was played by "
+                f"{pair.a_black.black} and {pair.a_black.white}, not {name_a} and {name_b}"
+            )
+        if not 0 <= pair.index < len(plan):
+            raise ValueError(
+                f"game pair {pair.index} ({pair.opening}) is outside this match's schedule "
+                f"of {len(plan)} pairs"
+            )
+        if pair.opening != plan[pair.index].name:
+            raise ValueError(
+                f"game pair {pair.index} was played from {pair.opening}, but this match's "
+                f"schedule has {plan[pair.index].name} there (another seed or deck?)"
+            )
+        if pair.index in seen:
+            raise ValueError(f"game pair {pair.index} ({pair.opening}) is given twice")
+        seen.add(pair.index)
+    return list(played)
 
 
 def _run_in_processes(

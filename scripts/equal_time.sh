@@ -8,8 +8,9 @@
 # MATCH names one line of the table below (all of them, in order, without names); GAMES is the
 # number of games of each (default 312: the ACF deck, both colours). Each match writes
 # runs/equal-time/<name>.{pdn,json,log} and <name>.load.txt; a match whose JSON exists is
-# skipped, so an interrupted run picks up where it stopped. The endgame database the `db`
-# match needs (6 pieces, about half an hour on two cores) is built first, or finished.
+# skipped, and an interrupted one goes on from its journal (<name>.journal: the game pairs it
+# finished), so the four-hour match can be spread over several sittings. The endgame database
+# the `db` match needs (6 pieces, about half an hour on two cores) is built first, or finished.
 #
 #   name         what it measures                                     about (312 games, 2 cores)
 #   network      the network player against the baseline at 200 ms      50 min
@@ -63,7 +64,8 @@ for name in "$@"; do
     status=0
     "$python" -m evaluation.match "$a" "$b" --games "$games" --workers 2 --ray off \
         --egdb-dir "$egdb_dir" --egdb-pieces "$egdb_pieces" \
-        --out "$out/$name.pdn" --json "$out/$name.json.part" </dev/null >"$out/$name.log" 2>&1 || status=$?
+        --journal "$out/$name.journal" --out "$out/$name.pdn" --json "$out/$name.json.part" \
+        </dev/null >>"$out/$name.log" 2>&1 || status=$?
     kill "$logger" 2>/dev/null || true
     if (( status != 0 )); then
         echo "== $name: the match failed; the end of $out/$name.log:"
