@@ -17,8 +17,10 @@ driven from the command line and from config:
     timed alpha-beta form below (``ab+nn:t200,tm``).
 ``minimax+db:D`` / ``minimax+db:tMS``
     the same search with the endgame database (``game.egdb``): positions in it below the root
-    score their exact value. Needs the ``egdb_dir`` and ``egdb_pieces`` options (conf/egdb); the
-    database is built there first if missing.
+    score their exact value, and at a root it knows the move keeps the database's value and makes
+    progress (:func:`evaluation.endgame_play.database_move`: a won ending is won, not shuffled
+    into a draw). Needs the ``egdb_dir`` and ``egdb_pieces`` options (conf/egdb); the database is
+    built there first if missing.
 ``ab+nn:D`` / ``ab+nn:tMS`` / ``ab+nn:D:PATH``
     the same search with the learned evaluation (:mod:`game.nneval`) scoring its leaves instead
     of the hand-written one: the shipped weights file, or the one at PATH
@@ -39,6 +41,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from evaluation.endgame_play import DEFAULT_PROGRESS_DEPTH, database_move
 from evaluation.mcts_player import bank_after, time_lent_ms
 from evaluation.network_player import mcts_player
 from game import _core
@@ -54,6 +57,10 @@ EvalWeights = _core.EvalWeights
 SearchResult = _core.SearchResult
 MATE_SCORE: int = _core.MATE_SCORE  # a win found n plies ahead scores MATE_SCORE - n
 MATE_THRESHOLD: int = _core.MATE_THRESHOLD  # |score| >= this: a forced win or loss was found
+MIN_RESIST_MS = 5  # a search without the database in a lost position needs at least this
+# A result of the database below the root scores DATABASE_WIN - plies (or its negation): above
+# every evaluation, below every forced result the search finds itself (MATE_THRESHOLD).
+DATABASE_LOSS_BELOW: int = -(2 * _core.DATABASE_WIN - MATE_THRESHOLD)  # score < this: lost in it
 
 DEFAULT_TT_MB = 16  # transposition table per searching thread; depth 8 needs a few MB at most
 MAX_DEPTH = 64  # the core's deepest iteration (kMaxSearchDepth)
@@ -192,6 +199,7 @@ class MinimaxPlayer:
         self.depth_total = 0  # depths reached, summed over those moves
         self.nodes_total = 0  # nodes searched, summed over those moves
         self.ms_total = 0.0  # wall-clock milliseconds of those moves' searches
+        self.egdb_moves = 0  # moves chosen at a root the database knows
 
     def choose(self, position: Position) -> Move:
         egdb = None
@@ -201,6 +209,10 @@ class MinimaxPlayer:
         if self.manage_time:
             max_ms = self.time_ms + int(time_lent_ms(self.bank_ms, self.time_ms))
         started = self._clock()
+        if egdb is not None and (known := self._database_move(position, egdb)) is not None:
+            self._count(None, started)
+            self.egdb_moves += 1
+            return known
         result = self._search(
             position,
             depth=self.depth,
@@ -211,23 +223,69 @@ class MinimaxPlayer:
             egdb=egdb,
             nneval=self._nneval_core,
         )
-        spent_ms = 1000.0 * (self._clock() - started)
         if result.move is None:
             raise ValueError(f"{self.name}: the game is over in {position.fen()}")
+        if egdb is not None and -MATE_THRESHOLD < result.score < DATABASE_LOSS_BELOW:
+            result = self._resist(position, result, started)
+        self._count(result, started)
+        return result.move
+
+    def _resist(self, position: Position, lost: SearchResult, started: float) -> SearchResult:
+        """Every move leads to a database loss: the database ranks them only by how soon it
+        is reached, so the search is run again without it, whose evaluation keeps the most
+        material and the best position, where an opponent without perfect play may still go
+        wrong (a player that took the first lost line gave up games such an opponent could not
+        win). A timed player spends what is left of the move's time on it."""
+        if self.time_ms:
+            spent_ms = 1000.0 * (self._clock() - started)
+            left_ms = int(self.time_ms - spent_ms)  # the move's share, not the bank
+            if left_ms < MIN_RESIST_MS:
+                return lost
+        again = self._search(
+            position,
+            depth=self.depth,
+            time_ms=left_ms if self.time_ms else 0,
+            max_ms=0,
+            weights=self.weights,
+            tt_mb=self.tt_mb,
+            egdb=None,
+            nneval=self._nneval_core,
+        )
+        return lost if again.move is None else again
+
+    def _database_move(self, position: Position, egdb: EndgameDatabase) -> Move | None:
+        """The database's move at a root it knows (None: search). Its progress search goes
+        as deep as the network players' (egdb.play_depth's default, at most 6 pieces are left),
+        and a timed player keeps a fifth of its time for that search's overshoot."""
+        if egdb.size != position.size:
+            return None
+        found = database_move(
+            position,
+            egdb,
+            depth=0 if self.time_ms else max(self.depth, DEFAULT_PROGRESS_DEPTH),
+            time_ms=max(1, self.time_ms * 4 // 5) if self.time_ms else 0,
+        )
+        return None if found is None else found[0]
+
+    def _count(self, result: SearchResult | None, started: float) -> None:
+        """Book-keeping of one chosen move: the clock's bank and the per-move counters (a
+        database move has no search result: no depth or nodes)."""
+        spent_ms = 1000.0 * (self._clock() - started)
         if self.manage_time:
             self.bank_ms = bank_after(self.bank_ms, self.time_ms, spent_ms)
         self.last = result
         self.moves += 1
-        self.depth_total += result.depth
-        self.nodes_total += result.nodes
+        self.depth_total += result.depth if result is not None else 0
+        self.nodes_total += result.nodes if result is not None else 0
         self.ms_total += spent_ms
-        return result.move
 
     def stats(self) -> dict[str, int]:
         """Moves chosen since construction with the depths and nodes their searches reached
-        (summed; a match divides by the moves)."""
+        (summed; a match divides by the moves), and with a database, the moves it chose."""
         timed = {"ms": round(self.ms_total)} if self.time_ms else {}
-        return {"moves": self.moves, "depth": self.depth_total, "nodes": self.nodes_total} | timed
+        known = {"egdb_moves": self.egdb_moves} if self.egdb_dir is not None else {}
+        counts = {"moves": self.moves, "depth": self.depth_total, "nodes": self.nodes_total}
+        return counts | timed | known
 
     def reset(self) -> None:
         self.last = None

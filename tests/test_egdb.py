@@ -628,7 +628,7 @@ def test_root_wdl_stays_a_probability_vector_when_the_database_decides(db8, conf
 
 
 def test_minimax_with_the_database(db8, egdb_dirs):
-    from evaluation.players import make_player
+    from evaluation.players import alphabeta, make_player
 
     with pytest.raises(ValueError, match="needs an endgame database"):
         make_player("minimax+db:4")
@@ -637,7 +637,10 @@ def test_minimax_with_the_database(db8, egdb_dirs):
     pos = Position.from_fen(FIRST_POSITION)
     pos.play(player.choose(pos))
     assert db8.probe(pos) == "loss"  # Black to move after White's choice: still lost
-    assert player.last.score == _core.DATABASE_WIN - 1
+    assert player.stats()["egdb_moves"] == 1  # a root the database knows: its move
+    # Below the root the search scores the database's positions exactly.
+    found = alphabeta(Position.from_fen(FIRST_POSITION), depth=4, egdb=db8)
+    assert found.score == _core.DATABASE_WIN - 1
     plain = make_player("minimax:4")
     plain.choose(Position.from_fen(FIRST_POSITION))
     assert abs(plain.last.score) < 1000  # without the database the win is beyond its horizon

@@ -29,7 +29,13 @@ from evaluation.book.__main__ import main as book_main
 from evaluation.book.build import search_entries, selfplay_entries
 from evaluation.endgame_play import database_move
 from evaluation.mcts_player import MCTSPlayer
-from evaluation.players import MinimaxPlayer, make_player
+from evaluation.players import (
+    DATABASE_LOSS_BELOW,
+    MATE_THRESHOLD,
+    MinimaxPlayer,
+    alphabeta,
+    make_player,
+)
 from game import _core
 from game.egdb import DRAW, LOSS, WIN, EndgameDatabase
 from game.egdb.build import build
@@ -123,6 +129,54 @@ def test_won_endings_are_won_against_alpha_beta(db, sig):
     for fen in _won_positions(db, sig, 3, seed=sum(sig)):
         end = _play_out(fen, player, MinimaxPlayer(8))
         assert (end.result(), end.end_reason) == ("1-0", "no legal move"), fen
+
+
+@pytest.mark.parametrize("spec", ["minimax+db:4", "ab+nn+db:4"])
+def test_the_alpha_beta_with_the_database_converts_its_wins(db, spec):
+    """Its leaves alone would score every move that keeps a win alike (the database has no
+    distance) and shuffle a won ending into a draw; at a root the database knows it converts."""
+    player = make_player(spec, egdb_dir=str(db.folder), egdb_pieces=4)
+    end = _play_out(FIRST_POSITION, player, MinimaxPlayer(8))
+    assert (end.result(), end.end_reason) == ("0-1", "no legal move")  # White won
+    assert player.stats()["egdb_moves"] == (end.ply + 1) // 2 and player.last is None
+    for fen in _won_positions(db, (0, 2, 0, 2), 2, seed=11):
+        end = _play_out(fen, player, MinimaxPlayer(8))
+        assert (end.result(), end.end_reason) == ("1-0", "no legal move"), fen
+    leaves_only = make_player(spec.replace("+db", ""))
+    leaves_only.choose(Position.from_fen(FIRST_POSITION))  # without it: a search, counted
+    assert leaves_only.last is not None and "egdb_moves" not in leaves_only.stats()
+
+
+def test_the_alpha_beta_resists_where_the_database_says_lost(db):
+    """Beyond the database, where every move leads into a database loss, the move is the one
+    the search without the database prefers (the most material, the best position) instead of
+    the first lost line."""
+    rng = random.Random(5)
+    player = make_player("minimax+db:3", egdb_dir=str(db.folder), egdb_pieces=4)
+    plain = make_player("minimax:3")
+    found = 0
+    while found < 3:  # five pieces, one more than the database holds: Black to move, lost
+        sig = rng.choice([(1, 1, 0, 3), (0, 2, 1, 2), (1, 1, 1, 2)])
+        index = rng.randrange(_core.egdb_index_size(8, sig))
+        black, white, kings = _core.egdb_board_at(8, sig, index)
+        pos = Position.from_game(_core.Game.from_bitboards(8, black, white, kings, False))
+        if pos.is_over() or len(pos.legal_moves()) < 2:
+            continue
+        lost = alphabeta(pos, depth=3, egdb=db)
+        if not -MATE_THRESHOLD < lost.score < DATABASE_LOSS_BELOW:
+            continue
+        found += 1
+        move = player.choose(pos)
+        assert (move, player.last.score) == (plain.choose(pos), plain.last.score), pos.fen()
+        assert player.last.score > DATABASE_LOSS_BELOW
+
+
+def test_a_timed_alpha_beta_with_the_database_keeps_a_win_within_its_time(db):
+    player = make_player("ab+nn+db:t50,tm", egdb_dir=str(db.folder), egdb_pieces=4)
+    pos = Position.from_fen(FIRST_POSITION)
+    pos.play(player.choose(pos))
+    assert db.probe(pos) == "loss"  # Black to move: still lost
+    assert player.stats()["egdb_moves"] == 1 and player.bank_ms >= 0
 
 
 def test_a_database_root_keeps_its_value(db):
