@@ -7,10 +7,13 @@ no distance: a player that only keeps the value can shuffle a won ending into a 
 1. keep the value: only the moves whose resulting position the database scores best for the
    mover (a win kept, else a draw, else any loss);
 2. make progress among them: each kept move is searched by the alpha-beta (``game._core``)
-   *without* the database, from the position it leads to and with the game's history, so that a
-   forced win within the horizon scores by its distance (``MATE_SCORE - n``), a repetition scores
-   as a draw, and otherwise the hand evaluation (material, advancement, kings in the centre)
-   ranks them. Ties go to the move that leaves the opponent fewest pieces, then to the first.
+   from the position it leads to and with the game's history, with the database only below the
+   root's number of pieces: a capture into a smaller ending of the same value is reached by the
+   shortest line (``DATABASE_WIN - n``; each one is progress the database can see, where the
+   value alone scores every winning move alike), a forced win within the horizon scores by its
+   distance (``MATE_SCORE - n``), a repetition or the 40-move rule as a draw, and otherwise the
+   hand evaluation (material, advancement, kings in the centre) ranks them. Ties go to the move
+   that leaves the opponent fewest pieces, then to the first.
 
 A lost root plays the longest resistance the same way (the alpha-beta's score of a loss is
 largest when it is furthest away). The MCTS players also take the database's values at their
@@ -81,6 +84,7 @@ def database_move(
         child.play(move)
         after = db.value(child) if not child.is_over() else _ended_value(child)
         children.append((move, child.game, after))
+    smaller = _smaller_database(db, _pieces(position.game))
     best = min(_KEEP_ORDER.get(after, 3) for _, _, after in children)
     kept = [(m, g) for m, g, after in children if _KEEP_ORDER.get(after, 3) == best]
     share = max(MIN_PROGRESS_MS, time_ms // max(1, len(kept))) if time_ms else 0
@@ -92,12 +96,22 @@ def database_move(
             score = 0  # nothing to compare
         else:
             result = _core.alphabeta_search(
-                game, depth, share, _core.EvalWeights(), PROGRESS_TT_MB, None, None
+                game, depth, share, _core.EvalWeights(), PROGRESS_TT_MB, smaller, None
             )
             score = -result.score
         scored.append((-score, _opponent_pieces(game), index, move))
     scored.sort(key=lambda t: t[:3])
     return scored[0][3], value
+
+
+def _smaller_database(db: EndgameDatabase, pieces: int) -> Any:
+    """The core database of ``db``'s endings with fewer than ``pieces`` pieces (None below two
+    pieces, or where it cannot be opened): what the progress search probes."""
+    fewer = min(db.max_pieces, pieces - 1)
+    if fewer < 2:
+        return None
+    smaller = open_for_play(db.folder, db.size, fewer)
+    return smaller.core if smaller is not None else None
 
 
 def _ended_value_game(game: _core.Game) -> int:

@@ -179,6 +179,31 @@ def test_a_timed_alpha_beta_with_the_database_keeps_a_win_within_its_time(db):
     assert player.stats()["egdb_moves"] == 1 and player.bank_ms >= 0
 
 
+class _ShallowConverter:
+    """The database's move with a shallow progress search (``depth`` plies)."""
+
+    def __init__(self, db, depth):
+        self.db, self.depth = db, depth
+
+    def choose(self, pos):
+        return database_move(pos, self.db, depth=self.depth)[0]
+
+
+def test_a_shallow_progress_search_converts_by_the_smaller_endings(db, monkeypatch):
+    """Captures into smaller endings of the same value are the progress the database can see:
+    with them a 4-ply progress search wins two kings against two; with the hand evaluation alone
+    it shuffles some of the same wins into draws."""
+    import evaluation.endgame_play as endgame_play
+
+    fens = _won_positions(db, (0, 2, 0, 2), 6, seed=21)
+    for fen in fens:
+        end = _play_out(fen, _ShallowConverter(db, 4), MinimaxPlayer(6))
+        assert (end.result(), end.end_reason) == ("1-0", "no legal move"), fen
+    monkeypatch.setattr(endgame_play, "_smaller_database", lambda db, pieces: None)
+    results = [_play_out(fen, _ShallowConverter(db, 4), MinimaxPlayer(6)).result() for fen in fens]
+    assert "1/2-1/2" in results
+
+
 def test_a_database_root_keeps_its_value(db):
     """At a won, drawn or lost root the move keeps the value (a win may end the game at once)."""
     rng = random.Random(3)
