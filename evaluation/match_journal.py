@@ -19,7 +19,7 @@ from typing import Any
 
 from evaluation.game_records import PairRecord
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 KIND = "checkerzero match journal"
 VERSION = 1
@@ -72,7 +72,7 @@ class MatchJournal:
                 pairs.append(PairRecord.from_dict(json.loads(line)))
             except (ValueError, KeyError, TypeError) as e:
                 if last and not complete:  # cut short by a kill mid-write: play it again
-                    log.warning("%s: dropped its last line, cut short (%s)", where, e)
+                    logger.warning("%s: dropped its last line, cut short (%s)", where, e)
                     self._rewrite(pairs)
                     break
                 raise ValueError(f"{where}, line {number}: not a game pair ({e})") from None

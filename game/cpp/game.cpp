@@ -277,17 +277,6 @@ Game Game::from_board(int size, const Board& board, int max_plies, int no_progre
   return g;
 }
 
-Game Game::from_packed(int size, const uint32_t* words, int max_plies, int ply) {
-  const uint32_t meta = words[3];
-  if (!(meta & kMetaPresent))
-    throw std::invalid_argument("the packed state holds no position (meta bit 16 clear)");
-  if (meta & ~kMetaKnown)
-    throw std::invalid_argument("unknown bits set in the meta word (" + std::to_string(meta & ~kMetaKnown) +
-                                ")");
-  const State s = unpack_state(words);
-  return from_board(size, s.board, max_plies, s.no_progress, ply, s.jumping);
-}
-
 void Game::legal_moves(MoveList& out) const {
   if (mid_jump()) throw std::logic_error("legal_moves() in the middle of a multi-jump");
   dispatch(size_, [&](auto s) { generate_moves<decltype(s)::value>(st_.board, out); });
@@ -483,9 +472,37 @@ uint64_t perft(int size, const Board& b, int depth) {
   return dispatch(size, [&](auto s) { return perft<decltype(s)::value>(b, depth); });
 }
 
+namespace {
+
+// Why the packed state `w`, whose meta word marks a position, is not one ("" when it is): unknown
+// meta bits, board_error(), a no-progress count above the rule's, a mid-jump square off the board
+// or holding no piece of the side to move.
+std::string present_state_error(int size, const uint32_t* w) {
+  const uint32_t meta = w[3];
+  if (meta & ~kMetaKnown)
+    return "unknown bits set in the meta word (" + std::to_string(meta & ~kMetaKnown) + ")";
+  Board b;
+  b.pieces[0] = w[0];
+  b.pieces[1] = w[1];
+  b.kings = w[2];
+  b.side = (meta & kMetaSide) ? Color::White : Color::Black;
+  if (std::string why = board_error(size, b); !why.empty()) return why;
+  const int squares = dispatch(size, [](auto sz) { return Geometry<decltype(sz)::value>::kSquares; });
+  const int jumping = int((meta & kMetaJumping) >> 1) - 1;
+  const int no_progress = int((meta >> 8) & 0xFF);
+  if (no_progress > kMaxPliesWithoutProgress)
+    return "a no-progress count of " + std::to_string(no_progress) + " plies, above " +
+           std::to_string(kMaxPliesWithoutProgress);
+  if (jumping >= squares) return "mid-jump square " + std::to_string(jumping + 1) + " is off the board";
+  if (jumping >= 0 && !(b.pieces[index(b.side)] & bit(jumping)))
+    return "mid-jump square " + std::to_string(jumping + 1) + " holds no piece of the side to move";
+  return {};
+}
+
+}  // namespace
+
 void check_packed(int size, const uint32_t* packed, size_t n, int stride_slots, int check_slots,
                   bool require_first) {
-  const int squares = dispatch(size, [](auto sz) { return Geometry<decltype(sz)::value>::kSquares; });
   for (size_t i = 0; i < n; ++i) {
     for (int k = 0; k < check_slots; ++k) {
       const uint32_t* w = packed + (i * size_t(stride_slots) + size_t(k)) * kPackedWords;
@@ -496,30 +513,23 @@ void check_packed(int size, const uint32_t* packed, size_t n, int stride_slots, 
           why = "the newest slot holds no position (meta bit 16 clear)";
         else if (w[0] | w[1] | w[2] | meta)
           why = "a slot without a position (meta bit 16 clear) must be all zeros";
-      } else if (meta & ~kMetaKnown) {
-        why = "unknown bits set in the meta word (" + std::to_string(meta & ~kMetaKnown) + ")";
       } else {
-        Board b;
-        b.pieces[0] = w[0];
-        b.pieces[1] = w[1];
-        b.kings = w[2];
-        b.side = (meta & kMetaSide) ? Color::White : Color::Black;
-        why = board_error(size, b);
-        const int jumping = int((meta & kMetaJumping) >> 1) - 1;
-        const int no_progress = int((meta >> 8) & 0xFF);
-        if (why.empty() && no_progress > kMaxPliesWithoutProgress)
-          why = "a no-progress count of " + std::to_string(no_progress) + " plies, above " +
-                std::to_string(kMaxPliesWithoutProgress);
-        else if (why.empty() && jumping >= squares)
-          why = "mid-jump square " + std::to_string(jumping + 1) + " is off the board";
-        else if (why.empty() && jumping >= 0 && !(b.pieces[index(b.side)] & bit(jumping)))
-          why = "mid-jump square " + std::to_string(jumping + 1) + " holds no piece of the side to move";
+        why = present_state_error(size, w);
       }
       if (!why.empty())
         throw std::invalid_argument("packed state " + std::to_string(i) + ", slot " + std::to_string(k) +
                                     ": " + why);
     }
   }
+}
+
+Game Game::from_packed(int size, const uint32_t* words, int max_plies, int ply) {
+  if (!(words[3] & kMetaPresent))
+    throw std::invalid_argument("the packed state holds no position (meta bit 16 clear)");
+  if (const std::string why = present_state_error(size, words); !why.empty())
+    throw std::invalid_argument("not a position: " + why);
+  const State s = unpack_state(words);
+  return from_board(size, s.board, max_plies, s.no_progress, ply, s.jumping);  // + can it jump on
 }
 
 void encode_packed(int size, const uint32_t* packed, int n, float* out) {
