@@ -404,6 +404,14 @@ def test_actor_processes_share_one_server_and_their_games_reach_the_store(run):
     assert {r.network_version for r in records.values()} <= {1, 2}
 
 
+def both_playing(run):
+    wait_until(
+        lambda: all(run.by_actor()[a] >= 1 for a in (0, 1)),
+        GAMES_TIMEOUT_S,
+        "a game from each actor",
+    )
+
+
 def test_weights_published_mid_run_reach_every_actor_without_a_restart(run):
     pids = [run.get(a.where.remote())[1] for a in run.pool.actors]
     last = max(run.records(), default=0)
@@ -428,6 +436,7 @@ def test_weights_published_mid_run_reach_every_actor_without_a_restart(run):
 
 
 def test_a_killed_server_comes_back_and_its_actors_go_on_with_their_games(run):
+    both_playing(run)  # each actor is the server's client (so when run alone too)
     node, pid = run.get(run.server.where.remote())
     actor_pids = [run.get(a.where.remote())[1] for a in run.pool.actors]
     before = run.digests()
@@ -456,19 +465,26 @@ def test_a_killed_server_comes_back_and_its_actors_go_on_with_their_games(run):
 
 
 def test_a_killed_actor_does_not_stall_the_servers_batches_and_comes_back(run):
+    both_playing(run)
     victim = run.pool.actors[0]
     _, pid = run.get(victim.where.remote())
     before = run.digests()
     last = max(before)
     os.kill(pid, signal.SIGKILL)
     batches = run.get(run.server.stats.remote())["batches"]
-    # The other actor's games keep coming through the server meanwhile.
+    # The other actor's games keep coming through the server meanwhile. A game of actor 1 that
+    # reaches the store now may have been played before the kill, so the server's own count of
+    # batches is what shows it was not stalled by the dead client.
+    wait_until(
+        lambda: run.get(run.server.stats.remote())["batches"] > batches,
+        CALL_TIMEOUT_S,
+        "the server to batch the living actor's leaves",
+    )
     wait_until(
         lambda: any(r.actor_id == 1 for gid, r in run.records().items() if gid > last),
         GAMES_TIMEOUT_S,
         "a new game from the actor that lives",
     )
-    assert run.get(run.server.stats.remote())["batches"] > batches
     wait_until(
         lambda: any(r.actor_id == 0 for gid, r in run.records().items() if gid > last),
         GAMES_TIMEOUT_S,
