@@ -10,15 +10,17 @@
 # runs/equal-time/<name>.{pdn,json,log} and <name>.load.txt; a match whose JSON exists is
 # skipped, and an interrupted one goes on from its journal (<name>.journal: the game pairs it
 # finished), so the four-hour match can be spread over several sittings. The endgame database
-# the `db` match needs (6 pieces, about half an hour on two cores) is built first, or finished.
+# the `db` and `db-network` matches need (6 pieces, about half an hour on two cores) is built
+# first, or finished.
 #
 #   name         what it measures                                     about (312 games, 2 cores)
 #   network      the network player against the baseline at 200 ms      50 min
 #   leaves2      2 leaves a forward pass instead of 8, at 200 ms          50 min
 #   db           the database at play, for the strongest player        50 min
-#   book         the network's opening book, for the network player    50 min
-#   solver       the MCTS-solver, for the network player               50 min
-#   tm-network   the network player's own time management              50 min
+#   book         the network's opening book, for the network player    67 min
+#   solver       the MCTS-solver, for the network player               67 min
+#   db-network   the database at play, for the network player          67 min
+#   tm-network   the network player's own time management              67 min
 #   t1000        the strongest player against the baseline at 1000 ms  4 h
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +39,7 @@ leaves2|$net:t200,leaves=2|$net:t200
 db|ab+nn+db:t200,tm|ab+nn:t200,tm
 book|$net:t200,book=1|$net:t200,book=0
 solver|$net:t200,solver=1|$net:t200,solver=0
+db-network|$net:t200,egdb=1|$net:t200,egdb=0
 tm-network|$net:t200,tm=1|$net:t200
 t1000|ab+nn:t1000,tm|minimax:t1000"
 
@@ -53,7 +56,7 @@ for name in "$@"; do
         echo "== $name: already measured ($out/$name.json), skipped"
         continue
     fi
-    if [[ $name == db ]]; then  # a finished build only checks its files; a partial one goes on
+    if [[ $name == db || $name == db-network ]]; then  # a finished build only checks its files; a partial one goes on
         echo "== the endgame database, $egdb_pieces pieces, in $egdb_dir [$(date -u +%H:%M:%S)]"
         "$python" -m game.egdb build --pieces "$egdb_pieces" --out "$egdb_dir" </dev/null
     fi
