@@ -104,6 +104,21 @@ def database_move(
     return scored[0][3], value
 
 
+def root_move(position: Position, db: EndgameDatabase, *, time_ms: int, depth: int) -> Move | None:
+    """A player's move at a root ``db`` knows (None: not in it, or of another board: search).
+    A timed player (``time_ms`` > 0) gives the progress search four fifths of its time and keeps
+    a fifth for that search's overshoot; one without a time searches ``depth`` plies."""
+    if db.size != position.size:
+        return None
+    found = database_move(
+        position,
+        db,
+        depth=0 if time_ms else depth,
+        time_ms=max(1, time_ms * 4 // 5) if time_ms else 0,
+    )
+    return None if found is None else found[0]
+
+
 def _smaller_database(db: EndgameDatabase, pieces: int) -> Any:
     """The core database of ``db``'s endings with fewer than ``pieces`` pieces (None below two
     pieces, or where it cannot be opened): what the progress search probes."""

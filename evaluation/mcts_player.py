@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from evaluation.book import Book
-from evaluation.endgame_play import DEFAULT_PROGRESS_DEPTH, database_move
+from evaluation.endgame_play import DEFAULT_PROGRESS_DEPTH, root_move
 from evaluation.player_defaults import play_settings
 from game import _core
 from game.egdb import EndgameDatabase
@@ -292,17 +292,9 @@ class MCTSPlayer:
         move = self.book.move(position) if self.book is not None else None
         if move is not None:
             self.book_moves += 1
-        elif self.egdb is not None and self.egdb.size == position.size:
-            # a timed player keeps a fifth of its time for the alpha-beta's overshoot
-            found = database_move(
-                position,
-                self.egdb,
-                depth=0 if self.time_ms else self.egdb_depth,
-                time_ms=max(1, self.time_ms * 4 // 5) if self.time_ms else 0,
-            )
-            if found is not None:
-                move = found[0]
-                self.egdb_moves += 1
+        elif self.egdb is not None:
+            move = root_move(position, self.egdb, time_ms=self.time_ms, depth=self.egdb_depth)
+            self.egdb_moves += move is not None
         if move is not None:
             self.decisions += 1
             self.last_simulations = self.last_visits = 0

@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from evaluation.endgame_play import DEFAULT_PROGRESS_DEPTH, database_move
+from evaluation.endgame_play import DEFAULT_PROGRESS_DEPTH, root_move
 from evaluation.mcts_player import bank_after, time_lent_ms
 from evaluation.network_player import mcts_player
 from game import _core
@@ -255,17 +255,9 @@ class MinimaxPlayer:
 
     def _database_move(self, position: Position, egdb: EndgameDatabase) -> Move | None:
         """The database's move at a root it knows (None: search). Its progress search goes
-        as deep as the network players' (egdb.play_depth's default, at most 6 pieces are left),
-        and a timed player keeps a fifth of its time for that search's overshoot."""
-        if egdb.size != position.size:
-            return None
-        found = database_move(
-            position,
-            egdb,
-            depth=0 if self.time_ms else max(self.depth, DEFAULT_PROGRESS_DEPTH),
-            time_ms=max(1, self.time_ms * 4 // 5) if self.time_ms else 0,
-        )
-        return None if found is None else found[0]
+        as deep as the network players' (egdb.play_depth's default, at most 6 pieces are left)."""
+        depth = max(self.depth, DEFAULT_PROGRESS_DEPTH)
+        return root_move(position, egdb, time_ms=self.time_ms, depth=depth)
 
     def _count(self, result: SearchResult | None, started: float) -> None:
         """Book-keeping of one chosen move: the clock's bank and the per-move counters (a
