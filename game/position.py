@@ -109,7 +109,8 @@ class Position:
         capture, never the other way round. A capture may leave out intermediate squares; when
         several capture paths then match and they all lead to the same position (the same pieces
         taken, the same destination), the first is returned, since the game continues
-        identically. Raises ValueError otherwise.
+        identically. A capture written in full (every square it lands on) names that capture even
+        when a longer one passes through the same squares. Raises ValueError otherwise.
         """
         if not isinstance(text, str):
             raise TypeError(f"a move is a str, got {type(text).__name__}")
@@ -138,6 +139,9 @@ class Position:
                 raise ValueError(f"illegal move {text!r} in {self.fen()}: {why}")
             listed = ", ".join(str(m) for m in legal) or "none"
             raise ValueError(f"illegal move {text!r} in {self.fen()} (legal: {listed})")
+        exact = [m for m in candidates if list(m.squares) == squares]
+        if exact:
+            return exact[0]
         first = candidates[0]
         if any(
             m.captures != first.captures or m.destination != first.destination for m in candidates

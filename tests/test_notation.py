@@ -148,6 +148,21 @@ def test_an_ambiguous_short_capture_is_rejected() -> None:
     assert str(pos.parse_move("10x17x26")) == "10x17x26"
 
 
+def test_a_capture_written_in_full_is_not_read_as_a_longer_one_through_its_squares() -> None:
+    # The king on 30 can take 26 and 27 (30x23x32), or four pieces on a ring that passes
+    # through 23 to end on 32 (30x21x14x23x32): the full path of the short one names it alone.
+    pos = Position.from_fen("B:W17,18,25,26,27,28:B1,2,7,9,10,11,12,K30")
+    legal = {str(m) for m in pos.legal_moves()}
+    assert {"30x23x32", "30x21x14x23x32"} <= legal
+    assert str(pos.parse_move("30x23x32")) == "30x23x32"
+    assert str(pos.parse_move("30x21x14x23x32")) == "30x21x14x23x32"
+    with pytest.raises(ValueError, match="ambiguous move '30x32'"):
+        pos.parse_move("30x32")
+    # What the game writer emits reads back as the same move.
+    for move in pos.legal_moves():
+        assert pos.parse_move(str(move)) == move
+
+
 # --- PDN -------------------------------------------------------------------------------------
 
 
