@@ -14,13 +14,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from actors.self_play import record_to_pdn, resign_false_positive_rate, run_self_play
+from actors.self_play import resign_false_positive_rate, run_self_play
 from checkerzero.config import ConfigError, compose
-from checkerzero.network.inference import NetworkEvaluator, load_for_play
+from checkerzero.network.inference import NetworkInference, load_for_play
 from checkerzero.network.model import CheckersNet, model_config
 from game import openings as op
-from game.mcts import Evaluator, UniformEvaluator
+from game.mcts import Inference, UniformInference
 from game.pdn import write_pdn
+from game.record_pdn import record_to_pdn
 from game.records import Result
 
 GAME_GROUP = {8: "english", 6: "small"}  # the conf/game file of each board side
@@ -30,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m actors", description=__doc__.split("\n")[0])
     parser.add_argument("--games", type=int, default=8, help="games to play")
     parser.add_argument("--checkpoint", help="network weights (default: a fresh network)")
-    parser.add_argument("--uniform", action="store_true", help="uniform evaluator (tree only)")
+    parser.add_argument("--uniform", action="store_true", help="uniform inference (tree only)")
     parser.add_argument("--simulations", type=int, help="override mcts.simulations")
     parser.add_argument("--parallel", type=int, help="override selfplay.games_in_parallel")
     parser.add_argument("--size", type=int, default=8, choices=(6, 8), help="board side")
@@ -51,18 +52,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides.append("selfplay.openings=start")
     try:
         cfg = compose([*overrides, *args.overrides])
-        evaluator: Evaluator
+        inference: Inference
         if args.uniform:
-            evaluator = UniformEvaluator()
+            inference = UniformInference()
         elif args.checkpoint is not None:
-            evaluator, _ = load_for_play(args.checkpoint, args.size)
+            inference, _ = load_for_play(args.checkpoint, args.size)
         else:
-            evaluator = NetworkEvaluator(CheckersNet(model_config(cfg.model, args.size)))
+            inference = NetworkInference(CheckersNet(model_config(cfg.model, args.size)))
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     deck = op.load_openings(cfg.selfplay.openings, args.size)
-    records, st = run_self_play(evaluator, cfg, args.games, deck, args.seed)
+    records, st = run_self_play(inference, cfg, args.games, deck, args.seed)
     results = {
         name: sum(r.result == res for r in records)
         for res, name in (

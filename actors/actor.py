@@ -25,9 +25,9 @@ import ray
 import torch
 
 from actors.self_play import SelfPlayObserver, run_self_play
+from checkerzero.inference_server.client import RemoteInference, ServerStopped
 from checkerzero.network.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
-from checkerzero.network.inference import NetworkEvaluator
-from checkerzero.network.remote import RemoteEvaluator, ServerStopped
+from checkerzero.network.inference import NetworkInference
 from checkerzero.store.keys import (
     selfplay_actor_starts_key,
     selfplay_games_by_node_key,
@@ -93,12 +93,12 @@ class SelfPlayWorker:
         self.channel = WeightsChannel(
             self.client, namespace=self.namespace, follow="best" if gating else "latest"
         )
-        self.evaluator: Any = None
+        self.inference: Any = None
         self.version = 0
         self.server = server
         if server is not None:
             size = int(cfg["game"]["size"])
-            self.evaluator = RemoteEvaluator(
+            self.inference = RemoteInference(
                 server,
                 NUM_PLANES,
                 size,
@@ -140,22 +140,22 @@ class SelfPlayWorker:
                             f"weights v{published.version} are for a {model.config.board_size}"
                             f"x{model.config.board_size} board, this game is {size}x{size}"
                         )
-                    if self.evaluator is None:
-                        self.evaluator = NetworkEvaluator(
+                    if self.inference is None:
+                        self.inference = NetworkInference(
                             model,
                             device=self.device,
                             dtype=self.cfg["selfplay"].get("precision", "auto"),
                             backend=self._backend(),
                         )
                     else:
-                        self.evaluator.load_state(model.state_dict(), published.version)
+                        self.inference.load_state(model.state_dict(), published.version)
                     self.version = published.version
                     logger.debug(
                         "actor %d plays with weights version %d", self.actor_id, self.version
                     )
             except ValueError as e:
                 logger.warning("actor %d skips weights: %s", self.actor_id, e)
-            if self.evaluator is not None or not wait or self._stop.is_set():
+            if self.inference is not None or not wait or self._stop.is_set():
                 return
             time.sleep(0.2)
 
@@ -169,7 +169,7 @@ class SelfPlayWorker:
     def _keep_going(self) -> bool:
         now = time.monotonic()
         if self.server is not None:  # the server follows the weights; each answer says which
-            self.version = max(self.evaluator.version, 0)
+            self.version = max(self.inference.version, 0)
         elif now - self._last_poll >= WEIGHTS_POLL_S:
             self._last_poll = now
             self._poll_weights(wait=False)
@@ -215,7 +215,7 @@ class SelfPlayWorker:
         self._seed_calls += 1  # a second call in one life must not replay the first one's games
         try:
             _, stats = run_self_play(
-                self.evaluator,
+                self.inference,
                 self.cfg,
                 None,
                 seed=self.seed + (self._seed_calls - 1) * SEED_STRIDE,
@@ -230,7 +230,7 @@ class SelfPlayWorker:
     def _record_version(self) -> int:
         """The weights version a finished game is recorded with: the one of the last answer."""
         if self.server is not None:
-            self.version = max(self.evaluator.version, 0)
+            self.version = max(self.inference.version, 0)
         return self.version
 
 
@@ -303,7 +303,7 @@ class SelfPlayActor:
 
     def server_reconnects(self) -> int:
         """Times this actor lost its inference server and found it again (0 without one)."""
-        return int(getattr(self.worker.evaluator, "reconnects", 0))
+        return int(getattr(self.worker.inference, "reconnects", 0))
 
     def device(self) -> str:
         """Where this actor's network runs (``cpu`` or ``cuda``; ``server`` with a server)."""

@@ -1,6 +1,7 @@
 """The inference server of a GPU as a Ray actor: placed with its GPU, fed by the weights channel.
 
-`checkerzero.network.server.InferenceServer` batches the leaves of every self-play actor on its
+`checkerzero.inference_server.server.InferenceServer` batches the leaves of every self-play actor
+on its
 node; this shell gives it a place and weights. `ServerBody` (usable without Ray: tests, the
 benchmark) follows the run's weights channel as the actors do (the gate's best or the latest, one
 small GET a second, the bytes only when the version changes) and hands every new version to the
@@ -23,8 +24,8 @@ from typing import Any
 
 import ray
 
+from checkerzero.inference_server.server import InferenceServer, ServerSettings
 from checkerzero.network.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
-from checkerzero.network.server import InferenceServer, ServerSettings
 from checkerzero.store.replay import connect
 from checkerzero.store.weights import WeightsChannel
 from game.encoding import NUM_PLANES, num_actions

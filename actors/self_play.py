@@ -32,19 +32,16 @@ from typing import Any
 import numpy as np
 
 from checkerzero.store.live import make_live
-from game import _core
 from game import openings as op
 from game.egdb import DRAW, WIN
 from game.egdb.build import database_from_config
 from game.encoding import META_WHITE_TO_MOVE
-from game.mcts import Evaluator, PlayoutCap, StepTimes, draw_search, new_search, step
-from game.pdn import PdnGame, game_from_position
-from game.position import END_REASONS, RESULT_TEXT, Position
+from game.mcts import Inference, PlayoutCap, StepTimes, draw_search, new_search, step
+from game.position import RESULT_TEXT, Position
 from game.records import RESIGNED, GameRecord, Result, Termination, sparse_visits
 
 log = logging.getLogger(__name__)
 
-PDN_GAME_TYPE_ENGLISH = "21"  # PDN's GameType for English draughts (8x8, Black moves first)
 _META_JUMPING_SHIFT, _META_JUMPING_MASK = 1, 0x3F  # square + 1 of a piece in mid multi-jump
 # Root WDL index of a loss for the side to move.
 _LOSS = 2
@@ -115,7 +112,7 @@ class SelfPlayStats:
     evaluations: int  # leaves sent to the network
     batches: int  # forward passes
     seconds: float
-    network_s: float  # inside evaluator.evaluate
+    network_s: float  # inside inference.evaluate
     tree_s: float  # inside gather() and expand() (C++)
     full_positions: int = 0  # of `positions`, those searched fully (all without a playout cap)
     dropped: int = 0  # finished games whose record failed validation: logged, not kept or sent
@@ -222,7 +219,7 @@ class _LiveTracker:
 
 
 def play_games(
-    evaluator: Evaluator,
+    inference: Inference,
     cfg: Mapping[str, Any],
     n_games: int,
     openings: Sequence[op.Opening] | None = None,
@@ -236,14 +233,14 @@ def play_games(
     """Plays `n_games` games (config groups game, mcts, selfplay) and returns their records.
 
     `openings` None takes them from the config (`selfplay.openings`: deck or start). The same
-    seed, evaluator and config give the same games. `stop`, checked once per forward pass,
+    seed, inference and config give the same games. `stop`, checked once per forward pass,
     ends early when it returns True: the finished games are returned, games in progress dropped.
     `on_live`, when given, gets slot 0's game so far (a `checkerzero.store.live.make_live`
     dict: the moves in notation, the opening, the weights version, the actor id) at its start
     and after each move.
     """
     return run_self_play(
-        evaluator,
+        inference,
         cfg,
         n_games,
         openings,
@@ -319,7 +316,7 @@ class _Hooks(SelfPlayObserver):
 
 
 def run_self_play(
-    evaluator: Evaluator,
+    inference: Inference,
     cfg: Mapping[str, Any],
     n_games: int,
     openings: Sequence[op.Opening] | None = None,
@@ -462,7 +459,7 @@ def run_self_play(
         for i in mcts.ready():
             decide(i)
         network_before, tree_before = times.network_s, times.tree_s
-        n = step(mcts, evaluator, times)
+        n = step(mcts, inference, times)
         if n == 0:
             continue
         evaluations += n
@@ -519,74 +516,3 @@ def resign_false_positive_rate(records: Sequence[GameRecord]) -> tuple[float, in
         lost = r.result == (Result.BLACK_WIN if white else Result.WHITE_WIN)
         wrong += not lost
     return wrong / len(fired), len(fired)
-
-
-# ----------------------------------------------------------------------------------------------
-# PDN
-# ----------------------------------------------------------------------------------------------
-
-TERMINATION_TEXT = {
-    **END_REASONS,
-    Termination.RESIGNATION: "resignation",
-    Termination.DATABASE: "endgame database",
-}
-
-
-def start_game(record: GameRecord) -> _core.Game:
-    """The game at the record's first position (no history)."""
-    if record.num_decisions == 0:
-        raise ValueError("an empty record has no start position")
-    return _core.Game.from_packed(record.board_size, record.positions[0])
-
-
-def record_moves(record: GameRecord) -> list[str]:
-    """The record's moves in notation (a multi-jump is one move made of several decisions)."""
-    game = start_game(record)
-    moves: list[str] = []
-    turn: list[int] = []
-    before = game.copy()
-    for action in record.played:
-        if action == RESIGNED:
-            break
-        turn.append(int(action))
-        game.step(int(action))
-        if not game.mid_jump:
-            moves.append(str(before.move_of(turn)))
-            turn = []
-            before = game.copy()
-    return moves
-
-
-def record_to_pdn(
-    record: GameRecord,
-    index: int = 0,
-    openings: Sequence[op.Opening] = (),
-    tags: Mapping[str, str] | None = None,
-) -> PdnGame:
-    """A PdnGame for a record, with the standard tags (``tags`` adds to or replaces them).
-
-    A game that started from a ballot of ``openings`` (the record's ``opening_id``) is written
-    from the initial position with the ballot's moves first, as a person replays it; any other
-    start is a FEN set-up at the record's first position.
-    """
-    player = f"checkerzero v{record.network_version}"
-    game_tags = {
-        "Event": "checkerzero self-play",
-        "Round": str(index + 1),
-        "Black": player,
-        "White": player,
-    }
-    if record.board_size == 8:
-        game_tags["GameType"] = PDN_GAME_TYPE_ENGLISH
-    game_tags |= dict(tags or {})
-    game_tags["Termination"] = TERMINATION_TEXT[record.termination]
-    result = RESULT_TEXT[record.result]
-    start = Position.from_game(start_game(record))
-    moves = record_moves(record)
-    ballot = next((o for o in openings if o.id == record.opening_id), None)
-    if ballot is not None and ballot.moves:
-        game_tags["Opening"] = f"{ballot.name}: {' '.join(ballot.moves)}"
-        if ballot.size == record.board_size and ballot.fen == start.fen():
-            initial = Position(record.board_size)
-            return game_from_position(initial, [*ballot.moves, *moves], result, game_tags)
-    return game_from_position(start, moves, result, game_tags)

@@ -12,15 +12,10 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from checkerzero.config import SOURCE_CONF, compose, unknown_key_message
+from checkerzero.config import compose, conf_dir, unknown_key_message
 from checkerzero.config_schema import leaf_keys
 
-PACKAGE_CONF = Path(__file__).resolve().parents[1] / "checkerzero" / "conf"  # non-editable installs
 CONFIG_FILE = "config.yaml"
-
-
-def conf_dir() -> Path:
-    return SOURCE_CONF if (SOURCE_CONF / "config.yaml").is_file() else PACKAGE_CONF
 
 
 def load_config(name: str, overrides: Sequence[str], run_dir: Path | None = None) -> DictConfig:

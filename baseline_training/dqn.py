@@ -16,7 +16,8 @@ v = Q_target(s', argmax_a' Q_online(s', a')) over the legal a' of s':
 - the opponent moves in s': -gamma * v (negamax: the opponent's best is the mover's worst).
 
 Data comes in generations: ``games_per_generation`` games, a share of them against the current
-rung of the minimax ladder (``evaluation.players.make_player``) and the rest self-play, every
+rung of the minimax ladder (``evaluation.players.alphabeta.make_player``) and the rest self-play,
+every
 game started from an ACF ballot. Both sides' actions become transitions (Q-learning is
 off-policy, so the minimax opponent's moves teach too). The agent explores epsilon-greedily.
 When its wins and draws against the current rung reach ``promote_score`` over the last
@@ -52,8 +53,9 @@ from hydra.utils import instantiate
 from baseline_training.config import load_config, save_config
 from checkerzero.network.checkpoint import load_checkpoint, save_checkpoint
 from checkerzero.network.model import CheckersNet, model_config
-from evaluation.players import Player, make_player
-from evaluation.policy_player import AGENT_KEY, Q_AGENT
+from evaluation.players.base import Player
+from evaluation.players.make import make_player
+from evaluation.players.policy import AGENT_KEY, Q_AGENT
 from game import _core, encoding
 from game.openings import load_openings
 from game.position import Position

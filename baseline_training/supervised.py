@@ -11,7 +11,7 @@ mover's view. The archive is deduplicated and split by game (``baseline_training
 Agreement is counted by whole move, what a player sees: at each position where a move starts
 (until the rules end the game: players sometimes play on past a repetition), the network's move
 is the legal move with the highest probability (the product of its actions' probabilities,
-``evaluation.policy_player.move_log_probs``), and it agrees when that is the expert's move;
+``evaluation.players.policy.move_log_probs``), and it agrees when that is the expert's move;
 top-5 when the expert's move is among the five most probable. Both are also given for the
 positions with a choice (two or more legal moves), since a forced move always agrees.
 
@@ -49,9 +49,9 @@ from baseline_training.expert_games import (
     split_games,
     write_split_summary,
 )
-from checkerzero.network.inference import NetworkEvaluator
+from checkerzero.network.inference import NetworkInference
 from checkerzero.network.model import num_actions
-from evaluation.policy_player import move_log_probs
+from evaluation.players.policy import move_log_probs
 from evaluation.value_head_wdl import calibrate, format_table, sample_positions
 from game import encoding
 from game.pdn import PdnGame
@@ -61,7 +61,7 @@ from learner.trainer import Trainer
 logger = logging.getLogger(__name__)
 
 TOP_K = 5  # the published figure's wider agreement (top-5)
-EVAL_BATCH_GAMES = 64  # games scored per evaluator batch (a few thousand decisions)
+EVAL_BATCH_GAMES = 64  # games scored per inference batch (a few thousand decisions)
 CHECKPOINT_DIR = "checkpoints"
 METRICS_FILE = "metrics.csv"
 RESULTS_FILE = "results.json"
@@ -93,14 +93,14 @@ def batch_of(data: Decisions, rows: np.ndarray, size: int = 8) -> TrainBatch:
     )
 
 
-def agreement(evaluator, games: Sequence[PdnGame], max_positions: int = 0) -> Agreement:
+def agreement(inference, games: Sequence[PdnGame], max_positions: int = 0) -> Agreement:
     """Whole-move top-1/top-5 agreement of the network's policy with the games' moves."""
     ranks: list[int] = []
     choices: list[bool] = []
     pending: list[tuple[object, str]] = []  # (core game at a move start, expert move text)
 
     def flush() -> None:
-        scored = move_log_probs(evaluator, [g for g, _ in pending])
+        scored = move_log_probs(inference, [g for g, _ in pending])
         for (_, expert), (moves, scores) in zip(pending, scored, strict=True):
             texts = [str(m) for m in moves]
             mine = scores[texts.index(expert)]
@@ -141,9 +141,9 @@ def agreement(evaluator, games: Sequence[PdnGame], max_positions: int = 0) -> Ag
     )
 
 
-def snapshot_evaluator(model: torch.nn.Module) -> NetworkEvaluator:
-    """An evaluator over a copy of ``model`` (the evaluator changes its layout and mode)."""
-    return NetworkEvaluator(copy.deepcopy(model).cpu(), device="cpu", num_threads=None)
+def snapshot_inference(model: torch.nn.Module) -> NetworkInference:
+    """An inference over a copy of ``model`` (the inference changes its layout and mode)."""
+    return NetworkInference(copy.deepcopy(model).cpu(), device="cpu", num_threads=None)
 
 
 def prepare(cfg, run_dir: Path) -> tuple[dict[str, Decisions], dict[str, list[PdnGame]]]:
@@ -237,7 +237,7 @@ def train(cfg, run_dir: Path) -> dict:
             out_of_time = limit_s > 0 and time.monotonic() - t_start >= limit_s
             if step % int(cfg.eval_every_steps) == 0 or step == planned or out_of_time:
                 val = agreement(
-                    snapshot_evaluator(trainer.model), games["val"], int(cfg.val_positions)
+                    snapshot_inference(trainer.model), games["val"], int(cfg.val_positions)
                 )
                 logger.info(
                     "step %d | val top-1 %.3f top-5 %.3f (%d positions)",
@@ -267,11 +267,11 @@ def train(cfg, run_dir: Path) -> dict:
 
 def finish(cfg, run_dir: Path, model: torch.nn.Module, test: Sequence[PdnGame], step: int) -> dict:
     """Test agreement and the value head's calibration; written to ``results.json``."""
-    evaluator = snapshot_evaluator(model)
-    test_agreement = agreement(evaluator, test)
+    inference = snapshot_inference(model)
+    test_agreement = agreement(inference, test)
     rng = np.random.default_rng(int(cfg.split_seed))
     packed, outcome = sample_positions(test, int(cfg.calibration_per_game), rng)
-    rows = calibrate(evaluator, packed, outcome)
+    rows = calibrate(inference, packed, outcome)
     results = {
         "step": step,
         "test_games": len(test),

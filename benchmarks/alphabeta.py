@@ -19,7 +19,7 @@ Strength::
 
 Each depth d against d+1 (and random against depth 1, which ties random into the ladder) from
 the ACF 3-move deck, colours reversed, then every player's rating fitted by maximum likelihood
-with draws (evaluation.elo_fit.fit_ratings), random anchored at 0.
+with draws (evaluation.stats.fit.fit_ratings), random anchored at 0.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evaluation.elo import match_elo
-from evaluation.elo_fit import fit_ratings
-from evaluation.game_records import MatchResult
-from evaluation.ladder_play import rung_results
-from evaluation.match_workers import run_match
-from evaluation.players import EvalWeights, alphabeta
+from evaluation.ladder.rungs import rung_results
+from evaluation.matches.records import MatchResult
+from evaluation.matches.workers import run_match
+from evaluation.players.alphabeta import EvalWeights, alphabeta
+from evaluation.stats.elo import match_elo
+from evaluation.stats.fit import fit_ratings
 from game import Position
 from game.openings import load_openings
 

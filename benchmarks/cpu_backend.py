@@ -1,9 +1,9 @@
-"""The CPU backends of ``NetworkEvaluator`` side by side, on one core: eager (torch as written),
+"""The CPU backends of ``NetworkInference`` side by side, on one core: eager (torch as written),
 jit (a frozen TorchScript graph) and cpp (the compiled core's forward pass, the default).
 
 Two measurements, each interleaving the backends so both see the same load on a shared machine:
 
-- evaluations per CPU-second of ``NetworkEvaluator.evaluate`` (the whole call: checks, forward,
+- evaluations per CPU-second of ``NetworkInference.evaluate`` (the whole call: checks, forward,
   masked softmaxes, NumPy out) at each batch size, on positions a few plies after ACF ballots;
   the median over ``--rounds`` rounds, each timing every backend for ``--seconds``;
 - timed moves: ``<checkpoint>:t<ms>,backend=B`` players search the same positions (a fresh tree
@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from checkerzero.network.inference import load_for_play
-from evaluation.players import make_player
+from evaluation.players.make import make_player
 from game.encoding import encode_games
 from game.openings import acf_deck
 from game.position import Position
@@ -64,7 +64,7 @@ def per_cpu_second(fn, seconds: float) -> float:
 
 
 def bench_batches(args: argparse.Namespace) -> None:
-    evaluators = {
+    inferences = {
         b: load_for_play(args.checkpoint, 8, device="cpu", dtype="float32", backend=b)[0]
         for b in COMPARED
     }
@@ -78,7 +78,7 @@ def bench_batches(args: argparse.Namespace) -> None:
         rates: dict[str, list[float]] = {b: [] for b in COMPARED}
         x, m = planes[:batch], mask[:batch]
         for _ in range(args.rounds):
-            for name, ev in evaluators.items():
+            for name, ev in inferences.items():
                 call = lambda ev=ev: ev.evaluate(x, m)  # noqa: E731, B023
                 rates[name].append(batch * per_cpu_second(call, args.seconds))
         med = {b: statistics.median(r) for b, r in rates.items()}

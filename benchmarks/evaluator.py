@@ -4,13 +4,14 @@
         [--pairs 4] [--side-by-side 2,4] [--leaves N] [--device cpu] [--threads 1]
 
 The in-run evaluator plays a candidate's 32 ladder games in pairs against the rungs next to
-its estimate. One pair after another (``evaluation.game_play.play_pair``), each network move is a
-search of its own, ``leaves_per_game`` positions a forward pass; side by side
-(``evaluation.game_play.play_pairs``, what the evaluator does with its neighbour rungs) the games of
-K pairs share their forward passes. The script plays the same openings both ways with the same
-network, in this process, and prints games/s for each, the ratio, the mean forward-pass batch
-and how many games came out move for move the same (all, in exact arithmetic; a network whose
-outputs vary with the batch, bf16 on a GPU, may differ by a move now and then).
+its estimate. One pair after another (``evaluation.matches.games.play_pair``), each network
+move is a search of its own, ``leaves_per_game`` positions a forward pass; side by side
+(``evaluation.matches.games.play_pairs``, what the evaluator does with its neighbour rungs) the
+games of K pairs share their forward passes. The script plays the same openings both ways with
+the same network, in this process, and prints games/s for each, the ratio, the mean
+forward-pass batch and how many games came out move for move the same (all, in exact
+arithmetic; a network whose outputs vary with the batch, bf16 on a GPU, may differ by a
+move now and then).
 """
 
 from __future__ import annotations
@@ -19,17 +20,17 @@ import argparse
 import time
 from pathlib import Path
 
-from evaluation.game_play import PairPlan, play_pair, play_pairs
-from evaluation.ladder_play import ladder_player
-from evaluation.mcts_player import MCTSPlayer
-from evaluation.network_player import checkpoint_player
-from evaluation.player_defaults import default_mcts_settings
+from evaluation.ladder.rungs import ladder_player
+from evaluation.matches.games import PairPlan, play_pair, play_pairs
+from evaluation.players.defaults import default_mcts_settings
+from evaluation.players.mcts import MCTSPlayer
+from evaluation.players.network import checkpoint_player
 from game.openings import acf_deck
 from game.position import Position
 from play.settings import shipped_network
 
 
-class CountingEvaluator:
+class CountingInference:
     """Passes every batch to ``inner`` and counts the batches and positions."""
 
     def __init__(self, inner) -> None:
@@ -70,7 +71,7 @@ def main() -> None:
         threads=args.threads,
         name="net",
     )
-    counter = CountingEvaluator(base.evaluator)
+    counter = CountingInference(base.inference)
 
     def player() -> MCTSPlayer:
         return MCTSPlayer(counter, base.settings, name="net", size=base.size)

@@ -1,9 +1,9 @@
-"""Inference throughput: the full ``NetworkEvaluator`` path against the raw forward-pass ceiling.
+"""Inference throughput: the full ``NetworkInference`` path against the raw forward-pass ceiling.
 
 For each model (a ``conf/model/<name>.yaml``), thread count and batch size, two numbers measured
 in the same run:
 
-- wrapper: ``NetworkEvaluator.evaluate`` on NumPy planes and masks, i.e. what self-play pays:
+- wrapper: ``NetworkInference.evaluate`` on NumPy planes and masks, i.e. what self-play pays:
   validation, host->device copy (pinned on CUDA), forward, masked softmax, copy back;
 - raw: the same model (same device, layout, dtype and compile setting) on a synthetic input that
   already lives on the device, forward only, run eagerly; the eager wrapper's ceiling. The
@@ -38,7 +38,7 @@ import torch
 from checkerzero.config import ConfigError, compose
 from checkerzero.network.inference import (
     BACKENDS,
-    NetworkEvaluator,
+    NetworkInference,
     compute_dtype,
     preferred_memory_format,
     select_device,
@@ -64,7 +64,7 @@ class Row:
     precision: str  # the autocast dtype's name: float32, bfloat16
     threads: int
     batch: int
-    wrapper: float  # evaluations per second through NetworkEvaluator
+    wrapper: float  # evaluations per second through NetworkInference
     raw: float  # evaluations per second, forward pass only
 
 
@@ -135,7 +135,7 @@ def bench_model(
     model = CheckersNet(cfg).eval()
     params = count_parameters(model)
     dtype = compute_dtype(precision, device)
-    evaluator = NetworkEvaluator(
+    inference = NetworkInference(
         copy.deepcopy(model), device=device, compile=args.compile, dtype=dtype, backend=args.backend
     )
     memory_format = preferred_memory_format(device)
@@ -147,7 +147,7 @@ def bench_model(
         planes, mask = synthetic_inputs(cfg, batch, seed=batch)
         x = torch.from_numpy(planes).to(device).contiguous(memory_format=memory_format)
         wrapper, raw = bench_cell(
-            evaluator, raw_forward, planes, mask, x, args.seconds, warmup, CLOCKS[args.clock], dtype
+            inference, raw_forward, planes, mask, x, args.seconds, warmup, CLOCKS[args.clock], dtype
         )
         precision_name = str(dtype).removeprefix("torch.")
         rows.append(Row(name, params, precision_name, threads, batch, wrapper * batch, raw * batch))
@@ -156,7 +156,7 @@ def bench_model(
 
 
 def bench_cell(
-    evaluator: NetworkEvaluator,
+    inference: NetworkInference,
     raw_forward: Callable[[torch.Tensor], object],
     planes: np.ndarray,
     mask: np.ndarray,
@@ -178,7 +178,7 @@ def bench_cell(
         ):
             return raw_forward(x)
 
-    wrapper = time_calls(lambda: evaluator.evaluate(planes, mask), seconds, warmup, sync, clock)
+    wrapper = time_calls(lambda: inference.evaluate(planes, mask), seconds, warmup, sync, clock)
     return wrapper, time_calls(raw_call, seconds, warmup, sync, clock)
 
 

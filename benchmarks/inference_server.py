@@ -36,15 +36,15 @@ import numpy as np
 import torch
 
 from checkerzero.config import compose
+from checkerzero.inference_server.client import RemoteInference
+from checkerzero.inference_server.server import InferenceServer, ServerSettings
 from checkerzero.network.inference import (
-    NetworkEvaluator,
+    NetworkInference,
     compute_dtype,
     preferred_memory_format,
     select_device,
 )
 from checkerzero.network.model import CheckersNet, model_config
-from checkerzero.network.remote import RemoteEvaluator
-from checkerzero.network.server import InferenceServer, ServerSettings
 from game.encoding import NUM_PLANES, num_actions
 
 LEGAL_FRACTION = 0.08  # about 10 of 128 actions legal, typical of a checkers middlegame
@@ -115,7 +115,7 @@ def synthetic(n: int, actions: int, size: int, seed: int) -> tuple[np.ndarray, n
 def _client(address: str, size: int, leaves: int, k: int, start, seconds: float, out) -> None:
     torch.set_num_threads(1)
     planes, mask = synthetic(leaves, num_actions(size), size, seed=k)
-    client = RemoteEvaluator(address, NUM_PLANES, size, num_actions(size), leaves)
+    client = RemoteInference(address, NUM_PLANES, size, num_actions(size), leaves)
     client.evaluate(planes, mask)  # connected and warm
     start.wait()
     rows, t0 = 0, time.perf_counter()
@@ -136,11 +136,11 @@ def _self_play(cfg_container: dict, address: str | None, device: str, k: int, st
     size = int(cfg.game.size)
     if address is not None:
         capacity = int(cfg.selfplay.games_in_parallel) * int(cfg.mcts.leaves_per_game)
-        ev = RemoteEvaluator(address, NUM_PLANES, size, num_actions(size), capacity)
+        ev = RemoteInference(address, NUM_PLANES, size, num_actions(size), capacity)
     else:
         torch.manual_seed(0)
         net = CheckersNet(model_config(cfg.model, size))
-        ev = NetworkEvaluator(net, device=device, dtype=str(cfg.selfplay.precision))
+        ev = NetworkInference(net, device=device, dtype=str(cfg.selfplay.precision))
     t_end = time.monotonic() + args.warmup
     run_self_play(ev, cfg, None, seed=k, observer=StopAt(t_end))
     start.wait()

@@ -1,12 +1,12 @@
 """Search speed: the batched C++ tree against OpenSpiel's MCTS, measured in the same run.
 
 Tree mode (default): simulations per second of `BatchedMCTS` on one core with the uniform
-evaluator (equal priors, draw value), so the tree and the Python round trip are all that is
-measured: every batch goes gather() -> evaluator -> expand() through Python, as in self-play.
+inference (equal priors, draw value), so the tree and the Python round trip are all that is
+measured: every batch goes gather() -> inference -> expand() through Python, as in self-play.
 Beside it, in the same run:
 
 * OpenSpiel's Python MCTS (`open_spiel.python.algorithms.mcts.MCTSBot`) with a constant
-  evaluator (uniform priors, value 0): the same work per simulation as ours, in Python.
+  inference (uniform priors, value 0): the same work per simulation as ours, in Python.
 * OpenSpiel's C++ MCTS (`pyspiel.MCTSBot`) with `RandomRolloutEvaluator(1)`: different work
   (a random playout to the end instead of a network call; no priors), the usual reference.
 
@@ -45,7 +45,7 @@ from omegaconf import OmegaConf
 from actors.self_play import StopAt, run_self_play
 from checkerzero.config import compose
 from game import _core
-from game.mcts import Evaluator, UniformEvaluator, new_search, step
+from game.mcts import Inference, UniformInference, new_search, step
 
 TARGET_SIMS_PER_S = 500_000  # issue 4: the tree must not be what limits self-play
 TARGET_TREE_GLUE_SHARE = 0.20  # issue 4: tree + glue under 20% of self-play time on CPU
@@ -62,12 +62,12 @@ def ours(games: int, simulations: int, leaves: int, seconds: float) -> dict[str,
     cfg = dict(compose().mcts)
     cfg.update(simulations=simulations, leaves_per_game=leaves, dirichlet_epsilon=0.25)
     mcts = new_search(games, 8, cfg, seed=1)
-    evaluator = UniformEvaluator()
+    inference = UniformInference()
     sims = evals = batches = 0
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         before = sum(mcts.root_child_visits(i) for i in range(games))
-        while (n := step(mcts, evaluator)) > 0:
+        while (n := step(mcts, inference)) > 0:
             evals += n
             batches += 1
         sims += sum(mcts.root_child_visits(i) for i in range(games)) - before
@@ -131,7 +131,7 @@ def tree_mode(args: argparse.Namespace) -> None:
     r = ours(args.games, args.simulations, args.leaves, args.seconds)
     print(
         f"checkerzero BatchedMCTS, {args.games} games x {args.simulations} simulations, "
-        f"{args.leaves} leaves/game, uniform evaluator, one core:"
+        f"{args.leaves} leaves/game, uniform inference, one core:"
     )
     print(
         f"  {r['sims_per_s']:>12,.0f} simulations/s  ({r['evals_per_s']:,.0f} leaf evaluations/s, "
@@ -141,7 +141,7 @@ def tree_mode(args: argparse.Namespace) -> None:
     py = openspiel_python(args.peer_simulations, args.seconds)
     if py is not None:
         print(
-            f"OpenSpiel Python MCTSBot, constant evaluator (same work):  {py:>10,.0f} sims/s  "
+            f"OpenSpiel Python MCTSBot, constant inference (same work):  {py:>10,.0f} sims/s  "
             f"-> ours x{r['sims_per_s'] / py:,.0f}"
         )
     cpp = openspiel_cpp(args.peer_simulations, args.seconds)
@@ -152,22 +152,22 @@ def tree_mode(args: argparse.Namespace) -> None:
         )
 
 
-def network_evaluator(checkpoint: str | None, precision: str = "auto") -> tuple[Evaluator, str]:
+def network_inference(checkpoint: str | None, precision: str = "auto") -> tuple[Inference, str]:
     # torch only for this mode: the tree benchmark's numbers come from a process without it.
-    from checkerzero.network.inference import NetworkEvaluator, load_for_play
+    from checkerzero.network.inference import NetworkInference, load_for_play
     from checkerzero.network.model import CheckersNet, model_config
 
     if checkpoint is not None:
-        evaluator, _ = load_for_play(checkpoint, 8, dtype=precision)
-        return evaluator, f"{checkpoint} in {_dtype_name(evaluator)}"
-    evaluator = NetworkEvaluator(CheckersNet(model_config(compose().model, 8)), dtype=precision)
-    return evaluator, (
-        f"a fresh network of the default model config (conf/model/) in {_dtype_name(evaluator)}"
+        inference, _ = load_for_play(checkpoint, 8, dtype=precision)
+        return inference, f"{checkpoint} in {_dtype_name(inference)}"
+    inference = NetworkInference(CheckersNet(model_config(compose().model, 8)), dtype=precision)
+    return inference, (
+        f"a fresh network of the default model config (conf/model/) in {_dtype_name(inference)}"
     )
 
 
-def _dtype_name(evaluator: Any) -> str:
-    return str(evaluator.compute_dtype).removeprefix("torch.")
+def _dtype_name(inference: Any) -> str:
+    return str(inference.compute_dtype).removeprefix("torch.")
 
 
 def selfplay_mode(args: argparse.Namespace) -> None:
@@ -178,13 +178,13 @@ def selfplay_mode(args: argparse.Namespace) -> None:
     cfg["selfplay"]["games_in_parallel"] = args.games
     if args.simulations_set:
         cfg["mcts"]["simulations"] = args.simulations
-    evaluator, name = network_evaluator(args.checkpoint, args.precision)
+    inference, name = network_inference(args.checkpoint, args.precision)
     if args.playout_cap:
-        playout_cap_arms(cfg, evaluator, name, args)
+        playout_cap_arms(cfg, inference, name, args)
         return
     deadline = time.perf_counter() + args.seconds
     _, st = run_self_play(
-        evaluator, cfg, args.games, None, seed=0, observer=StopAt(deadline, time.perf_counter)
+        inference, cfg, args.games, None, seed=0, observer=StopAt(deadline, time.perf_counter)
     )
     tree_glue = (st.tree_s + st.glue_s) / st.seconds
     verdict = "met" if tree_glue < TARGET_TREE_GLUE_SHARE else "NOT met"
@@ -203,7 +203,7 @@ def selfplay_mode(args: argparse.Namespace) -> None:
     )
 
 
-def playout_cap_arms(cfg: dict, evaluator: Evaluator, name: str, args: argparse.Namespace) -> None:
+def playout_cap_arms(cfg: dict, inference: Inference, name: str, args: argparse.Namespace) -> None:
     """Self-play without and with playout cap randomization, `args.seconds` each, one run."""
     cap = cfg["selfplay"]["playout_cap"]
     print(
@@ -215,7 +215,7 @@ def playout_cap_arms(cfg: dict, evaluator: Evaluator, name: str, args: argparse.
         cap["enabled"] = enabled
         deadline = time.perf_counter() + args.seconds
         _, st = run_self_play(
-            evaluator, cfg, None, None, seed=0, observer=StopAt(deadline, time.perf_counter)
+            inference, cfg, None, None, seed=0, observer=StopAt(deadline, time.perf_counter)
         )
         print(
             f"  playout cap {'on ' if enabled else 'off'}: {st.positions / st.seconds:7,.1f} "

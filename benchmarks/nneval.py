@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from evaluation.players import alphabeta
+from evaluation.players.alphabeta import alphabeta
 from game import _core, nneval
 from game.position import Position
 

@@ -16,7 +16,7 @@ then a measured call of `--seconds` s, all N at once. Figures per N:
 - time: the share of the actors' time in the network (forward passes), the tree (C++ gather and
   expand) and the glue (Python decisions, records, Redis writes, weight polls);
 - bare: the same self-play (same network shape and config, `run_self_play` with a
-  `NetworkEvaluator`) in N plain processes, no Ray, no Redis, timed the same way: what the
+  `NetworkInference`) in N plain processes, no Ray, no Redis, timed the same way: what the
   machine itself gives N processes. Actors/bare is the loop's own overhead; bare scaling below
   linear is the machine's (cores shared with other work, memory bandwidth, turbo). `--no-bare`
   skips it.
@@ -126,12 +126,12 @@ def _bare_worker(job: tuple[dict, int, float, float]) -> dict:
     import torch
 
     from actors.self_play import StopAt, run_self_play
-    from checkerzero.network.inference import NetworkEvaluator
+    from checkerzero.network.inference import NetworkInference
 
     cfg, seed, warmup, seconds = job
     torch.set_num_threads(int(cfg["selfplay"].get("torch_threads", 1)))
     model = CheckersNet(model_config(cfg["model"], cfg["game"]["size"]))
-    evaluator = NetworkEvaluator(
+    evaluator = NetworkInference(
         model,
         device="cpu",
         dtype=cfg["selfplay"]["precision"],

@@ -10,7 +10,7 @@ with MCTS at ``--sims`` simulations per decision (no noise, most visited move) a
 ``--games`` games against each ladder player (``random``, ``minimax:1`` .. ``minimax:N``) from
 the ACF 3-move deck, colours reversed. The rungs also play each other (``--ladder-games`` per
 adjacent pair), and every player's rating is fitted by maximum likelihood with draws
-(evaluation.elo_fit.fit_ratings, BayesElo's model, first-move advantage), random anchored at 0.
+(evaluation.stats.fit.fit_ratings, BayesElo's model, first-move advantage), random anchored at 0.
 
 Search budget::
 
@@ -31,7 +31,7 @@ side, its score and Elo over minimax with the 95% interval, and what each search
 move: the network's mean simulations beside minimax's mean depth and nodes.
 
 Games run on a process pool (``--workers``) or Ray (``--ray``), one task per game pair, each
-worker loading the checkpoint itself (evaluation.match_workers.run_match). ``--out DIR`` writes
+worker loading the checkpoint itself (evaluation.matches.workers.run_match). ``--out DIR`` writes
 every game as PDN and the fitted ratings as CSV.
 """
 
@@ -45,11 +45,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from evaluation.elo import PairResult, Ratings, match_elo
-from evaluation.elo_fit import fit_ratings
-from evaluation.game_records import MatchResult
-from evaluation.ladder_play import pair_results, rung_results
-from evaluation.match_workers import run_match
+from evaluation.ladder.rungs import pair_results, rung_results
+from evaluation.matches.records import MatchResult
+from evaluation.matches.workers import run_match
+from evaluation.stats.elo import PairResult, Ratings, match_elo
+from evaluation.stats.fit import fit_ratings
 from game.openings import load_openings
 from game.pdn import write_pdn
 from play.settings import shipped_network

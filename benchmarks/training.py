@@ -41,7 +41,7 @@ from checkerzero.network.model import count_parameters
 from checkerzero.store.redis_server import EmbeddedRedis
 from checkerzero.store.replay import ReplayStore, connect
 from game import encoding, records
-from game.mcts import UniformEvaluator
+from game.mcts import UniformInference
 from learner.losses import TrainBatch
 from learner.mirror import ReplayMirror
 from learner.prefetcher import MirrorPrefetcher
@@ -102,7 +102,7 @@ def fill_store(store: ReplayStore, cfg, games: int) -> tuple[int, int, float]:
         def on_record(self, record: records.GameRecord) -> None:
             put(record)
 
-    run_self_play(UniformEvaluator(), play_cfg, games, seed=1, observer=Store(), keep_records=False)
+    run_self_play(UniformInference(), play_cfg, games, seed=1, observer=Store(), keep_records=False)
     stats = store.stats()
     return stats.window_games, stats.window_positions, float(np.mean(sizes))
 

@@ -13,6 +13,7 @@ valid names (`override_error_message`).
 from __future__ import annotations
 
 import difflib
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,16 +30,33 @@ from checkerzero.network.header import SHAPE_KEYS, read_model_shape, shape_text
 from game.encoding import NUM_PLANES
 from game.mcts import SEARCH_PARAMETERS
 
-SOURCE_CONF = Path(__file__).resolve().parents[1] / "conf"
-PACKAGE_CONF = "pkg://checkerzero.conf"  # where a non-editable install puts conf/ (CMakeLists.txt)
+SOURCE_CONF = Path(__file__).resolve().parents[1] / "conf"  # a checkout's, editable installs
+INSTALLED_CONF = Path(__file__).resolve().parent / "conf"  # a non-editable install's copy
+PACKAGE_CONF = "pkg://checkerzero.conf"  # the same copy as Hydra names it (CMakeLists.txt)
 
 # `${encoder_planes:}` in conf/model: the network's input planes are the encoder's, not a choice.
 OmegaConf.register_new_resolver("encoder_planes", lambda: NUM_PLANES, replace=True)
 
 
+def conf_dir() -> Path:
+    """The one place conf/ is found: the checkout's when running from source (or an editable
+    install), else the copy a non-editable install carries inside this package."""
+    return SOURCE_CONF if (SOURCE_CONF / "config.yaml").is_file() else INSTALLED_CONF
+
+
 def config_path() -> str:
-    """The checkout's conf/ when running from source, else the copy inside the package."""
-    return str(SOURCE_CONF) if (SOURCE_CONF / "config.yaml").is_file() else PACKAGE_CONF
+    """conf/ as Hydra takes it: `conf_dir` as a folder, or the package's copy by module."""
+    return str(SOURCE_CONF) if conf_dir() == SOURCE_CONF else PACKAGE_CONF
+
+
+@functools.cache
+def default_config() -> DictConfig:
+    """The default composition (no overrides), composed once per process: what library code
+    reads when a caller gives it no settings of its own (the players' search defaults). Entry
+    points compose with their overrides (`compose`) and pass settings down instead."""
+    cfg = compose()
+    OmegaConf.set_readonly(cfg, True)
+    return cfg
 
 
 class ConfigError(ValueError):

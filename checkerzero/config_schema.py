@@ -222,11 +222,12 @@ def _redis_url_problem(v: Any) -> str | None:
     return None if port is None or port > 0 else "port 0"
 
 
-LADDER_TABLE_FIRST_LINE = b"# checkerzero ladder ratings"  # evaluation.ladder_table writes it
+LADDER_TABLE_FIRST_LINE = b"# checkerzero ladder ratings"  # evaluation.ladder.table writes it
 
 
 def _ladder_table_problem(v: Any) -> str | None:
-    """The first line of a rated table (evaluation.settings reads the rest before the run)."""
+    """The first line of a rated table (evaluation.evaluator.settings reads the rest before the
+    run)."""
     if v == "package":
         return None
     path = str(Path(v).expanduser()) if isinstance(v, str) and v.strip() else v

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from checkerzero import metric_names as M
 from checkerzero.run_files import (
     ELO_BY_STEP_PNG,
     LOSS_PNG,
@@ -39,23 +40,23 @@ from checkerzero.store.replay import redact_url
 
 logger = logging.getLogger(__name__)
 
-STEP_METRIC = "learner/step"  # W&B's x axis for every chart (define_metric)
-WALL_METRIC = "learner/wall_s"  # an alternative x axis: the run's seconds, resumes summed
-EVAL_PREFIX = "eval/"
-EVAL_STEP = "eval/step"  # the training step of the evaluated candidate's weights
+STEP_METRIC = M.STEP  # W&B's x axis for every chart (define_metric)
+WALL_METRIC = M.WALL_S  # an alternative x axis: the run's seconds, resumes summed
+EVAL_PREFIX = M.EVAL_PREFIX
+EVAL_STEP = M.EVAL_STEP  # the training step of the evaluated candidate's weights
 # Plots drawn into the run directory: file name -> the metric keys it shows. Every name is
 # distinct from the evaluator's own plots under eval/ (checkerzero.run_files).
 ELO_PLOT = ELO_BY_STEP_PNG  # each rating once, at its weights' training step
 PLOTS = {
     LOSS_PNG: (
-        "learner/loss_policy",
-        "learner/loss_value",
-        "learner/loss_total",
-        "learner/loss_moves_left",  # only with the moves-left head
+        M.LOSS_POLICY,
+        M.LOSS_VALUE,
+        M.LOSS_TOTAL,
+        M.LOSS_MOVES_LEFT,  # only with the moves-left head
     ),
-    ELO_PLOT: ("eval/elo",),
-    THROUGHPUT_PNG: ("selfplay/positions_per_s", "learner/samples_per_s"),
-    REPLAY_PNG: ("replay/window_positions", "replay/positions_added"),
+    ELO_PLOT: (M.EVAL_ELO,),
+    THROUGHPUT_PNG: (M.SELFPLAY_POSITIONS_PER_S, M.SAMPLES_PER_S),
+    REPLAY_PNG: (M.REPLAY_WINDOW_POSITIONS, M.REPLAY_POSITIONS_ADDED),
 }
 # Each plot's axes: (x axis, y label); x is "step" (the training step) or "minutes" (the run's
 # own minutes, learner/wall_s where the row has it).
@@ -108,8 +109,8 @@ class MetricsLogger:
         wall = row.get(WALL_METRIC, now - self._t0)  # a row without it: since this logger began
         self._wandb.log(row | {STEP_METRIC: step, WALL_METRIC: round(wall, 3)})
         evaluation = {k: v for k, v in metrics.items() if k.startswith(EVAL_PREFIX)}
-        key = (evaluation.get("eval/version", math.nan), evaluation.get("eval/elo", math.nan))
-        if "eval/version" not in evaluation or key == self._eval_logged:
+        key = (evaluation.get(M.EVAL_VERSION, math.nan), evaluation.get(M.EVAL_ELO, math.nan))
+        if M.EVAL_VERSION not in evaluation or key == self._eval_logged:
             return
         self._eval_logged = key
         self._wandb.log(evaluation | {STEP_METRIC: int(evaluation.get(EVAL_STEP, step))})
@@ -218,7 +219,7 @@ def _init_wandb(
         run.define_metric(STEP_METRIC)
         for group in ("learner", "selfplay", "replay", "eval"):
             run.define_metric(f"{group}/*", step_metric=STEP_METRIC)
-        run.define_metric("eval/elo", step_metric=STEP_METRIC, summary="max,last")
+        run.define_metric(M.EVAL_ELO, step_metric=STEP_METRIC, summary="max,last")
         return run
     except Exception as exc:  # W&B must never stop a training run
         logger.warning("W&B init failed (%s); metrics go to CSV and PNG only", exc)
@@ -357,18 +358,18 @@ def elo_points(
     that is missing, and keeps its newest fit."""
     by_time: dict[float, dict[str, float]] = defaultdict(dict)
     row_step: dict[float, int] = {}
-    for key in ("eval/version", "eval/elo", "eval/elo_lower", "eval/elo_upper", EVAL_STEP):
+    for key in (M.EVAL_VERSION, M.EVAL_ELO, M.EVAL_ELO_LOWER, M.EVAL_ELO_UPPER, EVAL_STEP):
         for step, t, value in series.get(key, []):
             by_time[t][key] = value
             row_step[t] = step
     rated: dict[int, tuple[int, float, float, float, float]] = {}
     for t in sorted(by_time):
         row = by_time[t]
-        if "eval/version" not in row or "eval/elo" not in row:
+        if M.EVAL_VERSION not in row or M.EVAL_ELO not in row:
             continue
-        version, elo = int(row["eval/version"]), row["eval/elo"]
+        version, elo = int(row[M.EVAL_VERSION]), row[M.EVAL_ELO]
         step = int(row.get(EVAL_STEP, row_step[t]))
-        lower, upper = row.get("eval/elo_lower", elo), row.get("eval/elo_upper", elo)
+        lower, upper = row.get(M.EVAL_ELO_LOWER, elo), row.get(M.EVAL_ELO_UPPER, elo)
         lower, upper = (b if math.isfinite(b) else elo for b in (lower, upper))
         rated[version] = (version, step, elo, lower, upper)
     return [rated[v] for v in sorted(rated)]

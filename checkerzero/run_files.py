@@ -50,6 +50,7 @@ STATE_PATTERN = re.compile(r"^state_(\d{8})\.safetensors$")  # under CHECKPOINT_
 WEIGHTS_DIR = "weights"  # under CHECKPOINT_DIR: the network at each checkpoint, promoted ones
 STEP_PATTERN = re.compile(r"^step_(\d{8})\.safetensors$")  # under WEIGHTS_DIR
 BEST_GLOB = "best_v*.safetensors"  # under WEIGHTS_DIR
+BEST_PATTERN = re.compile(r"^best_v(\d{5,})\.safetensors$")  # under WEIGHTS_DIR
 
 
 def state_name(step: int) -> str:
@@ -65,6 +66,12 @@ def step_name(step: int) -> str:
 def best_name(version: int) -> str:
     """A promoted version's network (under WEIGHTS_DIR)."""
     return f"best_v{version:05d}.safetensors"
+
+
+def best_version(name: str) -> int | None:
+    """The version of a promoted network's file name (`best_name`), None for any other name."""
+    m = BEST_PATTERN.match(name)
+    return int(m.group(1)) if m else None
 
 
 # --- games -----------------------------------------------------------------------------------

@@ -50,8 +50,8 @@ def main(argv: list[str] | None = None) -> None:
         games[i] for i in rng.choice(len(games), size=min(args.games, len(games)), replace=False)
     ]
     packed, outcome = sample_positions(picked, args.per_game, rng)
-    evaluator, _ = load_for_play(args.checkpoint, 8)
-    rows = calibrate(evaluator, packed, outcome)
+    inference, _ = load_for_play(args.checkpoint, 8)
+    rows = calibrate(inference, packed, outcome)
     print(format_table(rows))
     if args.csv:
         with args.csv.open("w", newline="") as f:

@@ -9,8 +9,8 @@ every game as PDN (tags: players, opening, result, termination) and the figures 
 network that searches to a number of simulations plays ``--side-by-side`` pairs at once in each
 worker, its games' searches batched into one forward pass. With ``--journal FILE`` each
 finished game pair is written to FILE as it ends, and a match started again with the same FILE
-plays only the pairs it lacks (`evaluation.match_journal`): a four-hour timed match can stop and
-go on. The matches themselves are `evaluation.match_workers`.
+plays only the pairs it lacks (`evaluation.matches.journal`): a four-hour timed match can stop and
+go on. The matches themselves are `evaluation.matches.workers`.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from checkerzero.config import compose
-from evaluation.game_play import DEFAULT_MAX_PLIES
-from evaluation.game_records import PairRecord
-from evaluation.match_journal import MatchJournal
-from evaluation.match_workers import SIDE_BY_SIDE, run_match
-from evaluation.player_defaults import eval_mcts_settings
-from evaluation.players import minimax_options
+from evaluation.matches.games import DEFAULT_MAX_PLIES
+from evaluation.matches.journal import MatchJournal
+from evaluation.matches.records import PairRecord
+from evaluation.matches.workers import SIDE_BY_SIDE, run_match
+from evaluation.players.alphabeta import minimax_options
+from evaluation.players.defaults import eval_mcts_settings
 from game.openings import KINDS as OPENING_KINDS
 from game.openings import load_openings
 from game.pdn import write_pdn

@@ -9,17 +9,17 @@ one below; the second path tightens the chain: 178 k games instead of 288 k for 
 reversed pairs from distinct openings (the deck, then seeded random continuations of it: the
 minimax rungs are deterministic, so a repeated opening would repeat a game). How many pairs:
 enough for every rung's 95% interval, random anchored at 0, to be at most ``--target`` Elo
-either side, planned from the draw model's Fisher information (evaluation.ladder_plan.plan_pairs) at
+either side, planned from the draw model's Fisher information (evaluation.ladder.plan.plan_pairs) at
 rough ratings first, then at the ratings fitted so far: a first round of ``--probe-pairs`` per
 match, then rounds that at most double the pairs until the fit meets the target (where the
 fit's own intervals are still wider than planned, the pairs grow by their ratio squared).
 
 Every finished pair is appended to ``--games-file`` (JSON lines) at once: a run that is killed
 and started again with the same arguments keeps its games and plays only what is missing. The
-table (evaluation.ladder_table.write_table) is rewritten after every round, marked ``provisional``
+table (evaluation.ladder.table.write_table) is rewritten after every round, marked ``provisional``
 until the target is met. Beside the final table go its game counts (``<table>.results.csv``:
 per match and first mover, everything the fit reads), so that anyone can refit it and check.
-The library functions are in evaluation.ladder_play, ladder_table and ladder_plan.
+The library functions are in evaluation.ladder.rungs, ladder_table and ladder_plan.
 """
 
 from __future__ import annotations
@@ -40,18 +40,15 @@ from typing import Any
 
 from checkerzero.config import compose
 from checkerzero.revision import git_revision
-from evaluation.elo import PairResult, Ratings
-from evaluation.game_play import DEFAULT_MAX_PLIES
-from evaluation.game_records import PairRecord
-from evaluation.ladder_plan import plan_pairs, predicted_half_widths, rating_matches
-from evaluation.ladder_play import (
+from evaluation.ladder.plan import plan_pairs, predicted_half_widths, rating_matches
+from evaluation.ladder.rungs import (
     fit_all,
     ladder_player,
     pair_results,
     play_rating_pair,
     rating_openings,
 )
-from evaluation.ladder_table import (
+from evaluation.ladder.table import (
     PACKAGE_TABLE,
     results_path,
     table_from_ratings,
@@ -59,7 +56,10 @@ from evaluation.ladder_table import (
     write_results,
     write_table,
 )
-from evaluation.players import minimax_options
+from evaluation.matches.games import DEFAULT_MAX_PLIES
+from evaluation.matches.records import PairRecord
+from evaluation.players.alphabeta import minimax_options
+from evaluation.stats.elo import PairResult, Ratings
 
 # Adjacent rungs about 150-250 Elo apart: close enough that a candidate anywhere on the ladder
 # has a rung within ~100-125 Elo (where its games tell most about it), and that each match is

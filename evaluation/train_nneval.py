@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from checkerzero.network.inference import load_for_play
+from checkerzero.run_files import SELFPLAY_PDN
 from game import _core, encoding, nneval
 from game.archive import read_archive
 from game.pdn import iter_pdn
@@ -41,7 +42,7 @@ from game.position import Position
 
 logger = logging.getLogger(__name__)
 
-RUN_GAMES = "games/selfplay.pdn"  # a run's self-play games, under its folder (learner.run)
+RUN_GAMES = SELFPLAY_PDN  # a run's self-play games, under its folder (learner.run)
 DEFAULT_TEACHER = Path(__file__).resolve().parents[1] / "game" / "data" / "long-320min.safetensors"
 RESULT_FOR_BLACK = {"1-0": 1.0, "0-1": -1.0, "1/2-1/2": 0.0}  # decided games only
 
@@ -126,14 +127,14 @@ def teacher_values(
     checkpoint: Path | str, packed: np.ndarray, *, size: int = 8, batch: int = 256
 ) -> np.ndarray:
     """The network's value (p_win - p_loss, mover's view) of packed positions, float32 (n,)."""
-    evaluator, _ = load_for_play(checkpoint, size, device="cpu", dtype=torch.float32)
+    inference, _ = load_for_play(checkpoint, size, device="cpu", dtype=torch.float32)
     out = np.empty(len(packed), np.float32)
     start = time.perf_counter()
     for lo in range(0, len(packed), batch):
         chunk = packed[lo : lo + batch]
         planes = encoding.encode(chunk, size)
         masks = encoding.legal_masks(chunk, size)
-        _, wdl = evaluator.evaluate(planes, masks)
+        _, wdl = inference.evaluate(planes, masks)
         out[lo : lo + batch] = wdl[:, 0] - wdl[:, 2]
     elapsed = time.perf_counter() - start
     logger.info("teacher %s: %d positions in %.1f s", checkpoint, len(packed), elapsed)

@@ -59,14 +59,14 @@ def sample_positions(
 
 
 def calibrate(
-    evaluator, packed: np.ndarray, outcome: np.ndarray, size: int = 8, batch: int = 512
+    inference, packed: np.ndarray, outcome: np.ndarray, size: int = 8, batch: int = 512
 ) -> list[Calibration]:
     wdl = []
     for start in range(0, len(packed), batch):
         chunk = packed[start : start + batch]
         planes = encoding.encode(chunk, size)
         masks = encoding.legal_masks(chunk, size)
-        wdl.append(evaluator.evaluate(planes, masks)[1])
+        wdl.append(inference.evaluate(planes, masks)[1])
     values = np.concatenate(wdl) if wdl else np.zeros((0, 3), np.float32)
     out = []
     for k, name in enumerate(OUTCOMES):

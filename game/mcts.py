@@ -2,7 +2,7 @@
 
 The tree lives in C++ (`game._core.BatchedMCTS`). One round trip is: ``gather()`` the leaves of
 every game that still needs simulations (planes + legal masks), one forward pass of the
-evaluator over the whole batch, ``expand(priors, wdl)``. No Python runs per tree node.
+inference over the whole batch, ``expand(priors, wdl)``. No Python runs per tree node.
 
 Playout cap randomization (KataGo, "Accelerating Self-Play Learning in Go", Wu 2019): with a
 `PlayoutCap`, `draw_search` gives one game its next decision's search, a full one (the config's
@@ -10,11 +10,11 @@ simulations, root noise, forced playouts) with probability ``full_share``, else 
 (``fast_simulations``, neither). Each game of one BatchedMCTS keeps its own budget in the C++
 tree (``set_search``), so full and fast searches share the same batched forward passes.
 
-Everything that asks about positions goes through an ``Evaluator``: NumPy in (planes
+Everything that asks about positions goes through an ``Inference``: NumPy in (planes
 ``(N, C, S, S)`` float32, legal mask ``(N, A)`` bool), NumPy out (priors ``(N, A)`` float32 that
 are a softmax over the legal actions only, exactly 0 on illegal ones; WDL probabilities
 ``(N, 3)`` float32 from the mover's view). The search stays free of torch and of devices: the
-network's evaluator is ``checkerzero.network.inference.NetworkEvaluator``.
+network's inference is ``checkerzero.network.inference.NetworkInference``.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ import numpy as np
 from game import _core
 
 __all__ = [
-    "Evaluator",
+    "Inference",
     "PlayoutCap",
     "StepTimes",
-    "UniformEvaluator",
+    "UniformInference",
     "check_mask",
     "draw_search",
     "make_config",
@@ -90,10 +90,10 @@ SEARCH_KEYS = tuple(SEARCH_PARAMETERS)
 
 
 @runtime_checkable
-class Evaluator(Protocol):
+class Inference(Protocol):
     """Maps a batch of positions to (priors (N, A) float32, wdl (N, 3) float32)."""
 
-    version: int  # weights version the answers come from (0 for fixed evaluators)
+    version: int  # weights version the answers come from (0 for fixed inferences)
 
     def evaluate(self, planes: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 
@@ -110,7 +110,7 @@ def check_mask(mask: np.ndarray, num_actions: int) -> None:
         raise ValueError(f"rows {empty[:10].tolist()} of the mask have no legal action")
 
 
-class UniformEvaluator:
+class UniformInference:
     """Equal priors over the legal actions and a draw for every position (no network)."""
 
     def __init__(self, num_actions: int | None = None) -> None:
@@ -231,7 +231,7 @@ class StepTimes:
     network_s: float = 0.0
 
 
-def step(mcts: _core.BatchedMCTS, evaluator: Evaluator, times: StepTimes | None = None) -> int:
+def step(mcts: _core.BatchedMCTS, inference: Inference, times: StepTimes | None = None) -> int:
     """One round trip: gather, evaluate, expand. Returns the number of leaves evaluated.
 
     With `times`, the seconds of this round trip are added to it.
@@ -244,7 +244,7 @@ def step(mcts: _core.BatchedMCTS, evaluator: Evaluator, times: StepTimes | None 
         if times is not None:
             times.tree_s += t1 - t0
         return 0
-    priors, wdl = evaluator.evaluate(planes, masks)
+    priors, wdl = inference.evaluate(planes, masks)
     t2 = time.perf_counter()
     mcts.expand(
         np.ascontiguousarray(priors, dtype=np.float32), np.ascontiguousarray(wdl, dtype=np.float32)
@@ -256,7 +256,7 @@ def step(mcts: _core.BatchedMCTS, evaluator: Evaluator, times: StepTimes | None 
 
 
 def search(
-    mcts: _core.BatchedMCTS, evaluator: Evaluator, simulations: int | None = None
+    mcts: _core.BatchedMCTS, inference: Inference, simulations: int | None = None
 ) -> SearchStats:
     """Runs the search of every unfinished game until each has `simulations` visits below its root.
 
@@ -267,7 +267,7 @@ def search(
         mcts.simulations = simulations
     batches = leaves = 0
     while True:
-        n = step(mcts, evaluator)
+        n = step(mcts, inference)
         if n == 0:
             break
         batches += 1
@@ -276,15 +276,15 @@ def search(
 
 
 def search_many(
-    searches: Sequence[_core.BatchedMCTS], evaluator: Evaluator, simulations: int | None = None
+    searches: Sequence[_core.BatchedMCTS], inference: Inference, simulations: int | None = None
 ) -> list[int]:
     """`search` over several search objects at once, sharing the forward passes: each round
-    gathers every object's leaves into one batch for ``evaluator`` and hands each its share.
+    gathers every object's leaves into one batch for ``inference`` and hands each its share.
 
-    Each object's tree grows exactly as under `search` with the same evaluator outputs (a
+    Each object's tree grows exactly as under `search` with the same inference outputs (a
     gather reads only its own tree), so players that search one at a time can be stepped
     side by side, e.g. several games of one network, without changing a move: only the
-    batches are bigger. Returns the leaves each object sent to the evaluator, in order.
+    batches are bigger. Returns the leaves each object sent to the inference, in order.
     """
     if simulations is not None:
         for mcts in searches:
@@ -298,7 +298,7 @@ def search_many(
                 parts.append((i, planes, masks))
         if not parts:
             return leaves
-        priors, wdl = evaluator.evaluate(
+        priors, wdl = inference.evaluate(
             np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
         )
         bounds = np.cumsum([0] + [len(p[2]) for p in parts])
@@ -323,7 +323,7 @@ def settled(visits: Sequence[int] | np.ndarray, more: float) -> bool:
 
 def search_until(
     mcts: _core.BatchedMCTS,
-    evaluator: Evaluator,
+    inference: Inference,
     deadline: float,
     *,
     chunk: int,
@@ -357,7 +357,7 @@ def search_until(
                 break
             visits = [mcts.root_child_visits(i) for i in live]
             mcts.simulations = max(visits) + chunk
-            n = step(mcts, evaluator)
+            n = step(mcts, inference)
             if n:
                 batches += 1
                 leaves += n

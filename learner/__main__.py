@@ -81,7 +81,9 @@ def check_evaluation(cfg: DictConfig) -> None:
     not first inside its Ray actor after the run has started; ConfigError naming the key."""
     if not cfg.evaluation.enabled:
         return
-    from evaluation.settings import EvalSettings  # torch: learner.run imports it next anyway
+    from evaluation.evaluator.settings import (
+        EvalSettings,  # torch: learner.run imports it next anyway
+    )
 
     try:
         EvalSettings.from_config(OmegaConf.to_container(cfg, resolve=True))

@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from checkerzero.network.inference import NetworkEvaluator
+from checkerzero.network.inference import NetworkInference
 from game import _core
 from game.encoding import META_PRESENT, NUM_WDL, num_actions
-from game.mcts import Evaluator, new_search, search
+from game.mcts import Inference, new_search, search
 
 __all__ = ["Reanalysed", "Reanalyser", "game_from_history"]
 
@@ -102,7 +102,7 @@ class Reanalyser:
         self.skipped = 0  # positions no game could be rebuilt for (bad stored histories)
         self.searched = 0
         self._lock = threading.Lock()
-        self._evaluator: Evaluator | None = None
+        self._evaluator: Inference | None = None
 
     @property
     def version(self) -> int | None:
@@ -116,14 +116,14 @@ class Reanalyser:
         """The weights to search with from now on: a copy of ``model`` on ``device`` (the
         learner's: on a GPU node the searches' forward passes run there), at ``version``."""
         clone = copy.deepcopy(model)
-        evaluator = NetworkEvaluator(clone, device=device, version=version)
+        inference = NetworkInference(clone, device=device, version=version)
         with self._lock:
-            self._evaluator = evaluator
+            self._evaluator = inference
 
-    def use(self, evaluator: Evaluator) -> None:
-        """Search with ``evaluator`` (its ``version``) from now on."""
+    def use(self, inference: Inference) -> None:
+        """Search with ``inference`` (its ``version``) from now on."""
         with self._lock:
-            self._evaluator = evaluator
+            self._evaluator = inference
 
     def run(self, histories: np.ndarray) -> Reanalysed:
         """Searches every position of ``histories`` (n, HISTORY, 4): the search's policy target
@@ -131,8 +131,8 @@ class Reanalyser:
         and root value where ``ok``; not ok where no game could be rebuilt (``bad``, counted in
         ``skipped``) or the position has a single legal move (nothing to learn)."""
         with self._lock:
-            evaluator = self._evaluator
-        if evaluator is None:
+            inference = self._evaluator
+        if inference is None:
             raise RuntimeError("Reanalyser.run() before any weights (update or use)")
         n = len(histories)
         pi = np.zeros((n, num_actions(self.size)), np.float32)
@@ -152,10 +152,10 @@ class Reanalyser:
             mcts = new_search(len(chunk), self.size, self.settings, seed=self.seed + lo)
             for slot, (_, game) in enumerate(chunk):
                 mcts.reset(slot, game)
-            search(mcts, evaluator)
+            search(mcts, inference)
             for slot, (i, _) in enumerate(chunk):
                 pi[i] = mcts.root_policy(slot)
                 wdl[i] = mcts.root_wdl(slot)
                 ok[i] = pi[i].sum() > 0
         self.searched += int(ok.sum())
-        return Reanalysed(pi, wdl, ok, bad, int(evaluator.version))
+        return Reanalysed(pi, wdl, ok, bad, int(inference.version))

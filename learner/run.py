@@ -14,7 +14,7 @@ periodic chores (`learner.chores`: checkpoint, metrics row and progress line, li
 the self-play PDN file (`learner.selfplay_pdn`), the metrics rows, progress line, W&B artifacts
 and summary (`learner.run_reports`, their text `learner.summary`); the
 training itself is `learner.trainer` over `learner.mirror`, the processes beside it
-`actors.pool` and `evaluation.evaluator_actor`. Every file this writes is named in
+`actors.pool` and `evaluation.evaluator.actor`. Every file this writes is named in
 `checkerzero.run_files`, every Redis key in `checkerzero.store.keys`.
 """
 
@@ -43,7 +43,6 @@ from checkerzero.run_files import (
     REVISION_FILE,
     WEIGHTS_DIR,
 )
-from checkerzero.store.eval_results import promoted_versions, read_eval_metrics
 from checkerzero.store.live import copy_live
 from checkerzero.store.redis_server import RedisServerError
 from checkerzero.store.replay import (
@@ -55,7 +54,8 @@ from checkerzero.store.replay import (
     stop_retrying,
 )
 from checkerzero.store.weights import WeightsChannel
-from evaluation.evaluator_actor import EvaluatorHandle, start_evaluator
+from evaluation.evaluator.actor import EvaluatorHandle, start_evaluator
+from evaluation.evaluator.records import promoted_versions, read_eval_metrics
 from game.openings import load_openings
 from learner.chores import Chore, run_due
 from learner.mirror import ReplayMirror

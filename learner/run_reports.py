@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.pool import ActorPool
+from checkerzero import metric_names as M
 from checkerzero.metrics import WALL_METRIC, MetricsLogger
 from checkerzero.network.checkpoint import read_checkpoint_meta
 from checkerzero.run_files import (
@@ -29,10 +30,11 @@ from checkerzero.run_files import (
     RATINGS_CSV,
     SUMMARY_FILE,
     WEIGHTS_DIR,
+    best_version,
 )
-from checkerzero.store.eval_results import read_eval_metrics
 from checkerzero.store.replay import ReplayStats, ReplayStore, SampleRatio
 from checkerzero.store.weights import WeightsChannel
+from evaluation.evaluator.records import read_eval_metrics
 from learner.losses import Losses
 from learner.prefetcher import MirrorPrefetcher
 from learner.reanalysis import Reanalyser
@@ -97,17 +99,17 @@ class RunReports:
         dt = max(now - loop.last_stats_t, 1e-9)
         steps = trainer.counters.step - loop.steps_at_last
         row = {
-            "selfplay/positions_per_s": (stats.positions_added - last.positions_added) / dt,
-            "selfplay/games_per_s": (stats.games_added - last.games_added) / dt,
+            M.SELFPLAY_POSITIONS_PER_S: (stats.positions_added - last.positions_added) / dt,
+            M.SELFPLAY_GAMES_PER_S: (stats.games_added - last.games_added) / dt,
             "selfplay/games": stats.games_added,
-            "replay/window_positions": stats.window_positions,
-            "replay/positions_added": stats.positions_added,
+            M.REPLAY_WINDOW_POSITIONS: stats.window_positions,
+            M.REPLAY_POSITIONS_ADDED: stats.positions_added,
             "replay/records_rejected": loop.prefetcher.malformed if loop.prefetcher else 0,
             "learner/steps_per_s": steps / dt,
-            "learner/samples_per_s": steps * self.cfg.learner.batch_size / dt,
+            M.SAMPLES_PER_S: steps * self.cfg.learner.batch_size / dt,
             "learner/lr": trainer.lr,
             "learner/steps_skipped_nonfinite": trainer.counters.skipped_nonfinite,
-            "learner/weights_version": trainer.counters.version,
+            M.WEIGHTS_VERSION: trainer.counters.version,
         }
         if loop.prefetcher is not None:
             # The targets' age: versions between the newest weights and those whose search made
@@ -174,12 +176,12 @@ class RunReports:
             if losses is None
             else {"policy": losses.policy, "value": losses.value, "total": losses.total},
             "elo": None
-            if "eval/elo" not in elo
+            if M.EVAL_ELO not in elo
             else {
-                "version": int(elo.get("eval/version", 0)),
-                "elo": finite(elo["eval/elo"]),
-                "lower": finite(elo.get("eval/elo_lower")),
-                "upper": finite(elo.get("eval/elo_upper")),
+                "version": int(elo.get(M.EVAL_VERSION, 0)),
+                "elo": finite(elo[M.EVAL_ELO]),
+                "lower": finite(elo.get(M.EVAL_ELO_LOWER)),
+                "upper": finite(elo.get(M.EVAL_ELO_UPPER)),
             },
             # Actors at the end and the nodes whose actors stored games (nodes that left too).
             "selfplay": selfplay,
@@ -203,8 +205,7 @@ class RunReports:
                 )
         best = channel.version("best")
         for path in sorted((self.ckpt_dir / WEIGHTS_DIR).glob(BEST_GLOB)):
-            with suppress(ValueError):
-                version = int(path.stem.removeprefix("best_v"))
+            if (version := best_version(path.name)) is not None:
                 metrics.log_model(
                     path, version=version, aliases=["best"] if version == best else []
                 )

@@ -10,11 +10,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from actors.self_play import record_to_pdn
 from checkerzero.run_files import SELFPLAY_PDN
 from checkerzero.store.replay import ReplayStore
 from game.openings import Opening
 from game.pdn import write_pdn
+from game.record_pdn import record_to_pdn
 from game.records import GameRecord
 
 logger = logging.getLogger(__name__)

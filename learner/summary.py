@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from checkerzero import metric_names as M
 from learner.losses import Losses
 
 
@@ -15,14 +16,14 @@ def loss_metrics(losses: Losses | None) -> dict[str, float]:
     if losses is None:
         return {}
     row = {
-        "learner/loss_policy": losses.policy,
-        "learner/loss_value": losses.value,
-        "learner/loss_total": losses.total,
+        M.LOSS_POLICY: losses.policy,
+        M.LOSS_VALUE: losses.value,
+        M.LOSS_TOTAL: losses.total,
     }
     if losses.moves_left is not None:  # a network with the moves-left head
-        row["learner/loss_moves_left"] = losses.moves_left
+        row[M.LOSS_MOVES_LEFT] = losses.moves_left
     if losses.moves_left_mae is not None and math.isfinite(losses.moves_left_mae):
-        row["learner/moves_left_mae_plies"] = losses.moves_left_mae  # over exact targets
+        row[M.MOVES_LEFT_MAE] = losses.moves_left_mae  # over exact targets
     return row
 
 
@@ -68,10 +69,10 @@ def progress_text(
         f"pos {_rate(row.get('selfplay/positions_per_s', 0.0))}/s",
         f"step {step:,} ({_rate(row.get('learner/steps_per_s', 0.0))}/s)",
     ]
-    if "learner/loss_total" in row:
+    if M.LOSS_TOTAL in row:
         parts.append(f"loss {row['learner/loss_total']:.3f}")
-    if "eval/elo" in row:  # the newest rated candidate, random = 0
-        lower, upper = row.get("eval/elo_lower", math.nan), row.get("eval/elo_upper", math.nan)
+    if M.EVAL_ELO in row:  # the newest rated candidate, random = 0
+        lower, upper = row.get(M.EVAL_ELO_LOWER, math.nan), row.get(M.EVAL_ELO_UPPER, math.nan)
         half = (upper - lower) / 2
         spread = f"±{half:.0f}" if math.isfinite(half) else ""
         parts.append(f"Elo {row['eval/elo']:+.0f}{spread} v{row.get('eval/version', 0):.0f}")

@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.book import Book
-from evaluation.endgame_play import DEFAULT_PROGRESS_DEPTH, database_move
+from evaluation.players.book import Book
+from evaluation.players.endgame import DEFAULT_PROGRESS_DEPTH, database_move
 from game import _core
 from game.egdb import EndgameDatabase, describe
-from game.mcts import Evaluator, new_search, search_until, step
+from game.mcts import Inference, new_search, search_until, step
 from game.position import Move, Position
 
 
@@ -130,12 +130,12 @@ def position_from(
     return pos
 
 
-def _run(mcts: _core.BatchedMCTS, evaluator: Evaluator, budget: Budget, stop: Stop) -> None:
+def _run(mcts: _core.BatchedMCTS, inference: Inference, budget: Budget, stop: Stop) -> None:
     if budget.simulations:
         # One batch at a time, ``stop`` read between them; the first batch always runs, so every
         # root has its priors even when the search is stopped at once.
         mcts.simulations = budget.simulations
-        while step(mcts, evaluator) and not stop():
+        while step(mcts, inference) and not stop():
             pass
         return
 
@@ -145,7 +145,7 @@ def _run(mcts: _core.BatchedMCTS, evaluator: Evaluator, budget: Budget, stop: St
         return math.inf if stop() else time.perf_counter()
 
     search_until(
-        mcts, evaluator, time.perf_counter() + budget.ms / 1000.0, chunk=budget.chunk, clock=clock
+        mcts, inference, time.perf_counter() + budget.ms / 1000.0, chunk=budget.chunk, clock=clock
     )
 
 
@@ -212,7 +212,7 @@ def _move_stats(
 
 def analyse(
     positions: Sequence[Position],
-    evaluator: Evaluator,
+    inference: Inference,
     budget: Budget,
     mcts_settings: Mapping[str, Any],
     *,
@@ -228,7 +228,7 @@ def analyse(
     ``stop`` ends the search early: Cancelled when it was cancelled; when its time is up, the
     analysis of what was searched (fewer visits than the budget). ``egdb``: the endgame
     database's values at the search's leaves, and at a root it knows the move that keeps its
-    value and makes progress (``evaluation.endgame_play``, ``egdb_depth`` plies); ``book``: a
+    value and makes progress (``evaluation.players.endgame``, ``egdb_depth`` plies); ``book``: a
     position in the opening book gets the book's move. Either sets ``known``."""
     out: list[Analysis] = []
     live: list[int] = []
@@ -253,7 +253,7 @@ def analyse(
             raise ValueError(f"position {k}: every position of one batch must be {size}x{size}")
         mcts.reset(slot, positions[k].game)
     stop = stop or Stop()
-    _run(mcts, evaluator, budget, stop)
+    _run(mcts, inference, budget, stop)
     if stop.reason == "cancelled":
         raise Cancelled("the search was cancelled: its client has gone")
     for slot, k in enumerate(live):

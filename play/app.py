@@ -46,8 +46,8 @@ from game.pdn import PdnTooLong, game_from_position, iter_pdn, write_pdn
 from game.position import Position
 from play import runs as run_files
 from play.analysis import Cancelled, Stop, position_from
-from play.engines import Engines, LimitError, PlayerSpec
 from play.paths import CHECKPOINT_SUFFIX, NotFound, PathRefused, Roots
+from play.players import LimitError, Players, PlayerSpec
 from play.slots import Busy, Slots
 
 logger = logging.getLogger(__name__)
@@ -225,7 +225,7 @@ PositionOf = Callable[[PositionQuery], Position]
 def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
     """The app over ``roots`` with the play ``settings`` (conf/play/default.yaml)."""
     limits = settings["limits"]
-    engines = Engines(settings, roots)
+    engines = Players(settings, roots)
     slots = Slots(
         int(limits["max_concurrent_searches"]),
         int(limits["max_searches_per_client"]),
@@ -430,7 +430,7 @@ def _add_config_routes(
 def _add_position_routes(
     app: FastAPI,
     settings: dict[str, Any],
-    engines: Engines,
+    engines: Players,
     run_work: RunWork,
     position: PositionOf,
 ) -> None:

@@ -20,8 +20,8 @@ from game.openings import acf_deck
 from game.pdn import game_from_position, write_pdn
 from game.position import Position
 from play.analysis import position_from
-from play.engines import Engines, PlayerSpec
 from play.paths import Roots
+from play.players import Players, PlayerSpec
 from play.settings import load_settings, models_dir
 
 HELP = "moves like 11-15 or 15x22x31; hint, undo, moves, pdn, quit"
@@ -53,7 +53,7 @@ def _wdl(answer: dict) -> str:
 
 
 def play_game(
-    engines: Engines,
+    engines: Players,
     opponent: PlayerSpec,
     hint_spec: PlayerSpec,
     colour: str,
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", default=settings["models_dir"], help="the networks folder")
     parser.add_argument("--runs", default=settings["runs_dir"], help="the runs folder")
     args = parser.parse_args(argv)
-    engines = Engines(settings, Roots(args.runs, models_dir(args.models)))
+    engines = Players(settings, Roots(args.runs, models_dir(args.models)))
     try:
         opponent = engines.parse(args.player)
         hint = opponent if opponent.searches else engines.parse(settings["default_player"])

@@ -37,8 +37,8 @@ from collections.abc import Iterable, Iterator
 from typing import IO, Any, TextIO
 
 from play.analysis import position_from
-from play.engines import Engines
 from play.paths import Roots
+from play.players import Players
 from play.settings import load_settings, models_dir
 
 logger = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ def _query_id(query: Any) -> Any:
 
 
 def answer(
-    engines: Engines, query: Any, default_network: str, default_opponent: str = ""
+    engines: Players, query: Any, default_network: str, default_opponent: str = ""
 ) -> dict[str, Any]:
     """The answer to one decoded query (errors become ``{"id", "error"}``)."""
     try:
@@ -145,7 +145,7 @@ def answer(
 
 
 def serve(
-    engines: Engines,
+    engines: Players,
     lines: Iterable[str | LineRefused],
     default_network: str,
     default_opponent: str = "",
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> None:
         "--player", default=settings["default_opponent"], help="default player of a move query"
     )
     args = parser.parse_args(argv)
-    engines = Engines(settings, Roots(args.runs, models_dir(args.models)))
+    engines = Players(settings, Roots(args.runs, models_dir(args.models)))
     source = stdin or sys.stdin.buffer
     lines = read_lines(source, int(settings["limits"]["max_request_bytes"]))
     try:

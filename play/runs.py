@@ -18,6 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from checkerzero import metric_names as M
 from checkerzero.metrics import read_metrics
 from checkerzero.run_files import (
     GAME_FOLDERS,
@@ -33,14 +34,14 @@ from play.paths import NotFound, Roots
 
 # The numbers a run's line shows: label -> metric key (its newest value).
 STATUS_KEYS = {
-    "weights_version": "learner/weights_version",
+    "weights_version": M.WEIGHTS_VERSION,
     "games": "selfplay/games",
-    "positions_per_s": "selfplay/positions_per_s",
-    "games_per_s": "selfplay/games_per_s",
-    "loss_total": "learner/loss_total",
-    "elo": "eval/elo",
+    "positions_per_s": M.SELFPLAY_POSITIONS_PER_S,
+    "games_per_s": M.SELFPLAY_GAMES_PER_S,
+    "loss_total": M.LOSS_TOTAL,
+    "elo": M.EVAL_ELO,
 }
-ELO_KEYS = ("eval/elo", "eval/elo_lower", "eval/elo_upper", "eval/version")
+ELO_KEYS = (M.EVAL_ELO, M.EVAL_ELO_LOWER, M.EVAL_ELO_UPPER, M.EVAL_VERSION)
 
 
 def _finite(x: float) -> float | None:
@@ -112,13 +113,13 @@ def elo_curve(run_dir: Path) -> list[dict[str, float | int | None]]:
     """
     series = read_metrics(run_dir / METRICS_CSV)
     first_step: dict[int, int] = {}
-    for step, _t, value in series.get("learner/weights_version", []):
+    for step, _t, value in series.get(M.WEIGHTS_VERSION, []):
         if math.isfinite(value):
             first_step.setdefault(int(value), step)
     logged: dict[int, dict[str, float | None]] = defaultdict(dict)
     for key in ELO_KEYS:
         for step, _t, value in series.get(key, []):
-            logged[step][key.removeprefix("eval/")] = _finite(value)
+            logged[step][key.removeprefix(M.EVAL_PREFIX)] = _finite(value)
     points: dict[int, dict[str, float | None]] = {}
     for row in logged.values():
         if row.get("version") is not None and row.get("elo") is not None:

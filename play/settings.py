@@ -1,7 +1,8 @@
 """The play group of the configuration (conf/play/default.yaml), read without Hydra.
 
 The server, the engine and the terminal player are front ends, not parts of a training run, so
-they read the one YAML file directly; command-line flags override its top-level keys.
+they read the one YAML file directly, found where every reader finds conf/
+(``checkerzero.config.conf_dir``); command-line flags override its top-level keys.
 """
 
 from __future__ import annotations
@@ -16,12 +17,9 @@ from typing import Any
 import yaml
 
 import game
+from checkerzero.config import conf_dir
 
-SOURCE_CONF = Path(__file__).resolve().parents[1] / "conf" / "play" / "default.yaml"
-# A non-editable install carries conf/ inside the checkerzero package (CMakeLists.txt).
-PACKAGE_CONF = (
-    Path(__file__).resolve().parents[1] / "checkerzero" / "conf" / "play" / "default.yaml"
-)
+PLAY_GROUP = ("play", "default")  # conf/play/default.yaml
 GAME_DATA = Path(game.__file__).resolve().parent / "data"  # where the shipped network lives
 
 
@@ -119,12 +117,11 @@ def check_settings(settings: Mapping[str, Any]) -> None:
 
 
 def conf_file() -> Path:
-    for path in (SOURCE_CONF, PACKAGE_CONF):
-        if path.is_file():
-            return path
-    raise FileNotFoundError(
-        f"the play configuration is missing: neither {SOURCE_CONF} nor {PACKAGE_CONF} exists"
-    )
+    group, name = PLAY_GROUP
+    path = conf_dir() / group / f"{name}.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"the play configuration is missing: {path} does not exist")
+    return path
 
 
 def load_settings(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:

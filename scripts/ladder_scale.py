@@ -4,7 +4,7 @@ put the player, from its games against a rung alone.
     python scripts/ladder_scale.py runs/sweep-control/final_match.json ... [--table package]
 
 Each JSON is what `python -m evaluation.match --json` writes; one of its two players must be a
-rung of the table (the other is rated). The fit is the evaluator's (evaluation.ladder_play.fit_all
+rung of the table (the other is rated). The fit is the evaluator's (evaluation.ladder.rungs.fit_all
 with the table: the rungs fixed at its ratings, its draw term), so the figure can be set beside
 a run's `eval/curve.csv`. The match's own "Elo" is the score's plain logistic difference, on
 another scale wherever draws are common.
@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 
 from checkerzero.config import compose
-from evaluation.elo import PairResult
-from evaluation.ladder_play import fit_all
-from evaluation.ladder_table import read_table, table_path
+from evaluation.ladder.rungs import fit_all
+from evaluation.ladder.table import read_table, table_path
+from evaluation.stats.elo import PairResult
 
 
 def ladder_rating(match: dict, table_setting: str) -> tuple[str, str, float, float, float]:

@@ -38,6 +38,9 @@ from pathlib import Path
 import psutil
 import yaml
 
+from checkerzero import metric_names as M
+from checkerzero.run_files import CHECKPOINT_DIR, METRICS_CSV
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MB = 1024 * 1024
 STOP_GRACE_S = 120.0  # after the time limit: the final checkpoint, actors' stop, Redis SHUTDOWN
@@ -93,12 +96,12 @@ def run_processes(learner: psutil.Process) -> list[psutil.Process]:
 
 def window_full_time(run_dir: Path, window: int) -> float | None:
     """Epoch time of the first metrics row with replay/positions_added >= the window, if any."""
-    path = run_dir / "metrics.csv"
+    path = run_dir / METRICS_CSV
     if not path.exists():
         return None
     with path.open(newline="") as f:
         for row in csv.DictReader(f):
-            if row["key"] == "replay/positions_added" and float(row["value"]) >= window:
+            if row["key"] == M.REPLAY_POSITIONS_ADDED and float(row["value"]) >= window:
                 return float(row["time_s"])
     return None
 
@@ -208,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.report:
         report(run_dir, args.window)
         return
-    if (run_dir / "checkpoints").exists():
+    if (run_dir / CHECKPOINT_DIR).exists():
         raise SystemExit(f"{run_dir} holds a run already: a soak starts a new one")
     if args.min_positions > args.window:
         raise SystemExit("--min-positions must not exceed --window (training would never start)")

@@ -11,7 +11,7 @@ a minute or more late, as its wall time. The learner logs `learner/wall_s` and
 `replay/positions_added` with the step every `logging.csv_every_s` (10 s), so each candidate's
 values are interpolated between the two rows around its step. The step itself comes from the
 weights' header and is right in any case. Ratings and intervals are left as they are.
-``--plot`` redraws the curve (evaluation.ratings_report.plot_curve) with the rungs the run's
+``--plot`` redraws the curve (evaluation.ladder.report.plot_curve) with the rungs the run's
 eval/ratings.csv lists as anchored.
 """
 
@@ -25,11 +25,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from checkerzero.metric_names import REPLAY_POSITIONS_ADDED, WALL_S
 from checkerzero.metrics import read_metrics
-from evaluation.ratings_report import CurvePoint, plot_curve, read_curve_csv, write_curve_csv
+from checkerzero.run_files import CURVE_CSV, EVAL_DIR, RATINGS_PATH
+from evaluation.ladder.report import CurvePoint, plot_curve, read_curve_csv, write_curve_csv
 
-CURVE = Path("eval") / "curve.csv"
-RATINGS = Path("eval") / "ratings.csv"
+CURVE = Path(EVAL_DIR) / CURVE_CSV
+RATINGS = Path(RATINGS_PATH)
 
 
 def interpolate(series: Sequence[tuple[int, float, float]], step: int) -> float | None:
@@ -55,7 +57,7 @@ def retime(points: Sequence[CurvePoint], metrics: Path) -> list[CurvePoint]:
     that lost them (no positions); the others, which the evaluator read in time, and a point
     the metrics do not cover, keep their values."""
     series = read_metrics(metrics)
-    wall, positions = series.get("learner/wall_s", []), series.get("replay/positions_added", [])
+    wall, positions = series.get(WALL_S, []), series.get(REPLAY_POSITIONS_ADDED, [])
     if not wall or not positions:
         raise ValueError(f"{metrics}: no learner/wall_s or replay/positions_added rows")
     out = []

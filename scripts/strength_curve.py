@@ -15,27 +15,31 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import re
 import sys
 from pathlib import Path
 
+from checkerzero.metric_names import WEIGHTS_VERSION
 from checkerzero.metrics import read_metrics
-from evaluation.elo_fit import fit_ratings
-from evaluation.game_records import MatchResult
-from evaluation.ladder_play import pair_results, rung_results
-from evaluation.match_workers import run_match
+from checkerzero.run_files import CHECKPOINT_DIR, METRICS_CSV, STEP_PATTERN, WEIGHTS_DIR
+from evaluation.ladder.rungs import pair_results, rung_results
+from evaluation.matches.records import MatchResult
+from evaluation.matches.workers import run_match
+from evaluation.stats.fit import fit_ratings
 from game.openings import load_openings
-
-STEP = re.compile(r"step_(\d+)\.safetensors$")
 
 
 def snapshots(run_dir: Path, count: int) -> list[tuple[int, Path]]:
-    files = sorted(
-        (int(STEP.search(p.name).group(1)), p)
-        for p in (run_dir / "checkpoints" / "weights").glob("step_*.safetensors")
+    files = (
+        sorted(
+            (int(m.group(1)), p)
+            for p in (run_dir / CHECKPOINT_DIR / WEIGHTS_DIR).iterdir()
+            if (m := STEP_PATTERN.match(p.name))
+        )
+        if (run_dir / CHECKPOINT_DIR / WEIGHTS_DIR).is_dir()
+        else []
     )
     if not files:
-        raise SystemExit(f"error: no weights under {run_dir}/checkpoints/weights")
+        raise SystemExit(f"error: no weights under {run_dir / CHECKPOINT_DIR / WEIGHTS_DIR}")
     if len(files) <= count:
         return files
     picked = {round(i * (len(files) - 1) / (count - 1)) for i in range(count)}
@@ -44,7 +48,7 @@ def snapshots(run_dir: Path, count: int) -> list[tuple[int, Path]]:
 
 def minutes_at(run_dir: Path) -> dict[int, float]:
     """Training step -> minutes since the run's first metrics row."""
-    series = read_metrics(run_dir / "metrics.csv").get("learner/weights_version", [])
+    series = read_metrics(run_dir / METRICS_CSV).get(WEIGHTS_VERSION, [])
     if not series:
         return {}
     t0 = series[0][1]

@@ -7,7 +7,7 @@ overrides (from Hydra's record), the self-play games, positions and training ste
 (summary.json, written by the learner at its end), and its final match against minimax depth 4
 (final_match.json, written by the sweep), and for a run rated on a ladder table when its in-run
 curve reached minimax:4 (minutes on the run's own clock, with a 95% interval:
-evaluation.ratings_report.reach_time). Where some arm also has a match against minimax:6
+evaluation.ladder.report.reach_time). Where some arm also has a match against minimax:6
 (final_match_minimax6.json, written by scripts/search_ab.sh; match_minimax6.json in the copies
 under docs/results/) the table gains that match and when the curve reached minimax:6. Runs made
 before those files existed are read from the learner's last log line and the match's printed
@@ -33,9 +33,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from checkerzero.metric_names import EVAL_ELO, LOSS_TOTAL
 from checkerzero.metrics import read_metrics
-from evaluation.ladder_table import read_table, table_path
-from evaluation.ratings_report import CurvePoint, reach_time, read_curve_csv
+from checkerzero.run_files import CURVE_CSV, EVAL_DIR
+from evaluation.ladder.report import CurvePoint, reach_time, read_curve_csv
+from evaluation.ladder.table import read_table, table_path
 
 LOSS_SMOOTHING = 12  # log lines (10 s apart) averaged in the loss curve: one noisy batch each
 FINISHED = re.compile(r"run finished: (\{.*\})")
@@ -97,12 +99,12 @@ def _match_text(match: tuple) -> str:
 
 def _reach_text(run_dir: Path, rung: str) -> str:
     """When the run's in-run curve reached `rung`, in minutes of its own clock with a 95%
-    interval (evaluation.ratings_report.reach_time); only for a run rated on a table, the only
+    interval (evaluation.ladder.report.reach_time); only for a run rated on a table, the only
     scale a rung's rating is fixed on."""
     table = ladder_table(run_dir)
     if table is None:
         return "(own rungs)" if _config(run_dir) is not None else ""
-    curve = _first(run_dir / "eval" / "curve.csv", run_dir / "curve.csv")
+    curve = _first(run_dir / EVAL_DIR / CURVE_CSV, run_dir / CURVE_CSV)
     if curve is None:
         return ""
     reach = reach_time(read_curve_csv(curve), read_table(table).ratings[rung])
@@ -166,7 +168,7 @@ def ladder_table(run_dir: Path) -> Path | None:
 def _curve(run_dir: Path) -> list[CurvePoint]:
     """The in-run curve's candidates that carry the run's clock (eval/curve.csv, or its copy
     under docs/results/); none for a run made before the curve file existed."""
-    path = _first(run_dir / "eval" / "curve.csv", run_dir / "curve.csv")
+    path = _first(run_dir / EVAL_DIR / CURVE_CSV, run_dir / CURVE_CSV)
     return [] if path is None else [p for p in read_curve_csv(path) if p.wall_s is not None]
 
 
@@ -214,7 +216,7 @@ def plot(
             ratings = read_table(table).ratings
             rung_lines |= {(rung, ratings[rung]) for rung in rungs}
         else:
-            elo = series.get("eval/elo", [])
+            elo = series.get(EVAL_ELO, [])
             # the logger repeats the last rating every line: keep the first line of each new one
             rated = [p for i, p in enumerate(elo) if i == 0 or p[2] != elo[i - 1][2]]
             on_table = table is not None
@@ -226,7 +228,7 @@ def plot(
                 marker="o",
                 ms=3,
             )
-        loss = series.get("learner/loss_total", [])
+        loss = series.get(LOSS_TOTAL, [])
         if len(loss) >= LOSS_SMOOTHING:
             smooth = np.convolve(
                 [v for _, _, v in loss], np.ones(LOSS_SMOOTHING) / LOSS_SMOOTHING, mode="valid"

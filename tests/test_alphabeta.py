@@ -12,17 +12,17 @@ import textwrap
 
 import pytest
 
-from evaluation.players import (
+from evaluation.players.alphabeta import (
     MATE_SCORE,
     MATE_THRESHOLD,
     EvalWeights,
     MinimaxPlayer,
-    RandomPlayer,
     alphabeta,
     eval_weights,
-    make_player,
     weights_dict,
 )
+from evaluation.players.base import RandomPlayer
+from evaluation.players.make import make_player
 from game import Position, _core
 
 

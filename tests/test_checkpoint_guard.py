@@ -127,7 +127,7 @@ def test_an_actor_keeps_its_weights_when_the_published_ones_are_bad(server, clie
     worker = SelfPlayWorker(worker_config(), 0, server.url, server.password)
     worker._poll_weights(wait=False)
     assert worker.version == 1
-    reference = {k: v.clone() for k, v in worker.evaluator._module.state_dict().items()}
+    reference = {k: v.clone() for k, v in worker.inference._module.state_dict().items()}
     six = Trainer(LEARNER, MODEL, 6, device=torch.device("cpu")).weights_bytes(9)
     bad = {
         2: with_header(good, blocks=20, channels=1024),
@@ -149,7 +149,7 @@ def test_an_actor_keeps_its_weights_when_the_published_ones_are_bad(server, clie
         strict=True,
     ):
         assert what in message
-    for name, value in worker.evaluator._module.state_dict().items():
+    for name, value in worker.inference._module.state_dict().items():
         assert torch.equal(value, reference[name]), name
     channel.publish(good, 7)  # good weights after the bad ones are taken
     worker._poll_weights(wait=False)
@@ -168,7 +168,7 @@ def test_a_cpu_actor_runs_the_configured_cpu_backend(server, client):
         cfg["selfplay"]["precision"] = "float32"  # auto is bf16 (eager) on a CPU with bf16 units
         worker = SelfPlayWorker(cfg, 0, server.url, server.password)
         worker._poll_weights(wait=False)
-        backends[chosen] = worker.evaluator.backend
+        backends[chosen] = worker.inference.backend
     # auto is the compiled core's forward pass on a CPU computing float32 with AVX2
     assert backends == {"auto": auto_cpu_backend(), "jit": "jit", "eager": "eager"}
 

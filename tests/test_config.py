@@ -31,7 +31,7 @@ def test_every_preset_composes_and_validates(config, preset):
 def test_the_gpu_presets_put_the_evaluator_on_the_heads_gpu_where_it_has_one(config, preset):
     """A gate or ladder on one CPU thread falls behind a GPU learner; a head without a GPU keeps
     the evaluator on a core, and the laptop default stays on CPU."""
-    from evaluation.evaluator_actor import evaluator_gpus
+    from evaluation.evaluator.actor import evaluator_gpus
 
     evaluation = OmegaConf.to_container(config(f"preset={preset}").evaluation, resolve=True)
     assert evaluator_gpus(evaluation, node_gpus=1) == evaluation["gpus"] > 0
@@ -61,7 +61,7 @@ def test_small_board_group_switches_the_board(config):
 
 
 def test_the_8x8_board_rates_on_the_shipped_ladder_and_6x6_rates_its_rungs_in_run(config):
-    from evaluation.settings import EvalSettings
+    from evaluation.evaluator.settings import EvalSettings
 
     big = EvalSettings.from_config(config())
     assert big.ladder_table == "package" and big.table is not None

@@ -1,4 +1,4 @@
-"""The CPU backends of NetworkEvaluator (jit: a frozen TorchScript graph; cpp: the compiled core's
+"""The CPU backends of NetworkInference (jit: a frozen TorchScript graph; cpp: the compiled core's
 forward pass): the same priors, values and moves as the eager path."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from checkerzero.network.inference import (
-    NetworkEvaluator,
+    NetworkInference,
     auto_cpu_backend,
     compile_for_cpu,
     fold_batchnorm,
@@ -20,7 +20,7 @@ from checkerzero.network.inference import (
     load_for_play,
 )
 from checkerzero.network.model import CheckersNet, ModelConfig, policy_gather_index
-from evaluation.players import make_player
+from evaluation.players.make import make_player
 from game import _core
 from game.encoding import encode_games
 from game.openings import acf_deck
@@ -49,7 +49,7 @@ def _positions(n: int, seed: int = 0) -> list[Position]:
 
 
 @pytest.fixture(scope="module")
-def evaluators() -> dict[str, NetworkEvaluator]:
+def inferences() -> dict[str, NetworkInference]:
     auto, _ = load_for_play(SHIPPED, 8, device="cpu", dtype="float32")
     assert auto.backend == auto_cpu_backend()  # the default on a CPU computing float32
     return {
@@ -59,8 +59,8 @@ def evaluators() -> dict[str, NetworkEvaluator]:
 
 
 @pytest.mark.parametrize("backend", ["jit", "cpp"])
-def test_the_cpu_backends_give_the_eager_priors_values_and_argmax(evaluators, backend) -> None:
-    eager, fast = evaluators["eager"], evaluators[backend]
+def test_the_cpu_backends_give_the_eager_priors_values_and_argmax(inferences, backend) -> None:
+    eager, fast = inferences["eager"], inferences[backend]
     assert fast.compute_dtype == torch.float32  # auto means float32 with the CPU backends
     planes, mask = encode_games([p.game for p in _positions(300)])
     want_priors, want_wdl = eager.evaluate(planes, mask)
@@ -85,8 +85,8 @@ def test_the_cpu_backends_hot_swap_weights_and_refuse_what_they_cannot_run(backe
     model = _randomised(_config())
     other = _randomised(_config())
     planes, mask = encode_games([p.game for p in _positions(40, seed=1)])
-    fast = NetworkEvaluator(_copy(model), device="cpu", backend=backend)
-    eager = NetworkEvaluator(_copy(model), device="cpu", dtype="float32", backend="eager")
+    fast = NetworkInference(_copy(model), device="cpu", backend=backend)
+    eager = NetworkInference(_copy(model), device="cpu", dtype="float32", backend="eager")
     np.testing.assert_allclose(
         fast.evaluate(planes, mask)[0], eager.evaluate(planes, mask)[0], atol=TOLERANCE
     )
@@ -100,12 +100,12 @@ def test_the_cpu_backends_hot_swap_weights_and_refuse_what_they_cannot_run(backe
         x = torch.from_numpy(planes)
         for got, want in zip(fold_batchnorm(other)(x), other.eval()(x), strict=True):
             np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-4)
-    assert NetworkEvaluator(_copy(model), device="cpu", dtype="bfloat16").backend == "eager"
-    assert NetworkEvaluator(_copy(model), device="cpu", backend="eager").backend == "eager"
+    assert NetworkInference(_copy(model), device="cpu", dtype="bfloat16").backend == "eager"
+    assert NetworkInference(_copy(model), device="cpu", backend="eager").backend == "eager"
     with pytest.raises(ValueError, match="unknown backend 'onnx'"):
-        NetworkEvaluator(_copy(model), device="cpu", backend="onnx")
+        NetworkInference(_copy(model), device="cpu", backend="onnx")
     with pytest.raises(ValueError, match=f"backend {backend} runs float32"):
-        NetworkEvaluator(_copy(model), device="cpu", dtype="bfloat16", backend=backend)
+        NetworkInference(_copy(model), device="cpu", dtype="bfloat16", backend=backend)
     with pytest.raises(ValueError, match="backend must be auto, eager, jit, cpp"):
         make_player(f"{SHIPPED}:sims=8,backend=fast")
 
@@ -128,10 +128,10 @@ def test_cpp_runs_every_shape_on_either_kernel(config, kernel, monkeypatch) -> N
         monkeypatch.setenv("CHECKERZERO_CPU_KERNEL", "portable")
     torch.manual_seed(5)
     model = _randomised(config)
-    cpp = NetworkEvaluator(_copy(model), device="cpu", backend="cpp")
+    cpp = NetworkInference(_copy(model), device="cpu", backend="cpp")
     assert cpp._compiled is not None
     assert cpp._compiled.runs_avx2 == (kernel == "native" and _core.ConvNet.kernel() == "avx2+fma")
-    eager = NetworkEvaluator(_copy(model), device="cpu", dtype="float32", backend="eager")
+    eager = NetworkInference(_copy(model), device="cpu", dtype="float32", backend="eager")
     rng = np.random.default_rng(7)
     s = config.board_size
     planes = (rng.random((19, config.in_planes, s, s)) < 0.3).astype(np.float32)
@@ -149,7 +149,7 @@ def test_auto_is_cpp_only_where_the_core_runs_its_avx2_copy(monkeypatch) -> None
     assert _core.ConvNet.kernel() == "portable"
     assert auto_cpu_backend() == "jit"
     model = _randomised(_config())
-    assert NetworkEvaluator(model, device="cpu", dtype="float32").backend == "jit"
+    assert NetworkInference(model, device="cpu", dtype="float32").backend == "jit"
 
 
 def test_cpp_refuses_weights_that_do_not_fit_with_a_clear_error() -> None:

@@ -11,9 +11,9 @@ import torch
 from baseline_training import dqn
 from baseline_training.config import load_config
 from checkerzero.network.model import CheckersNet, ModelConfig
-from evaluation.game_play import play_match
-from evaluation.players import make_player
-from evaluation.policy_player import PolicyPlayer
+from evaluation.matches.games import play_match
+from evaluation.players.make import make_player
+from evaluation.players.policy import PolicyPlayer
 from game import Position, encoding
 from game.openings import load_openings
 

@@ -562,14 +562,14 @@ def test_verify_compares_checksums_and_a_bad_manifest_is_named(egdb_dirs, tmp_pa
 
 
 def _root_after_search(config, db: EndgameDatabase | None, fen: str, simulations: int = 200):
-    from game.mcts import UniformEvaluator, new_search, search
+    from game.mcts import UniformInference, new_search, search
 
     cfg = config(f"mcts.simulations={simulations}", "mcts.dirichlet_epsilon=0.0").mcts
     mcts = new_search(1, 8, cfg, seed=0)
     if db is not None:
         mcts.set_egdb(db.core)
     mcts.reset(0, Position.from_fen(fen).game)
-    search(mcts, UniformEvaluator())
+    search(mcts, UniformInference())
     return mcts
 
 
@@ -587,7 +587,7 @@ def test_mcts_leaves_take_the_database_value(db8, config):
     assert without.egdb_hits == 0 and without.root_wdl(0)[0] < 0.5
 
 
-class _SureWinEvaluator:
+class _SureWinInference:
     """Every position a near-certain win for the side to move, with a hair of draw: the kind of
     value a trained network gives a won ending, never exact as the database's are."""
 
@@ -620,7 +620,7 @@ def test_root_wdl_stays_a_probability_vector_when_the_database_decides(db8, conf
     mcts.set_egdb(db8.core)
     for i, pos in enumerate(five):
         mcts.reset(i, pos.game)
-    search(mcts, _SureWinEvaluator())
+    search(mcts, _SureWinInference())
     assert mcts.egdb_hits > 0
     wdl = np.array([mcts.root_wdl(i) for i in range(len(five))])
     assert (wdl >= 0).all() and (wdl <= 1).all(), wdl[((wdl < 0) | (wdl > 1)).any(axis=1)]
@@ -628,7 +628,8 @@ def test_root_wdl_stays_a_probability_vector_when_the_database_decides(db8, conf
 
 
 def test_minimax_with_the_database(db8, egdb_dirs):
-    from evaluation.players import alphabeta, make_player
+    from evaluation.players.alphabeta import alphabeta
+    from evaluation.players.make import make_player
 
     with pytest.raises(ValueError, match="needs an endgame database"):
         make_player("minimax+db:4")
@@ -647,8 +648,8 @@ def test_minimax_with_the_database(db8, egdb_dirs):
 
 
 def test_match_adjudicates_database_positions(egdb_dirs):
-    from evaluation.game_play import play_game
-    from evaluation.players import make_player
+    from evaluation.matches.games import play_game
+    from evaluation.players.make import make_player
     from game.openings import Opening
 
     db = EndgameDatabase(egdb_dirs[6], 6, 4)
@@ -677,8 +678,9 @@ def test_match_adjudicates_database_positions(egdb_dirs):
 
 
 def test_self_play_adjudicates_and_scores_leaves(egdb_dirs, config):
-    from actors.self_play import play_games, start_game
-    from game.mcts import UniformEvaluator
+    from actors.self_play import play_games
+    from game.mcts import UniformInference
+    from game.record_pdn import start_game
     from game.records import Termination
 
     cfg = config(
@@ -694,7 +696,7 @@ def test_self_play_adjudicates_and_scores_leaves(egdb_dirs, config):
         "egdb.mcts_leaves=true",
     )
     db = EndgameDatabase(egdb_dirs[6], 6, 4)
-    records = play_games(UniformEvaluator(), cfg, n_games=6, seed=2)
+    records = play_games(UniformInference(), cfg, n_games=6, seed=2)
     ended = [r for r in records if r.termination == Termination.DATABASE]
     assert ended
     for record in ended:
@@ -710,9 +712,9 @@ def test_self_play_adjudicates_and_scores_leaves(egdb_dirs, config):
 
 
 def test_evaluator_gate_adjudicates_and_settings_carry_the_database(db8, egdb_dirs, config):
-    from evaluation.gate import gate
-    from evaluation.players import make_player
-    from evaluation.settings import EvalSettings
+    from evaluation.evaluator.settings import EvalSettings
+    from evaluation.matches.gate import gate
+    from evaluation.players.make import make_player
     from game.openings import load_openings
 
     sprt = {"elo0": 0, "elo1": 200, "alpha": 0.05, "beta": 0.05, "max_games": 4}

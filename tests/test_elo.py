@@ -1,4 +1,5 @@
-"""Elo statistics (evaluation/elo.py): one match's estimate and the BayesElo-style rating fit."""
+"""Elo statistics (evaluation/stats/elo.py): one match's estimate and the BayesElo-style rating
+fit."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluation.elo import GameResult, PairResult, logistic_score, match_elo, score_to_elo
-from evaluation.elo_fit import fit_ratings
+from evaluation.stats.elo import GameResult, PairResult, logistic_score, match_elo, score_to_elo
+from evaluation.stats.fit import fit_ratings
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -291,8 +292,8 @@ def test_a_long_runs_candidates_fit_jointly_as_each_alone() -> None:
     games' rating. A full Newton step from the rungs' mean once sent the joint fit to a false
     optimum: v1240 (18 of 32 points against minimax:6-8) at Elo 8161 with an interval of
     +-1.5e9, and v1220 and v1180 some 450 Elo above their own games' ratings."""
-    from evaluation.ladder_play import fit_all
-    from evaluation.ladder_table import read_table, table_path
+    from evaluation.ladder.rungs import fit_all
+    from evaluation.ladder.table import read_table, table_path
 
     table = read_table(table_path("package"))
     rows = []

@@ -17,24 +17,23 @@ from scipy.optimize import minimize_scalar
 from checkerzero.network.checkpoint import encode_checkpoint
 from checkerzero.network.model import CheckersNet, ModelConfig
 from checkerzero.run_files import CURVE_CSV, CURVE_PNG, EVAL_DIR
-from checkerzero.store.eval_results import read_eval_metrics
 from checkerzero.store.keys import done_key
 from checkerzero.store.replay import connect
 from checkerzero.store.weights import KEEP_VERSIONS, WeightsChannel
 from evaluation import rate_ladder
-from evaluation.elo import ELO_PER_NATURAL_UNIT, PairResult, logistic_score
-from evaluation.elo_fit import game_information
-from evaluation.evaluator import EvaluatorWorker
-from evaluation.evaluator_ratings import wall_seconds
-from evaluation.ladder_plan import (
+from evaluation.evaluator.ratings import wall_seconds
+from evaluation.evaluator.records import read_eval_metrics
+from evaluation.evaluator.settings import EvalSettings
+from evaluation.evaluator.worker import EvaluatorWorker
+from evaluation.ladder.plan import (
     gallop_rung,
     nearest_rung,
     neighbour_rungs,
     plan_pairs,
     rating_matches,
 )
-from evaluation.ladder_play import fit_all, ladder_player, rating_openings
-from evaluation.ladder_table import (
+from evaluation.ladder.rungs import fit_all, ladder_player, rating_openings
+from evaluation.ladder.table import (
     PACKAGE_TABLE,
     LadderTable,
     TableRow,
@@ -45,7 +44,8 @@ from evaluation.ladder_table import (
     write_results,
     write_table,
 )
-from evaluation.settings import EvalSettings
+from evaluation.stats.elo import ELO_PER_NATURAL_UNIT, PairResult, logistic_score
+from evaluation.stats.fit import game_information
 
 TINY = ModelConfig(blocks=1, channels=8, policy_channels=4, value_channels=2, value_hidden=16)
 SMALL_RUNGS = "random,noisy:0.5:minimax:1,minimax:1,minimax:2"
@@ -133,7 +133,7 @@ def test_rating_openings_are_distinct_and_reproducible() -> None:
 
 
 def test_noisy_rung_is_reproducible_and_between_its_parts() -> None:
-    from evaluation.game_play import play_match
+    from evaluation.matches.games import play_match
     from game.openings import load_openings
 
     deck = load_openings()
@@ -272,7 +272,7 @@ def test_a_candidate_far_above_where_its_games_begin_reaches_its_rungs(
     cfg = rated_config(config, table_file, ladder=ladder, candidate_games=10)
     client = connect(server.url, server.password, retries=2, backoff_s=0.05)
     worker = EvaluatorWorker(EvalSettings.from_config(cfg), client, tmp_path)
-    assert worker.play_rated(1, ladder_player("minimax:4")) == 5
+    assert worker.ladder.play_rated(1, ladder_player("minimax:4")) == 5
     met = [r.b for r in worker.results() if r.a == "v1"][::2]  # two rows a pair: by colour
     assert met == ["random", noisy[0], noisy[2], noisy[4], noisy[3]], met  # then neighbours
 
@@ -390,7 +390,7 @@ def test_evaluator_with_a_table_plays_no_rung_games_and_writes_the_curve(
     first_rows = [r for r in rows if r.a == "v1"]
     assert first_rows[0].b == "random"
 
-    ratings = worker.ratings()
+    ratings = worker.ratings.current()
     assert ratings["minimax:1"].elo == 800.0 and ratings.draw_elo == 90.0
     with (tmp_path / EVAL_DIR / CURVE_CSV).open() as f:
         curve = list(csv.DictReader(f))
@@ -479,7 +479,7 @@ def test_the_curve_keeps_where_the_run_stood_when_the_learner_publishes_during_t
     publish(channel, 1, {"step": 0, "positions": 0, "t": 1000.0, "run_s": 5.0})
     publish(channel, 2, {"step": 20, "positions": 1234, "t": 1060.0, "run_s": 65.0})
     worker = EvaluatorWorker(settings, client, tmp_path)
-    play_ladder = worker.play_ladder
+    play_ladder = worker.ladder.play
 
     def publish_meanwhile(version, player):
         if version == 2:
@@ -487,7 +487,7 @@ def test_the_curve_keeps_where_the_run_stood_when_the_learner_publishes_during_t
                 publish(channel, v, {"step": 10 * v, "positions": 600 * v, "t": 1100.0 + v})
         return play_ladder(version, player)
 
-    monkeypatch.setattr(worker, "play_ladder", publish_meanwhile)
+    monkeypatch.setattr(worker.ladder, "play", publish_meanwhile)
     assert worker.step()
     assert channel.meta(2) == {}  # gone from the channel while v2 played
     with (tmp_path / EVAL_DIR / CURVE_CSV).open() as f:
@@ -531,7 +531,7 @@ def test_rated_ladder_stopped_mid_candidate_resumes_to_the_same_games(
     first = EvaluatorWorker(EvalSettings.from_config(cfg), client, tmp_path / "a")
     first.ensure_best()
     checks = iter(range(100))
-    first.stopping = lambda: next(checks) >= 2  # type: ignore[method-assign]  # probe + 2 pairs
+    first.ctx.stopping = lambda: next(checks) >= 2  # type: ignore[method-assign]  # probe + 2 pairs
     assert not first.step()
     assert sum(r.wins + r.draws + r.losses for r in first.results()) == 6
     resumed = EvaluatorWorker(EvalSettings.from_config(cfg), client, tmp_path / "a")

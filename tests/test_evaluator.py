@@ -14,19 +14,19 @@ from omegaconf import OmegaConf
 from checkerzero.network.checkpoint import encode_checkpoint, save_checkpoint
 from checkerzero.network.inference import compute_dtype
 from checkerzero.network.model import CheckersNet, ModelConfig
-from checkerzero.store.eval_results import read_eval_metrics
 from checkerzero.store.keys import decisions_key, results_key
 from checkerzero.store.replay import connect
 from checkerzero.store.weights import WeightsChannel
-from evaluation.evaluator import EvaluatorWorker
-from evaluation.game_play import play_match
-from evaluation.gate import gate
-from evaluation.ladder_play import fit_all, in_process, ladder_results, pair_results, rung_results
-from evaluation.match_workers import run_match
-from evaluation.mcts_player import MCTSPlayer
-from evaluation.network_player import parse_spec
-from evaluation.players import make_player
-from evaluation.settings import EvalSettings
+from evaluation.evaluator.records import read_eval_metrics
+from evaluation.evaluator.settings import EvalSettings
+from evaluation.evaluator.worker import EvaluatorWorker
+from evaluation.ladder.rungs import fit_all, in_process, ladder_results, pair_results, rung_results
+from evaluation.matches.games import play_match
+from evaluation.matches.gate import gate
+from evaluation.matches.workers import run_match
+from evaluation.players.make import make_player
+from evaluation.players.mcts import MCTSPlayer
+from evaluation.players.spec import parse_spec
 from game.openings import extend_openings, load_openings, random_openings
 from game.pdn import read_pdn, write_pdn
 from game.position import Position
@@ -190,13 +190,18 @@ def test_uniform_mcts_beats_random_and_reuses_its_tree(deck) -> None:
     assert again.pairs == match.pairs  # deterministic: no noise, temperature 0
 
 
+def mcts_parts(text: str) -> tuple[str | None, dict]:
+    spec = parse_spec(text)
+    return spec.source, dict(spec.options)
+
+
 def test_mcts_spec_parsing_and_errors(tmp_path) -> None:
-    assert parse_spec("minimax:3") is None
-    assert parse_spec("uniform-mcts:sims=64,leaves=4") == (
+    assert parse_spec("minimax:3").kind == "minimax"
+    assert mcts_parts("uniform-mcts:sims=64,leaves=4") == (
         "uniform-mcts",
         {"simulations": 64, "leaves_per_game": 4},
     )
-    assert parse_spec("a/b.safetensors:sims=9:cpuct=1.5") == (
+    assert mcts_parts("a/b.safetensors:sims=9:cpuct=1.5") == (
         "a/b.safetensors",
         {"simulations": 9, "c_puct": 1.5},
     )
@@ -206,7 +211,7 @@ def test_mcts_spec_parsing_and_errors(tmp_path) -> None:
         make_player("uniform-mcts:sims=many")
     with pytest.raises(ValueError, match="no checkpoint file at"):
         make_player(str(tmp_path / "missing.safetensors"))
-    assert parse_spec("a/b.safetensors:t200,precision=float32") == (
+    assert mcts_parts("a/b.safetensors:t200,precision=float32") == (
         "a/b.safetensors",
         {"time_ms": 200, "precision": "float32"},
     )
@@ -218,11 +223,11 @@ def test_a_checkpoint_player_computes_in_the_precision_its_spec_asks(tmp_path) -
     path = tmp_path / "tiny.safetensors"
     save_checkpoint(path, CheckersNet(TINY), step=0, version=1)
     default = make_player(f"{path}:sims=8")
-    assert default.evaluator.compute_dtype == compute_dtype("auto", "cpu")
+    assert default.inference.compute_dtype == compute_dtype("auto", "cpu")
     assert default.name == "tiny.safetensors:sims=8"
     for precision in ("float32", "bfloat16"):
         player = make_player(f"{path}:sims=8,precision={precision}")
-        assert str(player.evaluator.compute_dtype) == f"torch.{precision}"
+        assert str(player.inference.compute_dtype) == f"torch.{precision}"
         assert player.name == f"tiny.safetensors:sims=8,{precision}"  # tells the two apart
     tuned = make_player(f"{path}:sims=8,cpuct=2.0,precision=float32")
     assert tuned.settings["c_puct"] == 2.0
@@ -362,7 +367,7 @@ def test_worker_stopped_mid_gate_resumes_where_it_stopped(server, tmp_path, smal
     first = EvaluatorWorker(EvalSettings.from_config(cfg), client, tmp_path)
     first.ensure_best()
     checks = iter(range(100))
-    first.stopping = lambda: next(checks) >= 2  # type: ignore[method-assign]  # 2 pairs, then stop
+    first.ctx.stopping = lambda: next(checks) >= 2  # type: ignore[method-assign]  # 2 pairs, then stop
     assert not first.step()
     assert first.decisions()[-1]["version"] == 1 and first.results() == []
     resumed = EvaluatorWorker(EvalSettings.from_config(cfg), client, tmp_path)
@@ -398,7 +403,7 @@ def local_ray():
 
 def test_evaluator_actor_on_ray(local_ray, server, tmp_path, small_config) -> None:
     """The actor evaluates published versions; killed, Ray restarts it and it carries on."""
-    from evaluation.evaluator_actor import start_evaluator
+    from evaluation.evaluator.actor import start_evaluator
 
     cfg = small_config(rung_pairs=1, poll_s=0.2)
     client = connect(server.url, server.password, retries=2, backoff_s=0.05)
@@ -432,7 +437,7 @@ def test_evaluator_actor_on_ray(local_ray, server, tmp_path, small_config) -> No
 
 
 def test_the_evaluator_asks_for_a_gpu_share_only_where_it_runs_on_a_gpu() -> None:
-    from evaluation.evaluator_actor import evaluator_gpus
+    from evaluation.evaluator.actor import evaluator_gpus
 
     assert evaluator_gpus({"device": "cpu", "gpus": 0.2}, node_gpus=1) == 0.0
     assert evaluator_gpus({"device": "auto", "gpus": 0.2}, node_gpus=0) == 0.0
@@ -464,7 +469,7 @@ def test_on_a_gpu_node_the_evaluator_actor_holds_its_gpu_share(
     """Under device=auto on a node with a GPU, the actor holds evaluation.gpus of it (Ray would
     hide the GPU from an actor asking none). The declared GPU has no CUDA behind it, so the
     actor's network falls back to the CPU and still rates the candidate."""
-    from evaluation.evaluator_actor import start_evaluator
+    from evaluation.evaluator.actor import start_evaluator
 
     cfg = small_config(rung_pairs=1, poll_s=0.2, device="auto", gpus=0.25)
     client = connect(server.url, server.password, retries=2, backoff_s=0.05)

@@ -28,8 +28,8 @@ from game.pdn import read_pdn
 from play.__main__ import parse_overrides
 from play.app import create_app
 from play.engine import read_lines, serve
-from play.engines import Engines
 from play.paths import Roots
+from play.players import Players
 from play.settings import SCHEMA, load_settings
 
 # Default lane: 10^4 cases in all; the slow lane ten times as many of each kind.
@@ -243,7 +243,7 @@ async def fuzz_pdn_write(client: httpx.AsyncClient, cases: int, seed: int) -> No
                 assert game.tags.get(name) == value, (name, value, r.text)
 
 
-def fuzz_engine(engines: Engines, cases: int, seed: int) -> None:
+def fuzz_engine(engines: Players, cases: int, seed: int) -> None:
     rng = random.Random(seed)
     queries = []
     for k in range(cases):
@@ -305,9 +305,9 @@ def fuzz_settings(cases: int, seed: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def engines() -> Engines:
+def engines() -> Players:
     settings = load_settings({"torch_threads": 1, "default_simulations": 2, "limits": LIMITS})
-    return Engines(settings, Roots("runs", SHIPPED.parent))
+    return Players(settings, Roots("runs", SHIPPED.parent))
 
 
 def test_api_bodies(app):

@@ -1,4 +1,4 @@
-"""The gating SPRT (evaluation/sprt.py): LLR values, bounds, error rates in simulation."""
+"""The gating SPRT (evaluation/stats/sprt.py): LLR values, bounds, error rates in simulation."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from evaluation.elo import logistic_score
-from evaluation.sprt import SPRT, GateDecision, llr_approx, llr_exact, sprt_bounds
+from evaluation.stats.elo import logistic_score
+from evaluation.stats.sprt import SPRT, GateDecision, llr_approx, llr_exact, sprt_bounds
 
 SCORES = np.array([1.0, 0.5, 0.0])  # index 0 win, 1 draw, 2 loss (candidate's points)
 

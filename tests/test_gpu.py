@@ -2,7 +2,7 @@
 it first, so the figures rest on tests that can be rerun).
 
 - The inference server on CUDA (CUDA graphs of fixed batch sizes, bf16, two batches in flight)
-  gives every leaf what the network evaluator gives it on the same GPU, at batch sizes on, between
+  gives every leaf what the network inference gives it on the same GPU, at batch sizes on, between
   and above the captured ones, from several clients at once, and new weights apply from the next
   batch with the captured graphs kept.
 - The learner's training step on CUDA (bf16 autocast) lowers the loss on a fixed batch.
@@ -21,10 +21,10 @@ import torch
 from omegaconf import OmegaConf
 
 from actors.self_play import run_self_play
-from checkerzero.network.inference import NetworkEvaluator
+from checkerzero.inference_server.client import RemoteInference
+from checkerzero.inference_server.server import InferenceServer, ServerSettings
+from checkerzero.network.inference import NetworkInference
 from checkerzero.network.model import CheckersNet, ModelConfig
-from checkerzero.network.remote import RemoteEvaluator
-from checkerzero.network.server import InferenceServer, ServerSettings
 from game.encoding import NUM_PLANES, num_actions
 from game.mcts import new_search
 from game.records import GameRecord
@@ -45,10 +45,10 @@ def model(seed: int, blocks: int = 4, channels: int = 16) -> CheckersNet:
     return CheckersNet(ModelConfig(blocks=blocks, channels=channels)).eval()
 
 
-def evaluator(net: CheckersNet) -> NetworkEvaluator:
+def inference(net: CheckersNet) -> NetworkInference:
     copy = CheckersNet(net.config)
     copy.load_state_dict(net.state_dict())
-    return NetworkEvaluator(copy, device="cuda")
+    return NetworkInference(copy, device="cuda")
 
 
 def leaves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -76,12 +76,12 @@ def test_the_server_on_cuda_answers_as_the_evaluator_does():
         device="cuda",
     )
     server.load_weights(a, 1)
-    ref_a, ref_b = evaluator(a), evaluator(b)
+    ref_a, ref_b = inference(a), inference(b)
     results: dict[int, list] = {}
     sizes = [1, 63, 64, 65, 300, 512, 700]  # 700: above max_batch, sent in two parts
 
     def client_run(k: int) -> None:
-        client = RemoteEvaluator(server.address, NUM_PLANES, 8, A8, 1024)
+        client = RemoteInference(server.address, NUM_PLANES, 8, A8, 1024)
         out = []
         for n in sizes:
             planes, mask = leaves(n, seed=100 * k + n)
@@ -108,7 +108,7 @@ def test_the_server_on_cuda_answers_as_the_evaluator_does():
         assert stats["rows"] == 3 * sum(sizes)
         # New weights: the next batch computes with them, through the same graphs.
         server.load_weights(b, 2)
-        client = RemoteEvaluator(server.address, NUM_PLANES, 8, A8, 512)
+        client = RemoteInference(server.address, NUM_PLANES, 8, A8, 512)
         planes, mask = leaves(200, seed=7)
         priors, _ = client.evaluate(planes, mask)
         assert client.version == 2
@@ -159,9 +159,9 @@ def test_self_play_on_cuda_finishes_valid_games(config, through_server):
             f"cz-gpu-{uuid.uuid4().hex}", NUM_PLANES, 8, A8, ServerSettings(), device="cuda"
         )
         server.load_weights(net, 3)
-        ev = RemoteEvaluator(server.address, NUM_PLANES, 8, A8, 32 * int(cfg.mcts.leaves_per_game))
+        ev = RemoteInference(server.address, NUM_PLANES, 8, A8, 32 * int(cfg.mcts.leaves_per_game))
     else:
-        ev = evaluator(net)
+        ev = inference(net)
     try:
         records, stats = run_self_play(ev, cfg, 8, seed=1)
     finally:

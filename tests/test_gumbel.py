@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from game import _core
-from game.mcts import UniformEvaluator, new_search, search
+from game.mcts import UniformInference, new_search, search
 
 # The start position of 8x8 has 7 legal moves; the paper's budget for m actions gives every
 # phase of sequential halving at least one visit per survivor: m * ceil(log2 m).
@@ -157,11 +157,11 @@ def test_completed_q_target_is_the_papers_and_sums_to_one_on_legal_moves(simulat
 
 
 def test_two_simulations_still_give_a_legal_move_and_a_valid_target():
-    evaluator = UniformEvaluator()
+    inference = UniformInference()
     for size in (6, 8):
         mcts = new_search(4, size, {"root_policy": "gumbel", "simulations": 2}, seed=11)
         for _ in range(30):
-            search(mcts, evaluator)
+            search(mcts, inference)
             for i in range(4):
                 if mcts.done(i):
                     continue
@@ -190,7 +190,7 @@ def test_gumbel_self_play_records_carry_the_completed_q_target(config):
         "selfplay.openings=start",
         "selfplay.resign=false",
     )
-    records = play_games(UniformEvaluator(), cfg, n_games=2, seed=2)
+    records = play_games(UniformInference(), cfg, n_games=2, seed=2)
     assert len(records) == 2
     for r in records:
         counts = [r.visits(t)[1] for t in range(len(r.played))]
@@ -199,10 +199,10 @@ def test_gumbel_self_play_records_carry_the_completed_q_target(config):
 
 
 def test_gumbel_player_plays_legal_moves():
-    from evaluation.mcts_player import MCTSPlayer
+    from evaluation.players.mcts import MCTSPlayer
     from game.position import Position
 
-    player = MCTSPlayer(UniformEvaluator(), mcts={"root_policy": "gumbel", "simulations": 8})
+    player = MCTSPlayer(UniformInference(), mcts={"root_policy": "gumbel", "simulations": 8})
     pos = Position(8)
     for _ in range(6):
         move = player.choose(pos)
@@ -261,12 +261,12 @@ def test_puct_visit_counts_are_unchanged_byte_for_byte():
 
 @pytest.mark.parametrize("seed", range(4))
 def test_a_proven_win_at_the_root_is_played_and_is_the_target(seed):
-    from test_solver import SHOT, UniformEvaluator, action_of, solver_search
+    from test_solver import SHOT, UniformInference, action_of, solver_search
 
     mcts = solver_search(
         SHOT,
         simulations=64,
-        evaluator=UniformEvaluator(),
+        inference=UniformInference(),
         root_policy="gumbel",
         dirichlet_epsilon=0.25,
         seed=seed,
@@ -283,22 +283,22 @@ def test_leaves_in_flight_go_to_different_considered_actions():
     # One gather of 8 leaves right after the root's evaluation: the first phase wants one visit
     # per considered action, and leaves in flight count, so the 7 moves each get one.
     mcts = new_search(1, 8, {"root_policy": "gumbel", "simulations": 32, "leaves_per_game": 8})
-    evaluator = UniformEvaluator()
+    inference = UniformInference()
     planes, masks = mcts.gather()
     assert len(masks) == 1  # the root alone
-    mcts.expand(*evaluator.evaluate(planes, masks))
+    mcts.expand(*inference.evaluate(planes, masks))
     planes, masks = mcts.gather()
     assert len(masks) >= M
-    mcts.expand(*evaluator.evaluate(planes, masks))
+    mcts.expand(*inference.evaluate(planes, masks))
     visits = mcts.root_visits(0)
     assert (visits[_core.Game(8).legal_action_mask()] >= 1).all()
-    search(mcts, evaluator)
+    search(mcts, inference)
     assert mcts.root_visits(0).sum() == 32
 
 
 def test_evaluation_players_search_with_their_own_root_policy(config):
-    from evaluation.network_player import mcts_player
-    from evaluation.player_defaults import eval_mcts_settings
+    from evaluation.players.defaults import eval_mcts_settings
+    from evaluation.players.network import mcts_player
 
     # Self-play's switch does not reach the judge: every run is rated by the same search.
     assert eval_mcts_settings(config("mcts.root_policy=gumbel"))["root_policy"] == "puct"

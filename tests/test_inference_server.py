@@ -37,12 +37,12 @@ from waiting import read_while_no_game_arrives, wait_until
 
 from actors.pool import ActorPool, plan_servers
 from actors.self_play import play_games
+from checkerzero.inference_server.client import RemoteInference
+from checkerzero.inference_server.protocol import HELLO, PROTOCOL, REQUEST, Layout
+from checkerzero.inference_server.server import InferenceServer, ServerSettings
 from checkerzero.network.checkpoint import encode_checkpoint
-from checkerzero.network.inference import NetworkEvaluator
+from checkerzero.network.inference import NetworkInference
 from checkerzero.network.model import CheckersNet, ModelConfig
-from checkerzero.network.remote import RemoteEvaluator
-from checkerzero.network.server import InferenceServer, ServerSettings
-from checkerzero.network.server_protocol import HELLO, PROTOCOL, REQUEST, Layout
 from checkerzero.store.redis_server import EmbeddedRedis
 from checkerzero.store.replay import ReplayStore, connect
 from checkerzero.store.weights import WeightsChannel
@@ -64,11 +64,11 @@ def tiny_model(seed: int) -> CheckersNet:
     return CheckersNet(TINY).eval()
 
 
-def reference(model: CheckersNet) -> NetworkEvaluator:
+def reference(model: CheckersNet) -> NetworkInference:
     """In-actor inference of `model`, as a CPU self-play actor runs it (float32)."""
     copy = CheckersNet(model.config)
     copy.load_state_dict(model.state_dict())
-    return NetworkEvaluator(copy, device="cpu", dtype="float32")
+    return NetworkInference(copy, device="cpu", dtype="float32")
 
 
 def new_server(model: CheckersNet | None = None, version: int = 1, **settings) -> InferenceServer:
@@ -86,8 +86,8 @@ def new_server(model: CheckersNet | None = None, version: int = 1, **settings) -
     return server
 
 
-def client_of(server: InferenceServer, capacity: int = 64, **kwargs) -> RemoteEvaluator:
-    return RemoteEvaluator(server.address, NUM_PLANES, 8, A8, capacity, **kwargs)
+def client_of(server: InferenceServer, capacity: int = 64, **kwargs) -> RemoteInference:
+    return RemoteInference(server.address, NUM_PLANES, 8, A8, capacity, **kwargs)
 
 
 def leaves(seed: int, games: int = 4) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -234,7 +234,7 @@ def test_a_server_that_goes_away_is_found_again_and_the_batch_sent_again(caplog)
     thread = threading.Thread(target=come_back)
     thread.start()
     try:
-        with caplog.at_level("WARNING", logger="checkerzero.network.remote"):
+        with caplog.at_level("WARNING", logger="checkerzero.inference_server.client"):
             priors, _ = client.evaluate(planes, mask)
     finally:
         thread.join()
@@ -249,7 +249,7 @@ def test_a_server_that_goes_away_is_found_again_and_the_batch_sent_again(caplog)
 
 def test_a_client_of_another_game_is_refused_in_one_line():
     server = new_server(tiny_model(9))
-    client = RemoteEvaluator(server.address, NUM_PLANES, 6, num_actions(6), 8)
+    client = RemoteInference(server.address, NUM_PLANES, 6, num_actions(6), 8)
     try:
         planes = np.zeros((1, NUM_PLANES, 6, 6), np.float32)
         mask = np.ones((1, num_actions(6)), bool)
@@ -272,7 +272,7 @@ def test_one_server_per_gpu_and_cpu_nodes_keep_in_actor_inference_by_default():
         "multi": [1.0, 1.0, 1.0, 1.0],
     }
     assert plan_servers(nodes, "head", cpu_nodes=True)["cpu"] == [0.0]
-    # An evaluator on a whole GPU of a one-GPU head leaves it no server.
+    # An inference on a whole GPU of a one-GPU head leaves it no server.
     assert "head" not in plan_servers(nodes, "head", head_reserved_gpus=1.0)
 
 

@@ -9,9 +9,9 @@ import pytest
 from conftest import load_script
 
 from checkerzero.config import compose
-from evaluation.elo import PairResult
-from evaluation.ladder_play import fit_all
-from evaluation.ladder_table import LadderTable, TableRow, read_table, write_table
+from evaluation.ladder.rungs import fit_all
+from evaluation.ladder.table import LadderTable, TableRow, read_table, write_table
+from evaluation.stats.elo import PairResult
 
 
 @pytest.fixture(scope="module")

@@ -38,12 +38,12 @@ PEERS = (("actors", "evaluation"),)
 # (importer, imported) pairs allowed inside a function, each for a measured start-up cost.
 DEFERRED = {
     # torch's import (1.0-1.4 s) is paid only by match workers that build a network player.
-    ("evaluation.network_player", "checkerzero.network.inference"),
+    ("evaluation.players.network", "checkerzero.network.inference"),
     # a bad command line fails before torch and Ray load (see learner/__main__.py).
     ("learner.__main__", "learner.run"),
     # the evaluator's settings bring torch (3.0 s to import at load 13, measured): checked only
     # once the config itself has passed, so a bad key is still answered before torch loads.
-    ("learner.__main__", "evaluation.settings"),
+    ("learner.__main__", "evaluation.evaluator.settings"),
 }
 
 
@@ -142,14 +142,14 @@ def test_the_project_has_no_upward_peer_or_hidden_import():
 @pytest.mark.parametrize(
     ("module", "source", "complaint"),
     [
-        ("game.mcts", "from checkerzero.network.inference import NetworkEvaluator\n", "upward"),
+        ("game.mcts", "from checkerzero.network.inference import NetworkInference\n", "upward"),
         ("checkerzero.store.live", "def f():\n    from actors import self_play\n", "upward"),
-        ("checkerzero.network.model", "import evaluation.elo\n", "upward"),
+        ("checkerzero.network.model", "import evaluation.stats.elo\n", "upward"),
         ("actors.actor", "from learner.trainer import Trainer\n", "upward"),
-        ("evaluation.evaluator", "import learner\n", "upward"),
+        ("evaluation.evaluator.worker", "import learner\n", "upward"),
         ("checkerzero.store.replay", "import learner.run\n", "upward"),
         ("evaluation.match", "from actors.self_play import play_games\n", "peers"),
-        ("actors.actor", "import evaluation.elo\n", "peers"),
+        ("actors.actor", "import evaluation.stats.elo\n", "peers"),
         (
             "actors.actor",
             "def f():\n    from checkerzero.store.weights import WeightsChannel\n",
@@ -170,8 +170,8 @@ def test_downward_imports_pass_the_check():
 
 def test_the_rules_the_search_and_self_play_load_no_torch():
     modules = (
-        "game, game.mcts, game.records, game.pdn, actors.self_play, evaluation.game_play, "
-        "evaluation.match_workers"
+        "game, game.mcts, game.records, game.pdn, actors.self_play, evaluation.matches.games, "
+        "evaluation.matches.workers"
     )
     code = f"import sys\nimport {modules}\nprint('torch' in sys.modules, 'ray' in sys.modules)"
     out = subprocess.run(
@@ -179,3 +179,107 @@ def test_the_rules_the_search_and_self_play_load_no_torch():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False"]
+
+
+# Rooms of evaluation/, bottom to top: a module may import its own room and the ones below it.
+# The command lines (evaluation.match, .rate_ladder, .calibration) and the book's builder sit on
+# top of every room.
+EVALUATION_ROOMS: dict[str, int] = {
+    "evaluation.stats": 0,  # Elo, its fit, the SPRT
+    "evaluation.players": 1,  # the players, their spec grammar, defaults, the book they read
+    "evaluation.matches": 2,  # games, pairs, matches, their records and journal, the gate's match
+    "evaluation.ladder": 3,  # the rungs, the rated table, the plan, the ratings' files
+    "evaluation.evaluator": 4,  # the rating and gating process
+    "evaluation.value_head_wdl": 2,
+    "evaluation.train_nneval": 2,
+    "evaluation.book": 5,
+    "evaluation.match": 5,
+    "evaluation.rate_ladder": 5,
+    "evaluation.calibration": 5,
+}
+
+
+def room_of(module: str) -> str | None:
+    matches = [k for k in EVALUATION_ROOMS if module == k or module.startswith(k + ".")]
+    return max(matches, key=len) if matches else None
+
+
+def room_violations(sources: Mapping[str, tuple[str, bool]]) -> list[str]:
+    """Imports inside evaluation/ that run from a lower room to a higher one."""
+    found = []
+    for module, (source, is_package) in sorted(sources.items()):
+        if not module.startswith("evaluation.") or module == "evaluation":
+            continue
+        own = room_of(module)
+        assert own is not None, f"{module} is in no room of evaluation/: add it to EVALUATION_ROOMS"
+        for target, line, _ in project_imports(module, source, is_package):
+            theirs = room_of(target)
+            if theirs is not None and EVALUATION_ROOMS[theirs] > EVALUATION_ROOMS[own]:
+                found.append(f"{module}:{line} imports {target}: {own} is below {theirs}")
+    return found
+
+
+def import_cycles(sources: Mapping[str, tuple[str, bool]]) -> list[list[str]]:
+    """Every circle of files that import each other (an import for type checking counts: it
+    is a dependency a reader must follow), each as the modules around it."""
+    graph = {
+        module: {t for t, _, _ in project_imports(module, source, is_package) if t in sources}
+        for module, (source, is_package) in sources.items()
+    }
+    # A package's __init__ importing its own modules is how packages are built, not a circle.
+    for module in graph:
+        graph[module] = {t for t in graph[module] if not module.startswith(t + ".")}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph[v]:
+                cycles.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_imports_inside_evaluation_go_one_way_room_by_room():
+    assert room_violations(project_sources()) == []
+
+
+def test_no_circle_of_files_imports_itself_anywhere_in_the_project():
+    assert import_cycles(project_sources()) == []
+
+
+def test_the_checks_catch_a_circle_and_a_room_upward():
+    circle = {
+        "evaluation.evaluator.worker": ("from evaluation.evaluator import gate\n", False),
+        "evaluation.evaluator.gate": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from evaluation.evaluator.worker import EvaluatorWorker\n",
+            False,
+        ),
+    }
+    assert import_cycles(circle) == [["evaluation.evaluator.gate", "evaluation.evaluator.worker"]]
+    upward = {"evaluation.players.network": ("from evaluation.matches import games\n", False)}
+    assert room_violations(upward)

@@ -27,7 +27,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from evaluation.match_workers import run_match
+from evaluation.matches.workers import run_match
 from game.openings import load_openings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,10 +124,10 @@ def test_a_short_training_run_beats_uniform_priors(config):
     Then the policy must predict held-out visit targets better than uniform priors do, and the
     network's search must beat the same search with uniform priors."""
     from actors.self_play import play_games
-    from checkerzero.network.inference import NetworkEvaluator
-    from evaluation.game_play import play_match
-    from evaluation.mcts_player import MCTSPlayer
-    from game.mcts import UniformEvaluator
+    from checkerzero.network.inference import NetworkInference
+    from evaluation.matches.games import play_match
+    from evaluation.players.mcts import MCTSPlayer
+    from game.mcts import UniformInference
     from learner.trainer import Trainer
 
     torch.manual_seed(0)
@@ -136,7 +136,7 @@ def test_a_short_training_run_beats_uniform_priors(config):
     torch.set_num_threads(1)
     try:
 
-        def selfplay(evaluator, simulations, games, seed):
+        def selfplay(inference, simulations, games, seed):
             cfg = config(
                 "game=small",
                 f"mcts.simulations={simulations}",
@@ -145,13 +145,13 @@ def test_a_short_training_run_beats_uniform_priors(config):
                 "selfplay.openings=deck",
                 "selfplay.resign=false",
             )
-            return play_games(evaluator, cfg, n_games=games, seed=seed)
+            return play_games(inference, cfg, n_games=games, seed=seed)
 
         trainer = Trainer(FAST_LEARNER, FAST_MODEL, 6, device=torch.device("cpu"))
-        _train(trainer, _samples(selfplay(UniformEvaluator(), 64, 200, 1)), rng)
+        _train(trainer, _samples(selfplay(UniformInference(), 64, 200, 1)), rng)
 
         def network():
-            return NetworkEvaluator(trainer.published_model, device="cpu", dtype=torch.float32)
+            return NetworkInference(trainer.published_model, device="cpu", dtype=torch.float32)
 
         records = selfplay(network(), 32, 100, 2)
         held_out = _samples(records[::4])
@@ -170,7 +170,7 @@ def test_a_short_training_run_beats_uniform_priors(config):
         )
 
         net = MCTSPlayer(network(), mcts={"simulations": 16}, name="trained")
-        flat = MCTSPlayer(UniformEvaluator(), mcts={"simulations": 16}, name="uniform")
+        flat = MCTSPlayer(UniformInference(), mcts={"simulations": 16}, name="uniform")
         result = play_match(net, flat, load_openings("deck", 6), games=FAST_GAMES, seed=3, size=6)
         assert result.score > 0.55, (
             f"trained vs uniform priors: W/D/L {result.wins}/{result.draws}/{result.losses}"

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from actors.self_play import play_games, record_moves
+from actors.self_play import play_games
 from checkerzero.config import compose
 from checkerzero.run_files import LIVE_FILE
 from checkerzero.store.keys import live_key
@@ -23,8 +23,9 @@ from checkerzero.store.live import (
     read_live_file,
 )
 from game import Position
-from game.mcts import UniformEvaluator
+from game.mcts import UniformInference
 from game.openings import load_openings
+from game.record_pdn import record_moves
 from learner.run import Run
 
 
@@ -57,7 +58,7 @@ def test_slot_zero_reports_each_move_of_its_game():
     reports = []
     cfg = small_cfg(1)
     (record,) = play_games(
-        UniformEvaluator(), cfg, 1, seed=4, network_version=9, actor_id=2, on_live=reports.append
+        UniformInference(), cfg, 1, seed=4, network_version=9, actor_id=2, on_live=reports.append
     )
     ballot = next(o for o in load_openings("deck", 8) if o.id == record.opening_id)
     assert reports[0]["moves"] == list(ballot.moves)  # at the start: the opening only
@@ -68,13 +69,13 @@ def test_slot_zero_reports_each_move_of_its_game():
     assert all((r["actor"], r["version"]) == (2, 9) for r in reports)
     assert all(r["fen"] == Position().fen() for r in reports)
     # The hook changes nothing: the same seed without it plays the same game.
-    (again,) = play_games(UniformEvaluator(), cfg, 1, seed=4, network_version=9, actor_id=2)
+    (again,) = play_games(UniformInference(), cfg, 1, seed=4, network_version=9, actor_id=2)
     assert again.to_bytes() == record.to_bytes()
 
 
 def test_only_slot_zero_reports():
     reports = []
-    records = play_games(UniformEvaluator(), small_cfg(3), 3, seed=5, on_live=reports.append)
+    records = play_games(UniformInference(), small_cfg(3), 3, seed=5, on_live=reports.append)
     assert len(records) == 3
     starts = [r for r in reports if len(r["moves"]) == 3]
     assert len(starts) == 1  # one game started in slot 0 (the others ran in slots 1 and 2)

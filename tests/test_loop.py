@@ -50,7 +50,7 @@ from checkerzero.network.checkpoint import load_checkpoint, read_checkpoint_meta
 from checkerzero.run_files import LIVE_FILE
 from checkerzero.store.live import read_live_file
 from checkerzero.store.redis_server import EmbeddedRedis, find_redis_server
-from evaluation.players import make_player
+from evaluation.players.make import make_player
 from game import Position
 from game.pdn import read_pdn
 

@@ -11,11 +11,12 @@ import time
 
 import pytest
 
-from evaluation.game_play import play_game, play_match, schedule
-from evaluation.game_records import MatchResult, PairRecord, PlayedGame
 from evaluation.match import main
-from evaluation.match_workers import run_match
-from evaluation.players import MinimaxPlayer, RandomPlayer
+from evaluation.matches.games import play_game, play_match, schedule
+from evaluation.matches.records import MatchResult, PairRecord, PlayedGame
+from evaluation.matches.workers import run_match
+from evaluation.players.alphabeta import MinimaxPlayer
+from evaluation.players.base import RandomPlayer
 from game import Position
 from game.openings import Opening, load_openings
 from game.pdn import read_pdn, write_pdn

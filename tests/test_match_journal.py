@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.game_records import PairRecord
 from evaluation.match import main
-from evaluation.match_workers import run_match
+from evaluation.matches.records import PairRecord
+from evaluation.matches.workers import run_match
 from game.openings import load_openings
 
 MATCH = ["minimax:2", "minimax:1", "--games", "8", "--ray", "off", "--workers", "1", "--seed", "3"]

@@ -1,7 +1,7 @@
 """The batched C++ search: known answers, visit accounting, noise, seeds, batching and value signs.
 
 Positions are drawn with Black at the top (b/w men, B/W kings); Black moves down the board.
-The evaluators here are tiny hand-made ones, so every expectation follows from the rules alone.
+The inferences here are tiny hand-made ones, so every expectation follows from the rules alone.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ BASE = {
     "dirichlet_epsilon": 0.0,
     "seed": 1,
 }
-# Material weights of the hand-made evaluator: a king is worth more than a man (it moves both
+# Material weights of the hand-made inference: a king is worth more than a man (it moves both
 # ways), so a breakthrough that crowns shows in the value.
 MAN, KING = 1.0, 1.5
 # How sharply a material difference turns into a win probability (tanh scale).
 MATERIAL_SCALE = 0.5
 
 
-class UniformEvaluator:
+class UniformInference:
     """Equal priors over the legal actions, a certain draw as the value."""
 
     def evaluate(self, planes: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -40,7 +40,7 @@ class UniformEvaluator:
         return priors, wdl
 
 
-class MaterialEvaluator(UniformEvaluator):
+class MaterialInference(UniformInference):
     """Uniform priors; the value is tanh of the material balance from the mover's view."""
 
     def evaluate(self, planes: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -128,7 +128,7 @@ HANGING = "B:W25,27:BK18"
 
 def test_finds_two_for_one_shot():
     mcts = one_game(SHOT)
-    search(mcts, UniformEvaluator())
+    search(mcts, UniformInference())
     best = action_of(SHOT, "15-19")
     assert mcts.choose(0, 0.0) == best
     # The whole line is forced, so every visit of 15-19 ends in White's exact loss.
@@ -137,13 +137,13 @@ def test_finds_two_for_one_shot():
 
 def test_finds_forced_breakthrough():
     mcts = one_game(BREAKTHROUGH)
-    search(mcts, MaterialEvaluator())
+    search(mcts, MaterialInference())
     assert mcts.choose(0, 0.0) == action_of(BREAKTHROUGH, "18-22")
 
 
 def test_wins_king_against_man():
     mcts = one_game(KING_VS_MAN, simulations=400)
-    search(mcts, UniformEvaluator())
+    search(mcts, UniformInference())
     best = action_of(KING_VS_MAN, "7-10")
     assert mcts.choose(0, 0.0) == best
     q = mcts.root_q(0)
@@ -153,7 +153,7 @@ def test_wins_king_against_man():
 
 def test_avoids_a_move_that_loses_at_once():
     mcts = one_game(HANGING)
-    search(mcts, UniformEvaluator())
+    search(mcts, UniformInference())
     losing = {action_of(HANGING, "18-22"), action_of(HANGING, "18-23")}
     q = mcts.root_q(0)
     for a in losing:
@@ -170,7 +170,7 @@ def test_avoids_a_move_that_loses_at_once():
 @pytest.mark.parametrize(("simulations", "leaves"), [(1, 1), (37, 1), (100, 8), (250, 16)])
 def test_root_visits_sum_to_simulations(simulations, leaves):
     mcts = new_search(3, 8, {**BASE, "simulations": simulations, "leaves_per_game": leaves})
-    search(mcts, UniformEvaluator())
+    search(mcts, UniformInference())
     for i in range(3):
         assert mcts.search_done(i)
         assert mcts.root_visits(i).sum() == simulations
@@ -179,16 +179,16 @@ def test_root_visits_sum_to_simulations(simulations, leaves):
 
 def test_reused_subtree_keeps_its_visits():
     mcts = new_search(1, 8, {**BASE, "simulations": 300})
-    search(mcts, UniformEvaluator())
+    search(mcts, UniformInference())
     best = mcts.choose(0, 0.0)
     _, below = mcts.node_stats(0, [best])
     mcts.advance(0, best)
     assert mcts.root_visits(0).sum() == below.sum() > 0
-    search(mcts, UniformEvaluator())
+    search(mcts, UniformInference())
     assert mcts.root_visits(0).sum() == 300
 
 
-class SkewedEvaluator(UniformEvaluator):
+class SkewedInference(UniformInference):
     """Priors proportional to action index + 1 over the legal actions: easy to recompute."""
 
     def evaluate(self, planes: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -204,7 +204,7 @@ def skewed(mask: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("temperature", [0.5, 2.0])
 def test_policy_temperature_reshapes_every_nodes_priors(temperature: float):
     mcts = new_search(1, 8, {**BASE, "policy_temperature": temperature})
-    search(mcts, SkewedEvaluator())
+    search(mcts, SkewedInference())
     game = mcts.game(0)
 
     def tempered(g) -> np.ndarray:
@@ -228,7 +228,7 @@ def test_policy_temperature_must_be_positive(bad: float):
 
 def test_noise_touches_only_the_root():
     mcts = new_search(1, 8, {**BASE, "dirichlet_epsilon": 0.25, "dirichlet_alpha": 0.3})
-    search(mcts, SkewedEvaluator())
+    search(mcts, SkewedInference())
     game = mcts.game(0)
     network = skewed(game.legal_action_mask()[None])[0]
     root = mcts.root_priors(0)
@@ -255,7 +255,7 @@ def play(seed: int, size: int = 6, max_plies: int = 40) -> list[int]:
     mcts.reset(0, _core.Game(size, max_plies))
     actions = []
     while not mcts.done(0):
-        search(mcts, UniformEvaluator())
+        search(mcts, UniformInference())
         a = mcts.choose(0, 1.0)
         actions.append(a)
         mcts.advance(0, a)
@@ -270,14 +270,14 @@ def test_fixed_seed_gives_the_same_game():
 
 
 @pytest.mark.parametrize(
-    ("fen", "move", "evaluator"),
-    [(SHOT, "15-19", UniformEvaluator()), (BREAKTHROUGH, "18-22", MaterialEvaluator())],
+    ("fen", "move", "inference"),
+    [(SHOT, "15-19", UniformInference()), (BREAKTHROUGH, "18-22", MaterialInference())],
 )
-def test_many_leaves_and_one_leaf_agree(fen, move, evaluator):
+def test_many_leaves_and_one_leaf_agree(fen, move, inference):
     choices = []
     for leaves in (1, 16):
         mcts = one_game(fen, leaves_per_game=leaves)
-        search(mcts, evaluator)
+        search(mcts, inference)
         choices.append(mcts.choose(0, 0.0))
     assert choices == [action_of(fen, move)] * 2
 
@@ -288,10 +288,10 @@ def test_many_games_in_one_batch_match_single_games():
     many = new_search(len(fens), 8, {**BASE, "leaves_per_game": 1})
     for i, fen in enumerate(fens):
         many.reset(i, Position.from_fen(fen).game)
-    search(many, MaterialEvaluator())
+    search(many, MaterialInference())
     for i, fen in enumerate(fens):
         alone = one_game(fen, leaves_per_game=1)
-        search(alone, MaterialEvaluator())
+        search(alone, MaterialInference())
         np.testing.assert_array_equal(many.root_visits(i), alone.root_visits(0))
 
 
@@ -307,7 +307,7 @@ def test_each_game_searches_its_own_budget_and_fast_ones_have_no_noise():
     for i, fen in enumerate(fens):
         mcts.reset(i, Position.from_fen(fen).game)
         mcts.set_search(i, budgets[i], full[i])
-    search(mcts, SkewedEvaluator())
+    search(mcts, SkewedInference())
     for i in range(4):
         assert (mcts.search_budget(i), mcts.full_search(i)) == (budgets[i], full[i])
         assert mcts.search_done(i)
@@ -392,7 +392,7 @@ def test_forced_playouts_give_every_root_child_its_forced_count(fen, leaves):
     counts = {}
     for k in (0.0, 2.0):
         mcts = one_game(fen, simulations=400, leaves_per_game=leaves, forced_playouts_k=k, **NOISE)
-        search(mcts, UniformEvaluator())
+        search(mcts, UniformInference())
         assert mcts.forcing(0) == (k > 0)
         prior, visits = mcts.root_priors(0), mcts.root_visits(0)
         assert visits.sum() == 400
@@ -407,9 +407,9 @@ def test_pruning_takes_back_exactly_the_forced_visits_of_losing_moves():
     the policy target gives them back exactly what the same search without forcing spent."""
     losing = [action_of(HANGING, "18-22"), action_of(HANGING, "18-23")]
     plain = one_game(HANGING, simulations=400, leaves_per_game=1, **NOISE)
-    search(plain, UniformEvaluator())
+    search(plain, UniformInference())
     forced = one_game(HANGING, simulations=400, leaves_per_game=1, forced_playouts_k=2.0, **NOISE)
-    search(forced, UniformEvaluator())
+    search(forced, UniformInference())
     visits, target = forced.root_visits(0), forced.root_target(0)
     assert visits[losing].tolist() == [16, 13]  # >= sqrt(2 P N) = 15.3 and 12.2
     assert target[losing].tolist() == plain.root_visits(0)[losing].tolist() == [8, 5]
@@ -493,7 +493,7 @@ def test_forced_playouts_only_at_full_searches_with_noise():
 
     def visits(**overrides):
         mcts = one_game(KING_VS_MAN, simulations=300, **overrides)
-        search(mcts, UniformEvaluator())
+        search(mcts, UniformInference())
         return mcts.root_visits(0), mcts.root_target(0), mcts.forcing(0)
 
     off, off_target, forcing = visits(forced_playouts_k=2.0, dirichlet_epsilon=0.0)
@@ -502,7 +502,7 @@ def test_forced_playouts_only_at_full_searches_with_noise():
     assert not forcing
     fast = one_game(KING_VS_MAN, simulations=300, forced_playouts_k=2.0, **NOISE)
     fast.set_search(0, 300, False)
-    search(fast, UniformEvaluator())
+    search(fast, UniformInference())
     assert not fast.forcing(0)
     np.testing.assert_array_equal(fast.root_visits(0), off)
     np.testing.assert_array_equal(fast.root_target(0), off)
@@ -538,7 +538,7 @@ class BlackWinsOracle:
         wdl = np.zeros((len(mask), 3), np.float32)
         wdl[~white, 0] = 1.0
         wdl[white, 2] = 1.0
-        return UniformEvaluator().evaluate(planes, mask)[0], wdl
+        return UniformInference().evaluate(planes, mask)[0], wdl
 
 
 @pytest.mark.parametrize("collapse", [False, True])
@@ -566,7 +566,7 @@ def test_terminal_positions_need_no_network():
     assert len(masks) == 0
     # One move from the end: the winning capture is scored exactly, without evaluations.
     mcts = one_game("B:W18:B14,K1", simulations=50, skip_forced_root=False)
-    stats = search(mcts, UniformEvaluator())
+    stats = search(mcts, UniformInference())
     best = action_of("B:W18:B14,K1", "14x23")
     assert mcts.root_q(0)[best] == 1.0
     assert stats.leaves == 0  # forced root collapsed, terminal child: no network call at all
@@ -581,7 +581,7 @@ def test_bad_calls_raise():
         mcts.expand(np.zeros((n + 1, 128), np.float32), np.zeros((n + 1, 3), np.float32))
     with pytest.raises(RuntimeError, match="before expand"):
         mcts.gather()
-    mcts.expand(*UniformEvaluator().evaluate(planes, masks))
+    mcts.expand(*UniformInference().evaluate(planes, masks))
     with pytest.raises(ValueError, match="illegal action"):
         mcts.advance(0, 0)
     with pytest.raises(IndexError):

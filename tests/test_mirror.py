@@ -22,7 +22,7 @@ from actors.self_play import play_games
 from checkerzero.store.redis_server import EmbeddedRedis
 from checkerzero.store.replay import ReplayEmpty, ReplayStore, ReplayUnavailable, connect
 from game import encoding
-from game.mcts import UniformEvaluator
+from game.mcts import UniformInference
 from game.records import GameRecord, Result, training_samples
 from learner.losses import TrainBatch
 from learner.mirror import ReplayMirror
@@ -44,7 +44,7 @@ def _play(config, size: int, n_games: int, seed: int) -> list[GameRecord]:
     overrides += ["selfplay.resign=false", f"game={GAME_GROUP[size]}"]
     if size != 8:
         overrides.append("selfplay.openings=start")
-    return play_games(UniformEvaluator(), config(*overrides), n_games=n_games, seed=seed)
+    return play_games(UniformInference(), config(*overrides), n_games=n_games, seed=seed)
 
 
 def _with_forced_moves(record: GameRecord) -> GameRecord:

@@ -27,7 +27,7 @@ from checkerzero.network.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from checkerzero.network.inference import NetworkEvaluator
+from checkerzero.network.inference import NetworkInference
 from checkerzero.network.model import CheckersNet, ModelConfig
 from checkerzero.store.replay import ReplayStore
 from game import Position, encoding
@@ -206,8 +206,8 @@ def test_without_the_head_nothing_changes() -> None:
     with pytest.raises(ValueError, match="no moves-left head"):
         plain.forward_moves_left(x)
     # The inference wrapper (what the search calls) returns the same priors and WDL with it.
-    got = NetworkEvaluator(with_head, device="cpu").evaluate(batch.planes, batch.mask)
-    want = NetworkEvaluator(plain, device="cpu").evaluate(batch.planes, batch.mask)
+    got = NetworkInference(with_head, device="cpu").evaluate(batch.planes, batch.mask)
+    want = NetworkInference(plain, device="cpu").evaluate(batch.planes, batch.mask)
     for a, b in zip(got, want, strict=True):
         np.testing.assert_array_equal(a, b)
 

@@ -14,11 +14,11 @@ import torch
 from torch import nn
 
 from checkerzero.network.checkpoint import load_checkpoint, save_checkpoint
-from checkerzero.network.inference import NetworkEvaluator, compute_dtype
+from checkerzero.network.inference import NetworkInference, compute_dtype
 from checkerzero.network.model import CheckersNet, ModelConfig
 from checkerzero.network.precision import cpu_has_native_bf16
 from game.encoding import num_actions
-from game.mcts import Evaluator, UniformEvaluator
+from game.mcts import Inference, UniformInference
 from learner.losses import TrainBatch, policy_loss, train_step, value_loss
 from learner.training_state import (
     capture_rng_state,
@@ -270,12 +270,12 @@ def _legal_mask(n: int, seed: int) -> np.ndarray:
 
 
 def test_uniform_evaluator_priors() -> None:
-    evaluator = UniformEvaluator(128)
-    assert isinstance(evaluator, Evaluator)
+    inference = UniformInference(128)
+    assert isinstance(inference, Inference)
     mask = np.zeros((2, 128), bool)
     mask[0, [4, 9, 100]] = True
     mask[1, 7] = True
-    priors, wdl = evaluator.evaluate(np.zeros((2, 15, 8, 8), np.float32), mask)
+    priors, wdl = inference.evaluate(np.zeros((2, 15, 8, 8), np.float32), mask)
     expected = np.zeros((2, 128), np.float32)
     expected[0, [4, 9, 100]] = 1 / 3
     expected[1, 7] = 1.0
@@ -283,15 +283,15 @@ def test_uniform_evaluator_priors() -> None:
     np.testing.assert_array_equal(wdl, np.array([[0, 1, 0], [0, 1, 0]], np.float32))
 
 
-def test_network_evaluator_masks_and_normalises() -> None:
+def test_network_inference_masks_and_normalises() -> None:
     model = _randomised_model(4)
     planes = synthetic_batch(n=32).planes
     mask = _legal_mask(32, seed=5)
     with torch.no_grad():
         logits, wdl_logits = (t.numpy().astype(np.float64) for t in model(torch.from_numpy(planes)))
-    evaluator = NetworkEvaluator(model, device="cpu", dtype="float32")
-    assert isinstance(evaluator, Evaluator)
-    priors, wdl = evaluator.evaluate(planes, mask)
+    inference = NetworkInference(model, device="cpu", dtype="float32")
+    assert isinstance(inference, Inference)
+    priors, wdl = inference.evaluate(planes, mask)
     assert priors.dtype == np.float32 and wdl.dtype == np.float32
     assert np.all(priors[~mask] == 0.0)
     np.testing.assert_allclose(priors.sum(axis=1), 1.0, atol=1e-6)
@@ -302,7 +302,7 @@ def test_network_evaluator_masks_and_normalises() -> None:
 
     # bf16 arithmetic (the default on a CPU with native bf16): the same distributions to
     # bf16's 8 bits of mantissa, still exactly masked and normalised in float32
-    half = NetworkEvaluator(copy.deepcopy(model), device="cpu", dtype="bfloat16")
+    half = NetworkInference(copy.deepcopy(model), device="cpu", dtype="bfloat16")
     half_priors, half_wdl = half.evaluate(planes, mask)
     assert np.all(half_priors[~mask] == 0.0)
     np.testing.assert_allclose(half_priors.sum(axis=1), 1.0, atol=1e-6)
@@ -310,11 +310,11 @@ def test_network_evaluator_masks_and_normalises() -> None:
     np.testing.assert_allclose(half_wdl, wdl, atol=0.02)
 
     other = _randomised_model(5)
-    evaluator.load_state(other.state_dict(), version=9)
-    swapped, _ = evaluator.evaluate(planes, mask)
-    assert evaluator.version == 9
+    inference.load_state(other.state_dict(), version=9)
+    swapped, _ = inference.evaluate(planes, mask)
+    assert inference.version == 9
     assert not np.allclose(swapped, priors)
 
     mask[3] = False
     with pytest.raises(ValueError, match=r"rows \[3\]"):
-        evaluator.evaluate(planes, mask)
+        inference.evaluate(planes, mask)

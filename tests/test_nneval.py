@@ -248,7 +248,7 @@ def test_quantise_refuses_non_finite_floats() -> None:
 
 
 def test_player_spec_with_a_weights_file(tmp_path: Path) -> None:
-    from evaluation.players import make_player
+    from evaluation.players.make import make_player
 
     path = nneval.save(material_net(), tmp_path / "material.safetensors")
     player = make_player(f"ab+nn:3:{path}")
@@ -263,7 +263,7 @@ def test_player_spec_with_a_weights_file(tmp_path: Path) -> None:
 
 
 def test_player_spec_refuses_a_bad_file(tmp_path: Path) -> None:
-    from evaluation.players import make_player
+    from evaluation.players.make import make_player
 
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(b"not a weights file")
@@ -335,7 +335,7 @@ def test_training_command_refuses_a_run_without_games(tmp_path: Path, capsys) ->
 
 
 def test_the_shipped_file_loads_and_the_default_spec_plays() -> None:
-    from evaluation.players import make_player
+    from evaluation.players.make import make_player
 
     net = nneval.load(nneval.DEFAULT_PATH)
     assert net.size == 8 and net.metadata["format"] == nneval.FORMAT
@@ -348,11 +348,11 @@ def test_the_shipped_file_loads_and_the_default_spec_plays() -> None:
 
 def test_play_engines_offer_the_learned_evaluation() -> None:
     from play.engine import answer
-    from play.engines import Engines
     from play.paths import Roots
+    from play.players import Players
     from play.settings import load_settings
 
-    engines = Engines(
+    engines = Players(
         load_settings({"torch_threads": 1}), Roots("runs", nneval.DEFAULT_PATH.parent)
     )
     reply = answer(engines, {"id": "n", "action": "move", "player": "ab+nn:3"}, "random")

@@ -10,13 +10,13 @@ import sys
 import pytest
 from play_helpers import REPO, SHIPPED
 
-from evaluation.players import make_player
+from evaluation.players.make import make_player
 from game import Position
 from play.__main__ import parse_overrides
 from play.cli import play_game
 from play.engine import answer
-from play.engines import Engines, LimitError
 from play.paths import Roots
+from play.players import LimitError, Players
 from play.settings import load_settings, shipped_network
 
 START_LEGAL = {"9-13", "9-14", "10-14", "10-15", "11-15", "11-16", "12-16"}
@@ -117,7 +117,7 @@ def test_engine_stops_quietly_when_its_reader_goes():
 
 def test_a_query_beyond_the_total_simulations_is_refused_with_an_error_object():
     settings = load_settings({"torch_threads": 1, "limits": {"max_request_simulations": 50}})
-    engines = Engines(settings, Roots("runs", SHIPPED.parent))
+    engines = Players(settings, Roots("runs", SHIPPED.parent))
     refused = answer(engines, {"id": "q", "network": "uniform-mcts", "sims": 60}, "random")
     assert refused == {
         "id": "q",
@@ -134,7 +134,7 @@ def test_a_query_beyond_the_total_simulations_is_refused_with_an_error_object():
 
 
 def test_terminal_game_loop_plays_undoes_and_writes_pdn():
-    engines = Engines(load_settings({"torch_threads": 1}), Roots("runs", SHIPPED.parent))
+    engines = Players(load_settings({"torch_threads": 1}), Roots("runs", SHIPPED.parent))
     opponent = engines.parse("minimax:2")
     hint = engines.parse("uniform-mcts:sims=8")
     typed = iter(["11-15", "9-14x", "moves", "hint", "undo", "12-16", "pdn", "quit"])
@@ -190,7 +190,7 @@ def test_the_shipped_network_analyses_and_the_learned_alpha_beta_is_the_default_
     network = shipped_network()
     assert network.is_file(), f"{network} is named by conf/play/default.yaml but missing"
     assert load_settings()["default_player"].startswith(network.name + ":")
-    engines = Engines(load_settings({"torch_threads": 1}), Roots("runs", network.parent))
+    engines = Players(load_settings({"torch_threads": 1}), Roots("runs", network.parent))
     spec = engines.parse(load_settings()["default_player"])
     assert spec.kind == "network" and spec.path.resolve() == network.resolve()
 
@@ -203,19 +203,19 @@ def test_a_refused_network_is_remembered_until_its_file_changes(tmp_path):
     models.mkdir()
     bad = models / "bad.safetensors"
     bad.write_bytes(SHIPPED.read_bytes()[:-100])  # truncated
-    engines = Engines(load_settings({"torch_threads": 1}), Roots(tmp_path / "runs", models))
+    engines = Players(load_settings({"torch_threads": 1}), Roots(tmp_path / "runs", models))
     spec = engines.parse("bad.safetensors:sims=1")
     with pytest.raises(ValueError, match=r"^network bad\.safetensors: bad\.safetensors: truncated"):
-        engines.evaluator(spec)
+        engines.inference(spec)
     stat = bad.stat()
     bad.write_bytes(b"\0" * stat.st_size)  # read again, this would be another error
     os.utime(bad, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     with pytest.raises(ValueError, match="truncated") as refused:
-        engines.evaluator(spec)
+        engines.inference(spec)
     assert str(tmp_path) not in str(refused.value)
     os.utime(bad, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # the file changed
     with pytest.raises(ValueError, match=r"safetensors header|too short|not a checkerzero"):
-        engines.evaluator(spec)
+        engines.inference(spec)
 
 
 @pytest.mark.parametrize(

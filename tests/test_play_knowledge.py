@@ -16,7 +16,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluation.book import (
+from evaluation.book.__main__ import main as book_main
+from evaluation.book.build import search_entries, selfplay_entries
+from evaluation.players.alphabeta import (
+    DATABASE_LOSS_BELOW,
+    MATE_THRESHOLD,
+    MinimaxPlayer,
+    alphabeta,
+)
+from evaluation.players.book import (
     BOOK_FORMAT,
     Book,
     BookError,
@@ -25,21 +33,13 @@ from evaluation.book import (
     load_book,
     write_book,
 )
-from evaluation.book.__main__ import main as book_main
-from evaluation.book.build import search_entries, selfplay_entries
-from evaluation.endgame_play import database_move
-from evaluation.mcts_player import MCTSPlayer
-from evaluation.players import (
-    DATABASE_LOSS_BELOW,
-    MATE_THRESHOLD,
-    MinimaxPlayer,
-    alphabeta,
-    make_player,
-)
+from evaluation.players.endgame import database_move
+from evaluation.players.make import make_player
+from evaluation.players.mcts import MCTSPlayer
 from game import _core
 from game.egdb import DRAW, LOSS, WIN, EndgameDatabase
 from game.egdb.build import build
-from game.mcts import UniformEvaluator
+from game.mcts import UniformInference
 from game.openings import acf_deck
 from game.pdn import game_from_position, write_pdn
 from game.position import Position
@@ -94,7 +94,7 @@ def _play_out(fen: str, winner, defender) -> Position:
 
 
 def _uniform(db: EndgameDatabase | None, **settings) -> MCTSPlayer:
-    return MCTSPlayer(UniformEvaluator(), {"simulations": 16, **settings}, egdb=db)
+    return MCTSPlayer(UniformInference(), {"simulations": 16, **settings}, egdb=db)
 
 
 # --- the endgame database at play ---------------------------------------------------------------
@@ -113,7 +113,7 @@ def test_the_first_position_is_won_against_alpha_beta(db):
         def _known_move(self, position):
             return None
 
-    shuffler = LeavesOnly(UniformEvaluator(), {"simulations": 64, "solver": True}, egdb=db)
+    shuffler = LeavesOnly(UniformInference(), {"simulations": 64, "solver": True}, egdb=db)
     drawn = _play_out(FIRST_POSITION, shuffler, MinimaxPlayer(8))
     assert drawn.result() == "1/2-1/2"
 
@@ -193,7 +193,7 @@ def test_a_shallow_progress_search_converts_by_the_smaller_endings(db, monkeypat
     """Captures into smaller endings of the same value are the progress the database can see:
     with them a 4-ply progress search wins two kings against two; with the hand evaluation alone
     it shuffles some of the same wins into draws."""
-    import evaluation.endgame_play as endgame_play
+    import evaluation.players.endgame as endgame_play
 
     fens = _won_positions(db, (0, 2, 0, 2), 6, seed=21)
     for fen in fens:
@@ -275,7 +275,7 @@ def _two_ballots():
 def test_search_entries_follow_each_ballots_line():
     openings = _two_ballots()
     entries = search_entries(
-        openings, UniformEvaluator(), simulations=16, plies=2, mcts_settings={"seed": 0}
+        openings, UniformInference(), simulations=16, plies=2, mcts_settings={"seed": 0}
     )
     assert len(entries) == 4  # two book moves on each ballot's line
     for opening in openings:
@@ -286,7 +286,7 @@ def test_search_entries_follow_each_ballots_line():
             assert np.isclose(sum(entry["wdl"]), 1.0, atol=1e-3)
             pos.play(entry["move"])  # legal, or this raises
     again = search_entries(
-        openings, UniformEvaluator(), simulations=16, plies=2, mcts_settings={"seed": 0}
+        openings, UniformInference(), simulations=16, plies=2, mcts_settings={"seed": 0}
     )
     assert again == entries
 
@@ -393,7 +393,7 @@ def test_the_book_never_plays_an_illegal_move():
     pos = _two_ballots()[0].position()
     book = Book(Path("x.book.json"), 8, "n", "", {pos.fen(): {"move": "1-5"}})
     assert book.move(pos) is None
-    player = MCTSPlayer(UniformEvaluator(), {"simulations": 8})
+    player = MCTSPlayer(UniformInference(), {"simulations": 8})
     player.book = book
     assert player.choose(pos) in pos.legal_moves() and player.book_moves == 0
 
@@ -424,17 +424,17 @@ def test_the_build_command_writes_a_book_the_player_uses(tmp_path, capsys):
 
 
 def test_the_play_engines_use_the_book_and_the_database(tmp_path, db, monkeypatch):
-    from play.engines import Engines
     from play.paths import Roots
+    from play.players import Players
     from play.settings import load_settings
 
     network = _network_copy(tmp_path)
     _book_file(tmp_path, network)
     monkeypatch.setattr(
-        "play.engines.default_knowledge",
+        "play.players.default_knowledge",
         lambda: ({"on": False, "dir": str(db.folder), "pieces": 4, "depth": 16}, False),
     )
-    engines = Engines(load_settings({"torch_threads": 1}), Roots(tmp_path, tmp_path))
+    engines = Players(load_settings({"torch_threads": 1}), Roots(tmp_path, tmp_path))
     ballot = _two_ballots()[0].position()
     plain = engines.parse("net.safetensors:sims=8")
     assert not plain.book and not plain.egdb
@@ -458,7 +458,7 @@ def test_the_play_engines_use_the_book_and_the_database(tmp_path, db, monkeypatc
 
 
 def test_a_match_line_counts_the_known_moves():
-    from evaluation.game_records import describe_search
+    from evaluation.matches.records import describe_search
 
     search = {"moves": 10, "forced": 2, "simulations": 100.0, "book_moves": 3, "egdb_moves": 0}
     assert describe_search(search) == (
@@ -471,7 +471,7 @@ def test_a_match_line_counts_the_known_moves():
 def test_replies_cover_every_move_off_the_line():
     ballot = _two_ballots()[0]
     entries = search_entries(
-        [ballot], UniformEvaluator(), simulations=8, plies=2, mcts_settings={}, replies=True
+        [ballot], UniformInference(), simulations=8, plies=2, mcts_settings={}, replies=True
     )
     start = ballot.position()
     book_move = entries[start.fen()]["move"]

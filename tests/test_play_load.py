@@ -13,7 +13,7 @@ import pytest
 from play_helpers import SHIPPED, Server, make_folders
 
 from checkerzero.network.inference import load_for_play
-from evaluation.player_defaults import default_mcts_settings, play_settings
+from evaluation.players.defaults import default_mcts_settings, play_settings
 from game import Position
 from play.analysis import Budget, Cancelled, Stop, analyse
 from play.slots import Busy, Slots

@@ -1,5 +1,5 @@
 """When a run's Elo curve reaches a rung: the curve file read back, the monotone fit's crossing
-and its interval (evaluation.ratings_report.reach_time), and the sweep table's column built on
+and its interval (evaluation.ladder.report.reach_time), and the sweep table's column built on
 it."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 import yaml
 from conftest import load_script
 
-from evaluation.ladder_table import PACKAGE_TABLE, read_table
-from evaluation.ratings_report import CurvePoint, reach_time, read_curve_csv, write_curve_csv
+from evaluation.ladder.report import CurvePoint, reach_time, read_curve_csv, write_curve_csv
+from evaluation.ladder.table import PACKAGE_TABLE, read_table
 
 HALF_WIDTH = 100.0  # a candidate's 95% interval from its 32 games, about
 

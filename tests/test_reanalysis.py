@@ -55,9 +55,9 @@ def records(config):
         "selfplay.games_in_parallel=6",
         "selfplay.resign=false",
     )
-    from game.mcts import UniformEvaluator
+    from game.mcts import UniformInference
 
-    played = play_games(UniformEvaluator(), cfg, n_games=6, seed=4)
+    played = play_games(UniformInference(), cfg, n_games=6, seed=4)
     return [dataclasses.replace(r, network_version=3) for r in played]
 
 

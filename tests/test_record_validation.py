@@ -271,9 +271,9 @@ def _spliced(a: GameRecord, b: GameRecord) -> GameRecord:
 @needs_redis
 def test_the_pdn_sample_skips_a_record_whose_moves_do_not_replay(client, tmp_path):
     """record_to_pdn ran outside any try: one such record ended the run at the next sample."""
-    from actors.self_play import record_moves
     from checkerzero.run_files import SELFPLAY_PDN
     from game.pdn import read_pdn
+    from game.record_pdn import record_moves
     from learner.run import Run
 
     good = random_game_record(20, 6)

@@ -279,7 +279,7 @@ def small_config(config):
     return make
 
 
-class LosingEvaluator:
+class LosingInference:
     """Uniform priors; the side to move always loses."""
 
     def evaluate(self, planes, mask):
@@ -289,11 +289,12 @@ class LosingEvaluator:
 
 
 def test_self_play_records_replay_exactly(small_config):
-    from actors.self_play import play_games, record_moves, record_to_pdn
-    from game.mcts import UniformEvaluator
+    from actors.self_play import play_games
+    from game.mcts import UniformInference
     from game.pdn import read_pdn, write_pdn
+    from game.record_pdn import record_moves, record_to_pdn
 
-    records = play_games(UniformEvaluator(), small_config(), n_games=5, seed=3)
+    records = play_games(UniformInference(), small_config(), n_games=5, seed=3)
     assert len(records) == 5  # two slots, refilled
     for r in records:
         game = _core.Game(6, 120)
@@ -316,30 +317,30 @@ def test_self_play_records_replay_exactly(small_config):
 
 def test_self_play_is_reproducible(small_config):
     from actors.self_play import play_games
-    from game.mcts import UniformEvaluator
+    from game.mcts import UniformInference
 
     cfg = small_config(temperature_plies=100)
     cfg["mcts"]["dirichlet_epsilon"] = 0.25
-    first = [r.to_bytes() for r in play_games(UniformEvaluator(), cfg, 3, seed=11)]
-    assert [r.to_bytes() for r in play_games(UniformEvaluator(), cfg, 3, seed=11)] == first
-    assert [r.to_bytes() for r in play_games(UniformEvaluator(), cfg, 3, seed=12)] != first
+    first = [r.to_bytes() for r in play_games(UniformInference(), cfg, 3, seed=11)]
+    assert [r.to_bytes() for r in play_games(UniformInference(), cfg, 3, seed=11)] == first
+    assert [r.to_bytes() for r in play_games(UniformInference(), cfg, 3, seed=12)] != first
 
 
 def test_resignation_and_its_false_positive_measure(small_config):
     from actors.self_play import play_games, resign_false_positive_rate
     from game.records import RESIGNED
 
-    # Simulations 0: the root value is the evaluator's own, a certain loss for the mover.
+    # Simulations 0: the root value is the inference's own, a certain loss for the mover.
     cfg = small_config(resign=True, resign_disabled_share=0.0, resign_consecutive=3)
     cfg["mcts"]["simulations"] = 0
-    for r in play_games(LosingEvaluator(), cfg, n_games=2, seed=0):
+    for r in play_games(LosingInference(), cfg, n_games=2, seed=0):
         assert r.termination == Termination.RESIGNATION and r.resign_enabled
         assert r.played[-1] == RESIGNED and r.resign_trigger == r.num_decisions - 1
         white = bool(r.positions[-1, 3] & 1)
         assert r.result == (Result.BLACK_WIN if white else Result.WHITE_WIN)
         assert GameRecord.from_bytes(r.to_bytes()).played[-1] == RESIGNED
     cfg["selfplay"]["resign_disabled_share"] = 1.0
-    played_on = play_games(LosingEvaluator(), cfg, n_games=3, seed=0)
+    played_on = play_games(LosingInference(), cfg, n_games=3, seed=0)
     assert all(r.termination != Termination.RESIGNATION and not r.resign_enabled for r in played_on)
     assert all(r.resign_trigger >= 0 for r in played_on)
     rate, n = resign_false_positive_rate(played_on)
@@ -360,13 +361,14 @@ def test_fixed_seed_self_play_matches_golden_file(small_config):
     Regenerate deliberately with CZ_UPDATE_GOLDEN=1 after checking the change is intended.
     (The RNG streams come from the C++ standard library: another library may differ.)
     """
-    from actors.self_play import play_games, record_to_pdn
-    from game.mcts import UniformEvaluator
+    from actors.self_play import play_games
+    from game.mcts import UniformInference
     from game.pdn import write_pdn
+    from game.record_pdn import record_to_pdn
 
     cfg = small_config(temperature_plies=8)
     cfg["mcts"]["dirichlet_epsilon"] = 0.25
-    records = play_games(UniformEvaluator(), cfg, n_games=2, seed=5)
+    records = play_games(UniformInference(), cfg, n_games=2, seed=5)
     text = write_pdn(record_to_pdn(r, k) for k, r in enumerate(records))
     if os.environ.get("CZ_UPDATE_GOLDEN"):
         GOLDEN.write_text(text)
@@ -425,11 +427,11 @@ def test_self_play_with_playout_cap_records_full_and_fast_searches(small_config)
     fast_simulations (4; more only when the subtree kept from the move before had more), and
     the record says which."""
     from actors.self_play import run_self_play
-    from game.mcts import UniformEvaluator
+    from game.mcts import UniformInference
 
     cap = {"playout_cap.enabled": True, "playout_cap.full_share": 0.25}
     cfg = small_config(**cap, **{"playout_cap.fast_simulations": 4})
-    records, stats = run_self_play(UniformEvaluator(), cfg, n_games=6, seed=2)
+    records, stats = run_self_play(UniformInference(), cfg, n_games=6, seed=2)
     full = np.concatenate([r.full_search for r in records])
     assert (stats.positions, stats.full_positions) == (len(full), full.sum())
     assert 0.15 < full.mean() < 0.35  # drawn per decision with chance 0.25
@@ -446,7 +448,7 @@ def test_self_play_with_playout_cap_records_full_and_fast_searches(small_config)
                 fast_sums.append(total)
     assert fast_sums.count(4) > len(fast_sums) / 2
     # Off (the default), every decision is a full search, as before.
-    plain, stats = run_self_play(UniformEvaluator(), small_config(), n_games=2, seed=2)
+    plain, stats = run_self_play(UniformInference(), small_config(), n_games=2, seed=2)
     assert all(r.full_search.all() for r in plain)
     assert stats.full_positions == stats.positions == sum(r.num_decisions for r in plain)
 
@@ -456,13 +458,13 @@ def test_self_play_records_the_pruned_target_and_plays_the_most_visited(small_co
     simulations, less than them where forced visits were taken back; the move played past the
     temperature plies is still the most visited one, which pruning never touches."""
     from actors.self_play import play_games
-    from game.mcts import UniformEvaluator
+    from game.mcts import UniformInference
 
     cfg = small_config(temperature_plies=4)
     cfg["mcts"]["simulations"] = 64
     cfg["mcts"]["dirichlet_epsilon"] = 0.25
     cfg["mcts"]["forced_playouts_k"] = 2.0
-    records = play_games(UniformEvaluator(), cfg, n_games=2, seed=4)
+    records = play_games(UniformInference(), cfg, n_games=2, seed=4)
     pruned = 0
     for r in records:
         for t in np.flatnonzero(legal_counts(r) > 1):
@@ -481,7 +483,7 @@ def test_a_game_whose_record_fails_validation_is_dropped_and_the_others_play_on(
     """One finished game's record refuses its data (as a search defect once made it): that
     game is logged and counted, the run's other games are recorded as usual."""
     from actors import self_play
-    from game.mcts import UniformEvaluator
+    from game.mcts import UniformInference
 
     real = self_play._Slot.record
     calls = []
@@ -501,7 +503,7 @@ def test_a_game_whose_record_fails_validation_is_dropped_and_the_others_play_on(
 
     with caplog.at_level("ERROR", logger="actors.self_play"):
         records, stats = self_play.run_self_play(
-            UniformEvaluator(), small_config(), n_games=4, seed=3, observer=Drops()
+            UniformInference(), small_config(), n_games=4, seed=3, observer=Drops()
         )
     assert (len(calls), len(records), stats.games, stats.dropped, len(drops)) == (4, 3, 3, 1, 1)
     for r in records:

@@ -14,7 +14,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from actors.self_play import play_games, record_moves, record_to_pdn
+from actors.self_play import play_games
 from checkerzero.config import compose
 from checkerzero.metrics import draw_plot, elo_points
 from checkerzero.network.checkpoint import encode_checkpoint, load_checkpoint, save_checkpoint
@@ -26,16 +26,17 @@ from checkerzero.run_files import (
     best_name,
     step_name,
 )
-from checkerzero.store.eval_results import promoted_versions
 from checkerzero.store.keys import decisions_key
 from checkerzero.store.replay import ReplayStats, ReplayStore, SampleRatio
 from checkerzero.store.weights import WeightsChannel
-from evaluation.elo import PairResult
-from evaluation.elo_fit import fit_ratings
-from evaluation.ratings_report import CurvePoint, draw_curve, draw_ratings, write_ratings_csv
-from game.mcts import UniformEvaluator
+from evaluation.evaluator.records import promoted_versions
+from evaluation.ladder.report import CurvePoint, draw_curve, draw_ratings, write_ratings_csv
+from evaluation.stats.elo import PairResult
+from evaluation.stats.fit import fit_ratings
+from game.mcts import UniformInference
 from game.openings import load_openings
 from game.pdn import read_pdn, write_pdn
+from game.record_pdn import record_moves, record_to_pdn
 from learner.retention import prune_weights, save_promoted, step_files
 from learner.run import Run
 from learner.summary import describe_summary, progress_text
@@ -105,7 +106,7 @@ def deck_games(n: int, seed: int):
         "selfplay.openings=deck",
         "selfplay.resign=false",
     )
-    return play_games(UniformEvaluator(), cfg, n_games=n, seed=seed)
+    return play_games(UniformInference(), cfg, n_games=n, seed=seed)
 
 
 def test_a_game_from_a_ballot_is_written_from_the_initial_position():

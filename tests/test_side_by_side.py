@@ -1,24 +1,25 @@
 """Games side by side: several search trees sharing forward passes (game.mcts.search_many,
-evaluation.game_play.play_pairs) give exactly the moves of one game at a time, in bigger batches."""
+evaluation.matches.games.play_pairs) give exactly the moves of one game at a time, in bigger
+batches."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from evaluation.game_play import PairPlan, play_pair, play_pairs
-from evaluation.game_records import PairRecord
-from evaluation.ladder_play import ladder_player
-from evaluation.match_workers import batches_side_by_side, run_match
-from evaluation.mcts_player import MCTSPlayer
-from evaluation.player_defaults import play_settings
-from evaluation.players import make_player
+from evaluation.ladder.rungs import ladder_player
+from evaluation.matches.games import PairPlan, play_pair, play_pairs
+from evaluation.matches.records import PairRecord
+from evaluation.matches.workers import batches_side_by_side, run_match
+from evaluation.players.defaults import play_settings
+from evaluation.players.make import make_player
+from evaluation.players.mcts import MCTSPlayer
 from game import Position
 from game.mcts import new_search, search, search_many
 from game.openings import Opening, load_openings
 
 
-class ProjectionEvaluator:
+class ProjectionInference:
     """A deterministic stand-in for a network whose answer for a position depends on that
     position alone (a fixed random projection of its planes), so a misrouted row shows; it
     records the batch sizes it was asked for."""
@@ -65,9 +66,9 @@ def test_search_many_grows_each_tree_as_search_alone() -> None:
             mcts = new_search(1, 8, settings, seed=0)
             mcts.reset(0, _position(moves).game)
             trees.append(mcts)
-    one_by_one = ProjectionEvaluator()
+    one_by_one = ProjectionInference()
     leaves_alone = [search(m, one_by_one, 48).leaves for m in alone]
-    batched = ProjectionEvaluator()
+    batched = ProjectionInference()
     leaves_together = search_many(together, batched, 48)
     assert leaves_together == leaves_alone
     for a, b in zip(alone, together, strict=True):
@@ -80,16 +81,16 @@ def test_search_many_grows_each_tree_as_search_alone() -> None:
 
 
 def test_search_many_of_nothing_to_search_evaluates_nothing() -> None:
-    evaluator = ProjectionEvaluator()
-    assert search_many([], evaluator, 16) == []
-    assert evaluator.batches == []
+    inference = ProjectionInference()
+    assert search_many([], inference, 16) == []
+    assert inference.batches == []
 
 
 @pytest.mark.parametrize("rung", ["minimax:2", "noisy:0.3:minimax:1"])
 def test_play_pairs_plays_the_games_of_play_pair(deck: list[Opening], rung: str) -> None:
     settings = play_settings(None, simulations=24)
     openings = deck[:3]
-    sequential_eval = ProjectionEvaluator()
+    sequential_eval = ProjectionInference()
     sequential = [
         play_pair(
             MCTSPlayer(sequential_eval, settings, name="net"),
@@ -100,7 +101,7 @@ def test_play_pairs_plays_the_games_of_play_pair(deck: list[Opening], rung: str)
         )
         for index, opening in enumerate(openings)
     ]
-    batched_eval = ProjectionEvaluator()
+    batched_eval = ProjectionInference()
     net = MCTSPlayer(batched_eval, settings, name="net")
     plans = [
         PairPlan(
@@ -120,7 +121,7 @@ def test_play_pairs_plays_the_games_of_play_pair(deck: list[Opening], rung: str)
 
 
 def test_play_pairs_needs_a_player_object_per_game(deck: list[Opening]) -> None:
-    net = MCTSPlayer(ProjectionEvaluator(), play_settings(None, simulations=8), name="net")
+    net = MCTSPlayer(ProjectionInference(), play_settings(None, simulations=8), name="net")
     rung = ladder_player("minimax:1")
     with pytest.raises(ValueError, match="its own player objects"):
         play_pairs([PairPlan(a=(net, net), b=(rung, ladder_player("minimax:1")), opening=deck[0])])
@@ -129,9 +130,9 @@ def test_play_pairs_needs_a_player_object_per_game(deck: list[Opening]) -> None:
 
 
 def test_a_forked_player_shares_the_evaluator_not_the_tree() -> None:
-    net = MCTSPlayer(ProjectionEvaluator(), play_settings(None, simulations=16), name="net", seed=3)
+    net = MCTSPlayer(ProjectionInference(), play_settings(None, simulations=16), name="net", seed=3)
     other = net.fork()
-    assert other.evaluator is net.evaluator
+    assert other.inference is net.inference
     assert (other.name, other.seed, other.simulations) == (net.name, net.seed, net.simulations)
     net.choose(Position(8))
     assert net.stats()["moves"] == 1 and other.stats()["moves"] == 0

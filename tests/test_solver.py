@@ -25,7 +25,7 @@ UNPROVEN, WIN, LOSS, DRAW = 0, 1, 2, 3
 OTHER_SIDE = {UNPROVEN: UNPROVEN, WIN: LOSS, LOSS: WIN, DRAW: DRAW}
 
 
-class UniformEvaluator:
+class UniformInference:
     """Equal priors over the legal actions, a certain draw as the value: it knows nothing, so
     every proof comes from the rules and the database alone."""
 
@@ -37,7 +37,7 @@ class UniformEvaluator:
         return priors, wdl
 
 
-class FavouringEvaluator(UniformEvaluator):
+class FavouringInference(UniformInference):
     """Priors that put the given actions first (in order), at a draw's value everywhere."""
 
     def __init__(self, favoured: list[int]) -> None:
@@ -52,14 +52,14 @@ class FavouringEvaluator(UniformEvaluator):
 
 
 def solver_search(
-    fen: str, simulations: int, db: EndgameDatabase | None = None, evaluator=None, **overrides
+    fen: str, simulations: int, db: EndgameDatabase | None = None, inference=None, **overrides
 ) -> _core.BatchedMCTS:
     cfg = {"simulations": simulations, "dirichlet_epsilon": 0.0, "seed": 0, "solver": True}
     mcts = new_search(1, 8, {**cfg, **overrides})
     if db is not None:
         mcts.set_egdb(db.core)
     mcts.reset(0, Position.from_fen(fen).game)
-    search(mcts, evaluator or UniformEvaluator())
+    search(mcts, inference or UniformInference())
     return mcts
 
 
@@ -193,17 +193,17 @@ def test_never_chooses_a_proven_loss_while_another_move_is_open():
     visited move, a loss; the solver plays a safe one, at any temperature."""
     losing = [action_of(HANGING, "18-22"), action_of(HANGING, "18-23")]
     safe = {action_of(HANGING, "18-14"), action_of(HANGING, "18-15")}
-    favouring = FavouringEvaluator(losing)
-    plain = solver_search(HANGING, simulations=2, evaluator=favouring, solver=False)
+    favouring = FavouringInference(losing)
+    plain = solver_search(HANGING, simulations=2, inference=favouring, solver=False)
     assert nonzero(plain.root_visits(0)) == dict.fromkeys(losing, 1)
     assert plain.choose(0, 0.0) == losing[0]
-    mcts = solver_search(HANGING, simulations=2, evaluator=favouring)
+    mcts = solver_search(HANGING, simulations=2, inference=favouring)
     assert nonzero(mcts.root_visits(0)) == dict.fromkeys(losing, 1)
     assert proofs(mcts) == dict.fromkeys(losing, LOSS)
     assert mcts.choose(0, 0.0) in safe
     # No visit on a safe move yet: the target shares the search between the moves left.
     assert nonzero(mcts.root_target(0)) == dict.fromkeys(safe, 1)
-    more = solver_search(HANGING, simulations=30, evaluator=favouring)
+    more = solver_search(HANGING, simulations=30, inference=favouring)
     assert {more.choose(0, 1.0) for _ in range(200)} <= safe  # sampling never takes a loss
 
 
@@ -315,7 +315,7 @@ def test_proofs_agree_with_the_database_on_random_endings(tmp_path: Path):
     mcts.set_egdb(leaves.core)
     for i, game in enumerate(games):
         mcts.reset(i, game)
-    search(mcts, UniformEvaluator())
+    search(mcts, UniformInference())
     roots = moves = 0
     for i, game in enumerate(games):
         if mcts.root_proof(i):
@@ -354,7 +354,7 @@ class SkewedMaterial:
         return priors.astype(np.float32), wdl.astype(np.float32)
 
 
-# Recorded with the build before the solver existed (same evaluator, seeds and settings).
+# Recorded with the build before the solver existed (same inference, seeds and settings).
 OFF_FENS = [
     "B:W18,21,22,23,24,25,26,27,28,29,31,32:B1,2,3,4,5,6,7,8,9,10,12,14",
     SHOT,
@@ -427,8 +427,9 @@ def test_the_switch_is_off_by_default_and_reaches_the_search(config):
 def test_players_take_the_switch_from_the_config_and_from_their_spec(config):
     """A match's players read mcts.solver from the composed config (as evaluation.match passes
     it) or from the spec's own ``solver`` option; the winning shot ends their search early."""
-    from evaluation.network_player import mcts_player, parse_spec
-    from evaluation.player_defaults import eval_mcts_settings
+    from evaluation.players.defaults import eval_mcts_settings
+    from evaluation.players.network import mcts_player
+    from evaluation.players.spec import parse_spec
 
     spec = "uniform-mcts:sims=200"
     on = mcts_player(spec, mcts=eval_mcts_settings(config("mcts.solver=true")))
@@ -453,7 +454,7 @@ def test_self_play_with_the_solver_finishes_valid_games(config, tmp_path, leaves
     """Self-play with the solver on (and the database at the leaves, where proofs come from
     positions deep inside a game): every game ends and every record passes validation."""
     from actors.self_play import run_self_play
-    from game.mcts import UniformEvaluator as Uniform
+    from game.mcts import UniformInference as Uniform
 
     egdb = ["egdb.mcts_leaves=true", f"egdb.dir={tmp_path}", "egdb.pieces=3"]
     cfg = config(

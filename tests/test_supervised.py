@@ -20,13 +20,13 @@ from baseline_training.expert_games import (
     replay_decisions,
     split_games,
 )
-from baseline_training.supervised import Agreement, agreement, batch_of, snapshot_evaluator
+from baseline_training.supervised import Agreement, agreement, batch_of, snapshot_inference
 from checkerzero.config import SOURCE_CONF, ConfigError, validate
 from checkerzero.network.checkpoint import save_checkpoint
 from checkerzero.network.model import CheckersNet, ModelConfig
-from evaluation.mcts_player import MCTSPlayer
-from evaluation.players import make_player
-from evaluation.policy_player import PolicyPlayer, move_log_probs
+from evaluation.players.make import make_player
+from evaluation.players.mcts import MCTSPlayer
+from evaluation.players.policy import PolicyPlayer, move_log_probs
 from game import Position, encoding
 from game.archive import read_archive
 from game.pdn import PdnGame, iter_pdn
@@ -106,12 +106,12 @@ def test_tiny_supervised_run_learns_its_games(oca_games):
     games = oca_games[:4]
     data = replay_decisions(games)
     trainer = tiny_trainer()
-    before = agreement(snapshot_evaluator(trainer.model), games)
+    before = agreement(snapshot_inference(trainer.model), games)
     rng = np.random.default_rng(0)
     losses = []
     for _ in range(120):
         losses.append(trainer.step(batch_of(data, rng.integers(0, len(data), 64))).policy)
-    after = agreement(snapshot_evaluator(trainer.model), games)
+    after = agreement(snapshot_inference(trainer.model), games)
     chance = np.mean(
         [1.0 / len(Position.from_fen(f).legal_moves()) for f in _move_start_fens(games)]
     )
@@ -132,7 +132,7 @@ def _move_start_fens(games: list[PdnGame]) -> list[str]:
 
 
 def test_agreement_counts_whole_moves():
-    class Prefers:  # an evaluator that likes some actions everywhere and is flat otherwise
+    class Prefers:  # an inference that likes some actions everywhere and is flat otherwise
         version = 0
 
         def __init__(self, *actions: int) -> None:
@@ -158,19 +158,19 @@ def test_agreement_counts_whole_moves():
 
 def test_move_probabilities_multiply_along_a_multi_jump_and_sum_to_one():
     net = CheckersNet(TINY)
-    evaluator = snapshot_evaluator(net)
+    inference = snapshot_inference(net)
     pos = Position.from_fen(MULTI_JUMP_FEN)
-    [(moves, scores)] = move_log_probs(evaluator, [pos.game])
+    [(moves, scores)] = move_log_probs(inference, [pos.game])
     assert sorted(map(str, moves)) == ["14x23x30", "14x23x32", "21x30"]
     assert math.isclose(float(np.exp(scores).sum()), 1.0, rel_tol=1e-5)
-    root = evaluator.evaluate(*encoding.encode_games([pos.game]))[0][0]
+    root = inference.evaluate(*encoding.encode_games([pos.game]))[0][0]
     after = pos.game.copy()
     after.step(53)
-    mid = evaluator.evaluate(*encoding.encode_games([after]))[0][0]
+    mid = inference.evaluate(*encoding.encode_games([after]))[0][0]
     by_name = dict(zip(map(str, moves), scores, strict=True))
     assert math.isclose(by_name["14x23x32"], math.log(root[53] * mid[89]), rel_tol=1e-5)
     assert math.isclose(by_name["21x30"], math.log(root[81]), rel_tol=1e-5)
-    player = PolicyPlayer(evaluator)
+    player = PolicyPlayer(inference)
     assert str(player.choose(pos)) == max(by_name, key=by_name.get)
 
 
@@ -221,7 +221,7 @@ def test_agreement_stops_where_the_rules_end_the_game():
     text = '[FEN "B:WK32:BK1"]\n1. 1-6 32-27 2. 6-1 27-32 3. 1-6 32-27 4. 6-1 27-32 5. 1-6 32-27'
     game = next(iter_pdn(text + " 1/2-1/2"))
     assert len(game.moves) == 10
-    got = agreement(snapshot_evaluator(CheckersNet(TINY)), [game])
+    got = agreement(snapshot_inference(CheckersNet(TINY)), [game])
     assert got.positions == 8
     assert len(replay_decisions([game])) == 8  # the training decisions stop there too
 

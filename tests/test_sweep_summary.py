@@ -110,7 +110,7 @@ def _png_width(path: Path) -> int:
 def test_the_plot_draws_a_rated_curve_and_a_match_panel_only_when_an_arm_has_a_match(
     tmp_path, sweep_summary
 ):
-    from evaluation.ratings_report import CurvePoint, write_curve_csv
+    from evaluation.ladder.report import CurvePoint, write_curve_csv
 
     run = _arm(tmp_path / "sweep-rated", ["evaluation=rated"])
     (run / ".hydra" / "config.yaml").write_text(

@@ -12,12 +12,13 @@ import random
 import numpy as np
 import pytest
 
-from evaluation.game_records import describe_search
-from evaluation.mcts_player import TIME_MAX_EXTENSION as MAX_EXTENSION
-from evaluation.mcts_player import MCTSPlayer
-from evaluation.players import MinimaxPlayer, alphabeta, make_player
+from evaluation.matches.records import describe_search
+from evaluation.players.alphabeta import MinimaxPlayer, alphabeta
+from evaluation.players.make import make_player
+from evaluation.players.mcts import TIME_MAX_EXTENSION as MAX_EXTENSION
+from evaluation.players.mcts import MCTSPlayer
 from game import Position, _core
-from game.mcts import UniformEvaluator, settled
+from game.mcts import UniformInference, settled
 
 
 class FakeClock:
@@ -128,7 +129,7 @@ class TickingClock:
         return self.now
 
 
-class PeakedEvaluator(UniformEvaluator):
+class PeakedInference(UniformInference):
     """Most of the prior on the first legal action: one move stands out, as in a position where
     the network is sure."""
 
@@ -140,7 +141,7 @@ class PeakedEvaluator(UniformEvaluator):
         return priors, wdl
 
 
-def play_timed(evaluator: UniformEvaluator, budget: int, manage: bool, plies: int):
+def play_timed(evaluator: UniformInference, budget: int, manage: bool, plies: int):
     player = MCTSPlayer(evaluator, {}, name="peaked", time_ms=budget)
     player.manage_time = manage
     clock = TickingClock()
@@ -161,8 +162,8 @@ def test_a_managed_mcts_move_stops_when_settled_and_the_game_keeps_to_its_budget
     game's total stays within the budget times its moves (plus the clock readings of each
     move's last round)."""
     budget = 60
-    _, plain_spent = play_timed(PeakedEvaluator(), budget, False, 12)
-    managed, spent = play_timed(PeakedEvaluator(), budget, True, 12)
+    _, plain_spent = play_timed(PeakedInference(), budget, False, 12)
+    managed, spent = play_timed(PeakedInference(), budget, True, 12)
     assert min(s for s in plain_spent if s > 5) >= budget  # searched moves spend it all
     assert max(spent) < budget and sum(spent) < len(spent) * budget / 2  # settled: early
     assert sum(spent) <= len(spent) * (budget + 5)
@@ -176,7 +177,7 @@ def test_uniform_search_never_settles_early_and_specs_name_the_switch() -> None:
     """Equal priors and equal values: no leader, so the managed search spends its budget (and
     no more than the bank lends)."""
     budget = 40
-    _, spent = play_timed(UniformEvaluator(), budget, True, 6)
+    _, spent = play_timed(UniformInference(), budget, True, 6)
     assert all(budget <= s <= 3 * budget + 5 for s in spent if s > 5)
     player = make_player("uniform-mcts:t50,tm=1")
     assert player.manage_time and player.name == "uniform-mcts:t50,tm=1"

@@ -2,7 +2,7 @@
 server, the counters a match reports, and the time-equal strength table end to end.
 
 No assertion here is about how long anything took, and none depends on the machine's speed: the
-timed searches run on a simulated clock that only the evaluator moves (each batch takes a fixed
+timed searches run on a simulated clock that only the inference moves (each batch takes a fixed
 time of it), so they play the same batches on any machine, however busy.
 """
 
@@ -20,18 +20,20 @@ import torch
 from checkerzero.config import compose
 from checkerzero.network.checkpoint import save_checkpoint
 from checkerzero.network.model import CheckersNet, ModelConfig
-from evaluation.game_play import play_match
-from evaluation.game_records import MatchResult, PairRecord, PlayedGame
-from evaluation.mcts_player import MCTSPlayer
-from evaluation.network_player import parse_spec
-from evaluation.players import MinimaxPlayer, make_player, player_stats
-from evaluation.policy_player import AGENT_KEY, Q_AGENT
-from game.mcts import UniformEvaluator, new_search, search_until
+from evaluation.matches.games import play_match
+from evaluation.matches.records import MatchResult, PairRecord, PlayedGame
+from evaluation.players.alphabeta import MinimaxPlayer
+from evaluation.players.base import player_stats
+from evaluation.players.make import make_player
+from evaluation.players.mcts import MCTSPlayer
+from evaluation.players.policy import AGENT_KEY, Q_AGENT
+from evaluation.players.spec import parse_spec
+from game.mcts import UniformInference, new_search, search_until
 from game.openings import load_openings
 from game.position import Position
 from play.analysis import Budget
-from play.engines import Engines
 from play.paths import Roots
+from play.players import Players
 from play.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,6 +53,11 @@ FORCED_JUMP = "B:W18,27:B14"
 HUGE = 10_000_000
 
 
+def mcts_parts(text: str) -> tuple[str | None, dict]:
+    spec = parse_spec(text)
+    return spec.source, dict(spec.options)
+
+
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tmp_path_factory) -> Path:
     torch.manual_seed(0)
@@ -63,24 +70,24 @@ def tiny_checkpoint(tmp_path_factory) -> Path:
 
 
 def test_time_specs_parse_and_old_forms_keep_working() -> None:
-    assert parse_spec("uniform-mcts:t200") == ("uniform-mcts", {"time_ms": 200})
-    assert parse_spec("a/b.safetensors:t200,threads=1") == (
+    assert mcts_parts("uniform-mcts:t200") == ("uniform-mcts", {"time_ms": 200})
+    assert mcts_parts("a/b.safetensors:t200,threads=1") == (
         "a/b.safetensors",
         {"time_ms": 200, "threads": 1},
     )
-    assert parse_spec("a/b.safetensors:threads=1:t50:leaves=4") == (
+    assert mcts_parts("a/b.safetensors:threads=1:t50:leaves=4") == (
         "a/b.safetensors",
         {"threads": 1, "time_ms": 50, "leaves_per_game": 4},
     )
-    assert parse_spec("a/b.safetensors:ms=300") == ("a/b.safetensors", {"time_ms": 300})
+    assert mcts_parts("a/b.safetensors:ms=300") == ("a/b.safetensors", {"time_ms": 300})
     # The forms from before the time budget parse as they did.
-    assert parse_spec("a/b.safetensors:sims=9:cpuct=1.5") == (
+    assert mcts_parts("a/b.safetensors:sims=9:cpuct=1.5") == (
         "a/b.safetensors",
         {"simulations": 9, "c_puct": 1.5},
     )
-    assert parse_spec("a/b.safetensors") == ("a/b.safetensors", {})
-    assert parse_spec("a/b.safetensors:fpu=0.5") == ("a/b.safetensors", {"fpu_reduction": 0.5})
-    assert parse_spec("a/b.safetensors:pst=1.5") == ("a/b.safetensors", {"policy_temperature": 1.5})
+    assert mcts_parts("a/b.safetensors") == ("a/b.safetensors", {})
+    assert mcts_parts("a/b.safetensors:fpu=0.5") == ("a/b.safetensors", {"fpu_reduction": 0.5})
+    assert mcts_parts("a/b.safetensors:pst=1.5") == ("a/b.safetensors", {"policy_temperature": 1.5})
     tuned = make_player("uniform-mcts:sims=30,fpu=0.5:pst=1.5:leaves=2")
     assert (tuned.settings["fpu_reduction"], tuned.settings["fpu_reduction_root"]) == (0.5, 0.5)
     assert tuned.settings["policy_temperature"] == 1.5
@@ -141,12 +148,12 @@ def test_a_q_network_refuses_a_time(tmp_path) -> None:
 
 
 class SimulatedTime:
-    """An evaluator on a simulated clock: each batch it passes on to ``inner`` (the uniform
-    evaluator by default) takes ``batch_s`` seconds of the clock ``now``, and nothing else moves
+    """An inference on a simulated clock: each batch it passes on to ``inner`` (the uniform
+    inference by default) takes ``batch_s`` seconds of the clock ``now``, and nothing else moves
     it, so a timed search plays the same batches on any machine."""
 
     def __init__(self, batch_s: float, inner=None) -> None:
-        self.inner = inner if inner is not None else UniformEvaluator()
+        self.inner = inner if inner is not None else UniformInference()
         self.batch_s = batch_s
         self.t = 0.0
         self.starts: list[float] = []  # the clock when each batch began
@@ -164,12 +171,12 @@ def test_search_until_stops_within_one_batch_of_the_deadline() -> None:
     settings = {"leaves_per_game": 8, "dirichlet_epsilon": 0.0}
     mcts = new_search(2, 8, settings)
     mcts.reset(1, Position.from_fen("W:W23:B18,19").game)
-    evaluator = SimulatedTime(batch_s=0.25)
-    stats = search_until(mcts, evaluator, 0.9, chunk=8, clock=evaluator.now)
+    inference = SimulatedTime(batch_s=0.25)
+    stats = search_until(mcts, inference, 0.9, chunk=8, clock=inference.now)
     # The clock is read between batches: the batches that began before the deadline ran, the
     # last of them ending past it (at 1.0), and none began after it.
-    assert evaluator.starts == [0.0, 0.25, 0.5, 0.75]
-    assert stats.batches == 4 and evaluator.now() == 1.0
+    assert inference.starts == [0.0, 0.25, 0.5, 0.75]
+    assert stats.batches == 4 and inference.now() == 1.0
     # A round adds at most `chunk` visits past the most-searched root, so batches stay small.
     assert stats.leaves <= 2 * 8 * stats.batches
     visits = [mcts.root_child_visits(i) for i in range(2)]
@@ -179,18 +186,18 @@ def test_search_until_stops_within_one_batch_of_the_deadline() -> None:
 
 def test_search_until_past_its_deadline_still_evaluates_a_new_root() -> None:
     mcts = new_search(1, 8, {"dirichlet_epsilon": 0.0})
-    stats = search_until(mcts, UniformEvaluator(), time.perf_counter() - 1.0, chunk=8)
+    stats = search_until(mcts, UniformInference(), time.perf_counter() - 1.0, chunk=8)
     assert (stats.batches, stats.leaves) == (1, 1)  # the root alone: its priors, no visits
     assert mcts.root_child_visits(0) == 0 and mcts.tree_size(0) > 1
     mcts.choose(0, 0.0)  # a move can be chosen from the priors
-    again = search_until(mcts, UniformEvaluator(), time.perf_counter() - 1.0, chunk=8)
+    again = search_until(mcts, UniformInference(), time.perf_counter() - 1.0, chunk=8)
     assert (again.batches, again.leaves) == (0, 0)  # expanded: nothing after the deadline
 
 
 def test_search_until_returns_at_once_on_a_forced_root() -> None:
     mcts = new_search(1, 8, {"dirichlet_epsilon": 0.0})
     mcts.reset(0, Position.from_fen("B:W18:B14").game)  # 14x23, the only move
-    stats = search_until(mcts, UniformEvaluator(), time.perf_counter() + 60.0, chunk=8)
+    stats = search_until(mcts, UniformInference(), time.perf_counter() + 60.0, chunk=8)
     assert (stats.batches, stats.leaves) == (0, 0)
 
 
@@ -201,7 +208,7 @@ def test_a_timed_move_searches_and_reports_its_simulations(tiny_checkpoint) -> N
     for spec in ("uniform-mcts:t60", f"{tiny_checkpoint}:t60,threads=1"):
         player = make_player(spec)
         # 25 ms of the simulated clock a batch: batches begin at 0, 25 and 50 ms of the 60.
-        player.evaluator = timed = SimulatedTime(batch_s=0.025, inner=player.evaluator)
+        player.inference = timed = SimulatedTime(batch_s=0.025, inner=player.inference)
         player.clock = timed.now
         position = Position()
         move = player.choose(position)
@@ -223,8 +230,8 @@ def test_a_timed_move_searches_and_reports_its_simulations(tiny_checkpoint) -> N
         assert player.evaluations > 1  # the root and at least one batch below it
 
 
-class CountingEvaluator(UniformEvaluator):
-    """The uniform evaluator, counting the positions it is sent."""
+class CountingInference(UniformInference):
+    """The uniform inference, counting the positions it is sent."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -237,13 +244,13 @@ class CountingEvaluator(UniformEvaluator):
 
 @pytest.mark.parametrize("budget", [{"time_ms": 30}, {"time_ms": 0}])
 def test_the_evaluation_count_is_what_the_network_was_sent(budget) -> None:
-    evaluator = CountingEvaluator()
-    player = MCTSPlayer(evaluator, {"simulations": 40}, **budget)
+    inference = CountingInference()
+    player = MCTSPlayer(inference, {"simulations": 40}, **budget)
     position = Position()
     for _ in range(4):
         position.play(player.choose(position))
     assert player.searched > 0
-    assert player.evaluations == evaluator.rows > 0
+    assert player.evaluations == inference.rows > 0
 
 
 def test_a_forced_move_is_played_without_search() -> None:
@@ -394,11 +401,11 @@ def test_time_equal_refuses_bad_times() -> None:
 
 
 def test_play_server_takes_the_match_tools_time_form_and_searches_to_it() -> None:
-    engines = Engines(load_settings({"torch_threads": 1}), Roots("runs", "game/data"))
+    engines = Players(load_settings({"torch_threads": 1}), Roots("runs", "game/data"))
     for text in ("uniform-mcts:t80", "uniform-mcts:ms=80"):
         spec = engines.parse(text)
         assert spec.budget == Budget(ms=80, chunk=16)
-    with pytest.raises(ValueError, match="use sims=N, ms=N \\(or tN\\)"):
+    with pytest.raises(ValueError, match="bad option 'tfast'"):
         engines.parse("uniform-mcts:tfast")
     # The server's time budget runs the players' driver (game.mcts.search_until).
     answer = engines.move(Position(), engines.parse("uniform-mcts:t80"))
@@ -406,7 +413,7 @@ def test_play_server_takes_the_match_tools_time_form_and_searches_to_it() -> Non
     assert 0 < answer["visits"] < HUGE
 
 
-class _StallingEvaluator(UniformEvaluator):
+class _StallingInference(UniformInference):
     """Uniform, but each forward pass takes longer than the whole move's budget."""
 
     def evaluate(self, planes, mask):  # type: ignore[no-untyped-def]
@@ -417,7 +424,7 @@ class _StallingEvaluator(UniformEvaluator):
 def test_a_timed_move_gets_one_batch_even_when_the_budget_is_gone() -> None:
     # 5 ms per move, 50 ms per forward pass: the root's evaluation alone spends the budget, and
     # the move is still searched (one batch of leaves_per_game), not played from the priors.
-    player = MCTSPlayer(_StallingEvaluator(), {"leaves_per_game": 4}, name="stalled", time_ms=5)
+    player = MCTSPlayer(_StallingInference(), {"leaves_per_game": 4}, name="stalled", time_ms=5)
     position = Position()
     move = player.choose(position)
     assert move in position.legal_moves()

@@ -1,11 +1,11 @@
 """Batched network inference for self-play, evaluation and play.
 
-``NetworkEvaluator`` is the network behind the ``game.mcts.Evaluator`` protocol: NumPy in
+``NetworkInference`` is the network behind the ``game.mcts.Inference`` protocol: NumPy in
 (planes ``(N, C, S, S)`` float32, legal mask ``(N, A)`` bool), NumPy out (priors ``(N, A)`` float32
 that are a softmax over the legal actions only, exactly 0 on illegal ones; WDL probabilities
 ``(N, 3)`` float32 from the mover's view). The search stays free of torch and of devices.
 
-``NetworkEvaluator`` choices:
+``NetworkInference`` choices:
 
 - Device ``"auto"``: CUDA, else Apple MPS, else CPU (the DESIGN's embedded default).
 - Precision (``precision``, :func:`compute_dtype`): ``auto`` is bf16 autocast on CUDA (same
@@ -143,7 +143,7 @@ def fold_batchnorm(model: CheckersNet) -> CheckersNet:
 
 class _MaskedHeads(nn.Module):
     """The network and both softmaxes as one module, so the jit backend traces them together:
-    ``(planes, mask) -> (priors, wdl)`` exactly as ``NetworkEvaluator.evaluate`` computes them."""
+    ``(planes, mask) -> (priors, wdl)`` exactly as ``NetworkInference.evaluate`` computes them."""
 
     def __init__(self, model: nn.Module, memory_format: torch.memory_format) -> None:
         super().__init__()
@@ -225,7 +225,7 @@ def compile_for_cpu(model: CheckersNet) -> _core.ConvNet:
     )
 
 
-class NetworkEvaluator:
+class NetworkInference:
     """Runs a ``CheckersNet`` on batches of positions; see the module docstring for the choices."""
 
     def __init__(
@@ -287,7 +287,7 @@ class NetworkEvaluator:
         self._staging_planes: torch.Tensor | None = None
         self._staging_mask: torch.Tensor | None = None
         logger.info(
-            "NetworkEvaluator on %s, dtype %s, compile=%s, backend %s%s, threads=%d",
+            "NetworkInference on %s, dtype %s, compile=%s, backend %s%s, threads=%d",
             self.device,
             dtype,
             compile,
@@ -380,21 +380,21 @@ def load_for_play(
     dtype: torch.dtype | str | None = None,
     threads: int | None = None,
     backend: str = "auto",
-) -> tuple[NetworkEvaluator, CheckpointMeta]:
-    """A checkpoint's network ready to play: its evaluator (carrying the checkpoint's weights
-    version; ``device``, ``dtype``, ``threads`` and ``backend`` as for ``NetworkEvaluator``) and
+) -> tuple[NetworkInference, CheckpointMeta]:
+    """A checkpoint's network ready to play: its inference (carrying the checkpoint's weights
+    version; ``device``, ``dtype``, ``threads`` and ``backend`` as for ``NetworkInference``) and
     its header.
 
     The one way a player, a command line or the play server loads a network. ``size``: the
     board the game is played on; None when the caller plays whatever board the network plays
-    (``evaluator.config.board_size``). ValueError naming the file when it is not a checkpoint
+    (``inference.config.board_size``). ValueError naming the file when it is not a checkpoint
     (truncated, corrupt, foreign, non-finite) or its network plays another board than ``size``.
     """
     model, meta = load_checkpoint(checkpoint)
     side = model.config.board_size
     if size is not None and side != size:
         raise ValueError(f"{checkpoint} is a {side}x{side} network; this game is {size}x{size}")
-    evaluator = NetworkEvaluator(
+    inference = NetworkInference(
         model,
         device=device,
         dtype=dtype,
@@ -402,4 +402,4 @@ def load_for_play(
         version=meta.version,
         backend=backend,
     )
-    return evaluator, meta
+    return inference, meta

@@ -1,7 +1,7 @@
 """The `precision` settings (``selfplay.precision``, ``learner.precision``), the inference
 backends, and whether this CPU computes bf16 in hardware; torch-free, so the config check and
 the player specs can import it cheaply. ``checkerzero.network.inference`` turns a precision into
-the dtype for a device (``compute_dtype``) and runs the backends (``NetworkEvaluator``)."""
+the dtype for a device (``compute_dtype``) and runs the backends (``NetworkInference``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import functools
 from pathlib import Path
 
 PRECISIONS = ("auto", "float32", "bfloat16")
-BACKENDS = ("auto", "eager", "jit", "cpp")  # how the network runs (NetworkEvaluator's backend)
+BACKENDS = ("auto", "eager", "jit", "cpp")  # how the network runs (NetworkInference's backend)
 CPU_BACKENDS = ("jit", "cpp")  # the float32, CPU-only ones
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 CPU flags of hardware bf16 dot products
 

@@ -46,7 +46,7 @@ Evaluator (``evaluation``; the learner reads ``latest`` and ``decisions``):
 ``<ns>:eval:decisions``         list, one JSON gate decision per candidate (GateDecision
                                 fields + candidate, best, promoted)
 ``<ns>:eval:latest``            hash, the newest metrics for the learner to log
-                                (``checkerzero.store.eval_results.read_eval_metrics``)
+                                (``evaluation.evaluator.records.read_eval_metrics``)
 ``<ns>:eval:done``              hash, finished units of work (``gate:V`` -> accept/reject,
                                 ``ladder:V:SPEC``, ``rungs``) and ``last_version``
 ``<ns>:eval:gate:V:B``          list, the pairs of the unfinished gate of V against best B

@@ -8,7 +8,6 @@ import logging
 from collections import defaultdict
 from pathlib import Path
 
-from evaluation.book import load_book
 from evaluation.book.build import (
     DEFAULT_MIN_GAMES,
     DEFAULT_PLIES,
@@ -16,6 +15,7 @@ from evaluation.book.build import (
     DEFAULT_SIMULATIONS,
     build_book,
 )
+from evaluation.players.book import load_book
 from game.openings import acf_deck
 
 

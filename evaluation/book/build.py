@@ -11,17 +11,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluation.book import book_path, write_book
-from evaluation.network_player import load_network
-from evaluation.player_defaults import default_mcts_settings
-from game.mcts import Evaluator, new_search, search
+from evaluation.players.book import book_path, write_book
+from evaluation.players.defaults import default_mcts_settings
+from evaluation.players.network import load_network
+from game.mcts import Inference, new_search, search
 from game.openings import Opening, acf_deck
 from game.pdn import iter_pdn
 from game.position import Move, Position
 
 logger = logging.getLogger(__name__)
 
-# Defaults of the build command (evaluation.book's docstring): a few minutes on a laptop core.
+# Defaults of the build command (evaluation.players.book's docstring): a few minutes on a laptop
+# core.
 DEFAULT_SIMULATIONS = 400  # visits per book position: twice a 200-simulation match move
 DEFAULT_PLIES = 2  # book moves per ballot line (the ballot's position and the reply after it)
 DEFAULT_SELFPLAY_PLIES = 16  # plies of each self-play game whose positions are counted
@@ -33,7 +34,7 @@ _PDN_SCORE = {"1-0": (1.0, 0.0), "0-1": (0.0, 1.0), "1/2-1/2": (0.5, 0.5)}  # (B
 
 def searched_moves(
     positions: Sequence[Position],
-    evaluator: Evaluator,
+    inference: Inference,
     simulations: int,
     mcts_settings: Mapping[str, Any],
 ) -> list[tuple[Move, list[float] | None]]:
@@ -52,7 +53,7 @@ def searched_moves(
     starts = [p.game.copy() for p in positions]
     for i, game in enumerate(starts):
         mcts.reset(i, game)
-    search(mcts, evaluator, simulations)
+    search(mcts, inference, simulations)
     wdl = [[round(float(x), 4) for x in mcts.root_wdl(i)] for i in range(len(positions))]
     wdl = [None if any(math.isnan(x) for x in w) else w for w in wdl]  # a root never evaluated
     actions: list[list[int]] = [[] for _ in positions]
@@ -64,13 +65,13 @@ def searched_moves(
             actions[i].append(action)
         pending = [i for i in pending if not mcts.done(i) and mcts.game(i).mid_jump]
         if pending:
-            search(mcts, evaluator, simulations)  # the kept subtrees, topped up
+            search(mcts, inference, simulations)  # the kept subtrees, topped up
     return [(starts[i].move_of(actions[i]), wdl[i]) for i in range(len(positions))]
 
 
 def search_entries(
     openings: Iterable[Opening],
-    evaluator: Evaluator,
+    inference: Inference,
     *,
     simulations: int = DEFAULT_SIMULATIONS,
     plies: int = DEFAULT_PLIES,
@@ -102,7 +103,7 @@ def search_entries(
         if not todo:
             break
         start = time.perf_counter()
-        found = searched_moves(todo, evaluator, simulations, mcts_settings)
+        found = searched_moves(todo, inference, simulations, mcts_settings)
         searched.update(p.fen() for p in todo)
         frontier = {}
         for pos, (move, wdl) in zip(todo, found, strict=True):
@@ -178,8 +179,8 @@ def build_book(
     progress: Any = logger.info,
 ) -> Path:
     """Builds and writes the book of ``network`` (``out``: beside it by default)."""
-    evaluator, _ = load_network(network, device, threads, "auto")
-    size = evaluator.config.board_size
+    inference, _ = load_network(network, device, threads, "auto")
+    size = inference.config.board_size
     if openings is None:
         openings = acf_deck() if size == 8 else []
     entries: dict[str, dict[str, Any]] = {}
@@ -193,7 +194,7 @@ def build_book(
         entries.update(
             search_entries(
                 openings,
-                evaluator,
+                inference,
                 simulations=simulations,
                 plies=plies,
                 replies=replies,
