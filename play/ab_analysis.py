@@ -117,15 +117,16 @@ def expected_score(score_cp: int, scale: int) -> float:
     return 1.0 / (1.0 + math.exp(-score_cp / scale))
 
 
-def proven(score_cp: int) -> tuple[str, int] | None:
+def proven(score_cp: int) -> tuple[str, int | None] | None:
     """``("win" | "loss", plies)`` when the score is a proven result: a forced end of the game
-    (MATE_SCORE - plies) or a database position (DATABASE_WIN - plies); None otherwise."""
+    (MATE_SCORE - plies), or ``plies`` None for a position the database knows (DATABASE_WIN -
+    plies: the plies to that position, not to the end); None otherwise."""
     size = abs(score_cp)
     word = "win" if score_cp > 0 else "loss"
     if size >= MATE_THRESHOLD:
         return word, MATE_SCORE - size
     if size > DATABASE_WIN - 2 * MAX_DEPTH:
-        return word, DATABASE_WIN - size
+        return word, None
     return None
 
 
@@ -231,8 +232,34 @@ def analyse_ab(
             on_iteration(out)
         if all(x.result is not None for x in found):
             break  # every move's value is proven: deeper iterations say the same
+    if out.database is not None and out.database["distance"] is None and out.lines:
+        _distance(out, position, weights, deadline, budget, tt_mb, clock, stop)
+        if on_iteration is not None and out.database["distance"] is not None:
+            on_iteration(out)
     out.ms = round((clock() - started) * 1000.0, 1)
     return out
+
+
+def _distance(
+    out: AbAnalysis,
+    position: Position,
+    weights: _core.NNEvalWeights,
+    deadline: float,
+    budget: AbBudget,
+    tt_mb: int,
+    clock: Callable[[], float],
+    stop: Callable[[], bool] | None,
+) -> None:
+    """The database holds no distances: at a won or lost root, one search without it (within
+    what is left of the time, at most a slice) may prove the end of the game and its distance."""
+    assert out.database is not None
+    left_ms = min((deadline - clock()) * 1000.0, budget.slice_ms)
+    if out.database["result"] == "draw" or left_ms < 1 or (stop is not None and stop()):
+        return
+    depth = budget.depth if not budget.ms else 0
+    r = alphabeta(position, depth=depth, time_ms=int(left_ms), nneval=weights, tt_mb=tt_mb)
+    if abs(r.score) >= MATE_THRESHOLD and (r.score > 0) == (out.database["result"] == "win"):
+        out.database["distance"] = MATE_SCORE - abs(r.score)
 
 
 def _fill(out: AbAnalysis, found: list[Line], depth: int, scale: int) -> None:
@@ -248,7 +275,7 @@ def _fill(out: AbAnalysis, found: list[Line], depth: int, scale: int) -> None:
         # distance (a database win below the root is a distance to that position, not the end).
         exact = {"win": 1.0, "draw": 0.5, "loss": 0.0}[out.database["result"]]
         out.score = exact
-        if best.result is not None and abs(best.score_cp) >= MATE_THRESHOLD:
+        if best.plies is not None:
             out.database["distance"] = best.plies
 
 
