@@ -283,3 +283,14 @@ def test_play_help_describes_the_server_and_its_defaults():
     text = " ".join(done.stdout.split())  # argparse wraps at the terminal's width
     assert done.returncode == 0 and "serve the board" in text
     assert "(default: 8000)" in text and "(default: ab+nn:t200,tm)" in text
+
+
+def test_engine_analyses_with_the_alpha_beta_on_request():
+    engines = Engines(load_settings({"torch_threads": 1}), Roots("runs", SHIPPED.parent))
+    fen = "W:W8,12,21,23,30,31,32:B3,6,9,13,14,18,20,28"  # Moorhead-Wyllie 1841: 21-17 wins
+    got = answer(engines, {"id": 4, "engine": "ab", "fen": fen, "ms": 300, "lines": 2}, "x")
+    assert got["id"] == 4 and got["engine"] == "ab" and got["move"] == "21-17"
+    assert [line["move"] for line in got["lines"]][:1] == ["21-17"] and len(got["lines"]) == 2
+    bad = answer(engines, {"id": 5, "engine": "ab", "sims": 3}, "x")
+    assert "sims is the network's" in bad["error"]
+    assert "unknown engine" in answer(engines, {"id": 6, "engine": "mcts"}, "x")["error"]
