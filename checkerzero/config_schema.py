@@ -415,6 +415,7 @@ SCHEMA: dict[str, Rule] = {
     "logging.wandb.project": Text(r"[^/\\#?%:\s]{1,128}", "a W&B project name"),
     "logging.wandb.entity": Maybe(Text(r"[^/\\#?%:\s]{1,128}", "a W&B entity name")),
     "logging.wandb.log_models": Flag(),
+    "logging.actors_to_terminal": Flag(),
     "logging.progress_every_s": POLL_S,
     "logging.csv_every_s": POLL_S,
     "logging.plot_every_min": Num(0.1, 10**4),  # a plot takes ~1 s to draw: not more often

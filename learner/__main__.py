@@ -29,6 +29,7 @@ from checkerzero.cluster.preflight import PreflightError, check_environment
 from checkerzero.config import ConfigError, config_path, override_error_message
 from checkerzero.run_files import LOG_FILE
 from learner.run_record import prepare, write_record
+from learner.terminal import setup_terminal
 
 
 def _main(cfg: DictConfig) -> None:
@@ -55,6 +56,8 @@ def _main(cfg: DictConfig) -> None:
     if root.handlers and root.handlers[0].formatter is not None:
         log_file.setFormatter(root.handlers[0].formatter)
     root.addHandler(log_file)
+    # The terminal: short lines, and the actors' and Ray's internals only in the file.
+    setup_terminal(root, bool(OmegaConf.select(prepared.cfg, "logging.actors_to_terminal")))
     logging.getLogger(__name__).info(
         "%s %s (config recorded in %s)",
         "resuming" if prepared.resumed else "starting",

@@ -65,6 +65,7 @@ from learner.retention import prune_weights, save_promoted
 from learner.run_reports import RunReports, TrainLoop
 from learner.run_services import ensure_egdb, redis_for_run
 from learner.selfplay_pdn import SelfPlayPdn
+from learner.terminal import quiet_ray_loggers, route_actor_logs
 from learner.trainer import Trainer
 
 logger = logging.getLogger(__name__)
@@ -146,12 +147,14 @@ class Run(RunReports):
     def _join_cluster(self) -> bool:
         """Ray (joined or started; True if started here), then the cluster's preflight."""
         cluster = self.cfg.cluster
+        quiet_ray_loggers()  # Ray's own lines to learner.log (learner.terminal)
         started = start_ray(
             cluster.address,
             num_cpus=cluster.num_cpus,
             include_dashboard=cluster.include_dashboard,
             object_store_memory_mb=cluster.object_store_memory_mb,
         )
+        route_actor_logs()  # the actors' lines become log records (learner.terminal)
         check_cluster(self.cfg, self.cfg.replay.url or None, ray.nodes())
         if threading.current_thread() is threading.main_thread():
             # After ray.init, which installs its own SIGTERM handler that exits at once:

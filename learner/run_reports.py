@@ -38,7 +38,14 @@ from evaluation.evaluator.records import read_eval_metrics
 from learner.losses import Losses
 from learner.prefetcher import MirrorPrefetcher
 from learner.reanalysis import Reanalyser
-from learner.summary import describe_summary, finite, loss_metrics, progress_text
+from learner.summary import (
+    describe_summary,
+    finite,
+    loss_metrics,
+    progress_text,
+    wait_explained,
+    waiting_for_data,
+)
 from learner.trainer import Trainer
 
 # The run's log lines keep one logger name whichever half writes them: logs are read by it.
@@ -132,16 +139,34 @@ class RunReports:
         elapsed: float,
         ratio: SampleRatio,
     ) -> None:
-        """The progress line (learner.summary.progress_text), with what the learner waits for:
-        the first replay.min_positions (counted), or new positions once it trained on all
-        that replay.sample_ratio allows."""
+        """The progress line (learner.summary.progress_text), with the time left under
+        learner.time_limit_min and what the learner waits for: the first replay.min_positions
+        (counted), or new positions once it trained on all that replay.sample_ratio allows.
+        The first time each wait begins, a line says why in words
+        (learner.summary.wait_explained)."""
         batch = int(self.cfg.learner.batch_size)
-        waiting = None
+        waiting, kind = None, None
         if stats.positions_added < ratio.min_positions:
-            waiting = f"waiting for data {stats.positions_added:,}/{ratio.min_positions:,}"
+            kind = "data"
+            waiting = waiting_for_data(stats.positions_added, ratio.min_positions)
         elif ratio.should_wait(stats.positions_added, trainer.counters.samples, batch):
+            kind = "self-play"
             waiting = "waiting for self-play"
-        logger.info("%s", progress_text(elapsed, trainer.counters.step, row, waiting))
+        told: set[str] = self.__dict__.setdefault("_waits_told", set())
+        if kind is not None and kind not in told:  # once a run for each kind of wait
+            told.add(kind)
+            logger.info(
+                "%s",
+                wait_explained(
+                    kind,
+                    stats.positions_added,
+                    ratio.min_positions,
+                    float(self.cfg.replay.sample_ratio),
+                ),
+            )
+        limit_min = float(self.cfg.learner.time_limit_min or 0)
+        eta = max(0.0, 60 * limit_min - elapsed) if limit_min > 0 else None
+        logger.info("%s", progress_text(elapsed, trainer.counters.step, row, waiting, eta))
 
     def _summary(
         self,
@@ -185,6 +210,8 @@ class RunReports:
             },
             # Actors at the end and the nodes whose actors stored games (nodes that left too).
             "selfplay": selfplay,
+            # W&B's mode; offline, its files are under <run_dir>/wandb until `wandb sync`.
+            "wandb": {"mode": str(self.cfg.logging.wandb.mode)},
         }
         logger.info("%s", describe_summary(summary, self.run_dir / SUMMARY_FILE))
         tmp = self.run_dir / f"{SUMMARY_FILE}.tmp"  # for scripts (no log parsing), whole or absent

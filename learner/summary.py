@@ -51,21 +51,33 @@ def _rate(per_s: float) -> str:
     return f"{per_s:.1f}" if per_s >= 10 else f"{per_s:.2f}"
 
 
+def count_text(n: int) -> str:
+    """A count in at most five characters: 9,999, 12.3k, 456k, 1.23M, 100M."""
+    if n < 10_000:
+        return f"{n:,}"
+    for unit, size in (("k", 1e3), ("M", 1e6), ("G", 1e9)):
+        value = n / size
+        if value < 999.5 or unit == "G":
+            return f"{value:.3g}{unit}"
+    return str(n)
+
+
 def progress_text(
     elapsed_s: float,
     step: int,
     row: dict[str, float],
     waiting: str | None = None,
+    eta_s: float | None = None,
 ) -> str:
-    """The progress line: elapsed time, self-play's games and positions per second, the step
-    and steps per second, the newest total loss, the newest Elo with its interval's half width
-    and version, what the learner waits for (``waiting``), two spaces apart. At most 113
-    characters with every field at its widest (tests/test_run_outputs.py), so that with the
-    log's time, name and level it fits 160; the rest (counts, the loss's parts, the window,
-    the actors) is in metrics.csv."""
+    """The progress line: elapsed time, self-play's positions per second, the step and steps
+    per second, the newest total loss, the newest Elo with its interval's half width and
+    version, the time left (``eta_s``, with learner.time_limit_min) and what the learner waits
+    for (``waiting``, a few words: the line that says why is logged when the wait begins), two
+    spaces apart. At most PROGRESS_WIDTH characters with every field at its widest
+    (tests/test_run_outputs.py), so that with the terminal's ``HH:MM:SS`` it fits 120; the rest
+    (games, counts, the loss's parts, the window, the actors) is in metrics.csv."""
     parts = [
         _elapsed(elapsed_s),
-        f"games {_rate(row.get('selfplay/games_per_s', 0.0))}/s",
         f"pos {_rate(row.get('selfplay/positions_per_s', 0.0))}/s",
         f"step {step:,} ({_rate(row.get('learner/steps_per_s', 0.0))}/s)",
     ]
@@ -76,9 +88,34 @@ def progress_text(
         half = (upper - lower) / 2
         spread = f"±{half:.0f}" if math.isfinite(half) else ""
         parts.append(f"Elo {row['eval/elo']:+.0f}{spread} v{row.get('eval/version', 0):.0f}")
+    if eta_s is not None:
+        parts.append(f"ETA {_elapsed(eta_s)}")
     if waiting:
         parts.append(waiting)
     return "  ".join(parts)
+
+
+PROGRESS_WIDTH = 111  # 120 characters of terminal less the time stamp (learner.terminal)
+
+
+def waiting_for_data(have: int, need: int) -> str:
+    """The progress line's note while the replay fills up to replay.min_positions."""
+    return f"waiting for data {count_text(have)}/{count_text(need)}"
+
+
+def wait_explained(kind: str, have: int, need: int, ratio: float) -> str:
+    """Why the learner waits, in words (logged once when a wait begins): ``kind`` "data" (the
+    first step needs ``need`` positions, ``have`` so far) or "self-play" (it trained on every
+    position as often as replay.sample_ratio allows)."""
+    if kind == "data":
+        return (
+            f"waiting for self-play: the first training step needs {need:,} positions in the "
+            f"replay (replay.min_positions), it has {have:,}; the actors are playing"
+        )
+    return (
+        f"waiting for self-play: each position has been trained on {ratio:g} times on "
+        "average (replay.sample_ratio); training goes on as new games arrive"
+    )
 
 
 def describe_summary(summary: dict[str, Any], path: Path) -> str:
@@ -114,8 +151,29 @@ def describe_summary(summary: dict[str, Any], path: Path) -> str:
         )
     lines.append(f"  network: {summary['model']}")
     if not untrained:
+        lines.append(f"    play it on the page: {play_command(summary['model'], path.parent)}")
         lines.append(
-            f"    play it: python -m evaluation.match {summary['model']} minimax:4 --games 20"
+            f"    rate it: python -m evaluation.match {summary['model']} minimax:4 --games 20"
         )
+    wandb = summary.get("wandb") or {}
+    if wandb.get("mode") == "offline":
+        where = Path(path.parent) / "wandb"
+        lines.append(f"  W&B (offline): its files are in {where}; upload them with")
+        lines.append(f"    wandb sync {where}/offline-run-*")
     lines.append(f"  summary for scripts: {path}")
     return "\n".join(lines)
+
+
+PLAY_SIMULATIONS = 200  # the network's visits a move in the play command the end report names
+
+
+def play_command(model: str, run_dir: Path) -> str:
+    """The command that serves the page with the run's network as the opponent and as the
+    network engine of the analysis (a path the server reads from its runs folder)."""
+    run_dir = Path(run_dir)
+    try:
+        relative = Path(model).resolve().relative_to(run_dir.resolve().parent)
+    except ValueError:
+        relative = Path(model)
+    spec = f"{relative}:sims={PLAY_SIMULATIONS}"
+    return f"python -m play --runs {run_dir.parent} --player {spec} --network {spec}"

@@ -1,7 +1,14 @@
 """``python -m play``: serve the board, the analysis and the training view.
 
-python -m play                       # http://127.0.0.1:8000, the shipped network, runs/
-python -m play --port 8080 --runs runs --models game/data
+Open the address it prints in a browser: play the computer, analyse positions and games (the
+alpha-beta with the learned evaluation by default, the network on request), open and save PDN,
+and watch the runs in the runs folder. Every key of conf/play/default.yaml can be changed with
+--set; the server reads its folders and never writes a file.
+
+examples:
+  python -m play                       # http://127.0.0.1:8000, the shipped network, runs/
+  python -m play --port 8080 --runs runs --models game/data
+  python -m play --player RUN/checkpoints/latest.safetensors:sims=200  # play a run's network
 """
 
 from __future__ import annotations
@@ -16,6 +23,10 @@ import yaml
 from play.app import create_app
 from play.paths import Roots
 from play.settings import load_settings, models_dir
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """The description as written (its examples), and each option's default."""
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -41,14 +52,22 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     settings = load_settings()
-    parser = argparse.ArgumentParser(prog="python -m play", description=__doc__.split("\n")[1])
+    parser = argparse.ArgumentParser(
+        prog="python -m play",
+        description=__doc__.replace("``", ""),
+        formatter_class=HelpFormatter,
+    )
     parser.add_argument("--host", default=settings["host"], help="address to bind (loopback)")
     parser.add_argument("--port", type=int, default=settings["port"], help="TCP port")
     parser.add_argument("--runs", default=settings["runs_dir"], help="the runs folder it reads")
     parser.add_argument("--models", default=settings["models_dir"], help="the networks folder")
-    parser.add_argument("--player", default=settings["default_opponent"], help="default opponent")
     parser.add_argument(
-        "--network", default=settings["default_player"], help="the network that analyses"
+        "--player", default=settings["default_opponent"], help="the opponent a new game offers"
+    )
+    parser.add_argument(
+        "--network",
+        default=settings["default_player"],
+        help="the network of the network engine (a checkpoint relative to --models or --runs)",
     )
     parser.add_argument("--log-level", default="info", help="uvicorn's log level")
     parser.add_argument(

@@ -4,7 +4,9 @@ Routes (all JSON unless said otherwise):
 
 - ``POST /api/position``: a position (FEN and/or moves) with its legal moves, pieces and result;
 - ``POST /api/move``: a player's move for a position, with W/D/L, PV and top moves;
-- ``POST /api/analyse``: batched analysis of many positions (KataGo-style queries with ids);
+- ``POST /api/analyse``: analysis of many positions by the alpha-beta (multi-PV lines, the
+  default) or the network (W/D/L, visits); ``/api/deepen``: one position deepened until stopped
+  (``play.analysis_routes``);
 - ``GET /api/openings``, ``POST /api/pdn/parse``, ``POST /api/pdn/write``: starts and PDN;
 - ``GET /api/runs`` and ``/api/runs/{run}/...``: runs, metrics, Elo, games (as PDN or JSON);
 - ``GET /api/config``, ``GET /api/status``: the limits and the searches under way;
@@ -46,15 +48,15 @@ from game.pdn import PdnTooLong, game_from_position, iter_pdn, write_pdn
 from game.position import Position
 from play import runs as run_files
 from play.analysis import Cancelled, Stop, position_from
+from play.analysis_routes import add_analysis_routes
 from play.paths import CHECKPOINT_SUFFIX, NotFound, PathRefused, Roots
-from play.players import LimitError, Players, PlayerSpec
+from play.players import LimitError, Players
 from play.slots import Busy, Slots
 
 logger = logging.getLogger(__name__)
 
 STATIC = Path(__file__).resolve().parent / "static"
 MAX_FEN_CHARS = 200  # the longest FEN of 8x8 (24 pieces, all kings) is under 120
-MAX_ID_CHARS = 100  # query ids are echoed back
 DISCONNECT_POLL_S = 0.1  # how often a request with work under way asks whether its client left
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -68,17 +70,6 @@ class PositionQuery(BaseModel):
 
 class MoveQuery(PositionQuery):
     player: str | None = Field(None, description="player spec; the default network if none")
-
-
-class AnalysisQuery(PositionQuery):
-    id: str | int | None = Field(None, description="echoed back with the answer")
-
-
-class AnalyseRequest(BaseModel):
-    network: str | None = Field(None, description="network spec; the default network if none")
-    sims: int | None = Field(None, description="simulations per position")
-    ms: int | None = Field(None, description="milliseconds for the whole batch")
-    positions: list[AnalysisQuery]
 
 
 class PdnText(BaseModel):
@@ -255,6 +246,7 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
     _add_page(app)
     _add_config_routes(app, settings, roots, slots, counts)
     _add_position_routes(app, settings, engines, run_work, position)
+    add_analysis_routes(app, settings, engines, run_work, position)
     _add_pdn_routes(app, limits, position)
     _add_run_routes(app, settings, roots)
     app.add_middleware(BodyLimit, limit=int(limits["max_request_bytes"]))
@@ -435,7 +427,6 @@ def _add_position_routes(
     position: PositionOf,
 ) -> None:
     """Positions described, moves played and positions analysed."""
-    limits = settings["limits"]
 
     @app.post("/api/position")
     def position_route(q: PositionQuery) -> dict[str, Any]:
@@ -458,41 +449,6 @@ def _add_position_routes(
             return answer
 
         return await run_work(request, work, spec.cheap)
-
-    @app.post("/api/analyse")
-    async def analyse(q: AnalyseRequest, request: Request) -> dict[str, Any]:
-        """Batched analysis: every position searched at once with one network."""
-        spec, budget, positions = await run_in_threadpool(analysis_request, q)
-
-        def work(stop: Stop) -> dict[str, Any]:
-            results = engines.analyse(positions, spec, budget, stop)
-            return {
-                "network": spec.text,
-                "results": [
-                    {"id": item.id, **r.to_dict()}
-                    for item, r in zip(q.positions, results, strict=True)
-                ],
-            }
-
-        cheap = spec.cheap if budget is None else budget.simulations == 1
-        return await run_work(request, work, cheap)
-
-    def analysis_request(q: AnalyseRequest) -> tuple[PlayerSpec, Any, list[Position]]:
-        if len(q.positions) > limits["max_batch_positions"]:
-            raise LimitError(
-                f"{len(q.positions)} positions; at most {limits['max_batch_positions']}"
-            )
-        spec = engines.parse(q.network or settings["default_player"])
-        budget = engines.budget(q.sims, q.ms) if (q.sims or q.ms) else None
-        positions = []
-        for k, item in enumerate(q.positions):
-            if isinstance(item.id, str) and len(item.id) > MAX_ID_CHARS:
-                raise LimitError(f"position {k}: id longer than {MAX_ID_CHARS} characters")
-            try:
-                positions.append(position(item))
-            except ValueError as e:
-                raise ValueError(f"position {k} (id {item.id!r}): {e}") from None
-        return spec, budget, positions
 
 
 def _add_pdn_routes(app: FastAPI, limits: dict[str, Any], position: PositionOf) -> None:

@@ -13,6 +13,7 @@ since it was last printed: a bad move, ``help`` or ``moves`` print their answer 
 from __future__ import annotations
 
 import argparse
+import datetime
 from collections.abc import Callable
 
 from game.notation import board_rows
@@ -41,6 +42,23 @@ def board_with_squares(pos: Position) -> str:
     lines.append(f"  {rule}   {rule}")
     lines.append(f"  {'White' if setup.white_to_move else 'Black'} to move (b w men, B W kings)")
     return "\n".join(lines)
+
+
+USER = "You"  # the PDN name of the one at the keyboard
+EVENT = "checkerzero play.cli"  # the PDN Event tag of a terminal game
+
+
+def today() -> str:
+    """The date as PDN writes it (YYYY.MM.DD)."""
+    return datetime.date.today().strftime("%Y.%m.%d")
+
+
+def pdn_tags(colour: str, opponent: str, date: str) -> dict[str, str]:
+    """The Seven Tag Roster's tags of a terminal game (Result, and FEN away from the start, are
+    added by the writer): the user plays ``colour`` ('B', 'W' or 'both') against ``opponent``."""
+    black = opponent if colour == "W" else USER
+    white = opponent if colour == "B" else USER
+    return {"Event": EVENT, "Date": date, "Black": black, "White": white}
 
 
 def _wdl(answer: dict) -> str:
@@ -112,7 +130,8 @@ def play_game(
             del moves[len(moves) - back :]
             pos = position_from(start_fen, moves)
         elif text == "pdn":
-            game = game_from_position(start, moves, pos.result() or "*")
+            tags = pdn_tags(colour, opponent.text, today())
+            game = game_from_position(start, moves, pos.result() or "*", tags)
             write(write_pdn([game]))
         else:
             try:
@@ -124,9 +143,15 @@ def play_game(
 
 def main(argv: list[str] | None = None) -> None:
     settings = load_settings()
-    parser = argparse.ArgumentParser(prog="python -m play.cli", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m play.cli",
+        description=__doc__.split("\n")[0].strip("`") + ".",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     parser.add_argument("--player", default=settings["default_opponent"], help="opponent spec")
-    parser.add_argument("--colour", "--color", default="B", choices=["B", "W", "both"])
+    parser.add_argument(
+        "--colour", "--color", default="B", choices=["B", "W", "both"], help="the side you play"
+    )
     parser.add_argument("--fen", help="start from this position")
     parser.add_argument("--ballot", type=int, help="start from this ACF 3-move ballot number")
     parser.add_argument("--models", default=settings["models_dir"], help="the networks folder")

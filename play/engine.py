@@ -6,16 +6,19 @@ answer per query, tagged with the query's ``id``. A query::
     {"id": "q1", "fen": "B:W21,22,...:B1,2,...", "moves": ["11-15"], "sims": 400}
     {"id": "q2", "moves": ["11-15", "23-19"], "ms": 200, "network": "long-320min.safetensors"}
     {"id": "q3", "action": "move", "player": "minimax:6", "moves": ["11-15"]}
+    {"id": "q4", "engine": "ab", "moves": ["11-15"], "ms": 300, "lines": 3}
 
 ``fen`` (optional, the initial position by default) and ``moves`` (optional) give the position;
 ``sims`` or ``ms`` the budget (the default simulations otherwise); ``network`` a checkpoint
 relative to the models folder (the default network otherwise). ``"action": "move"`` asks any
 player spec for its move instead (``player``; the play settings' ``default_opponent``, the
-strongest player at equal time, otherwise). The answer carries the query's ``id`` and the
-analysis (move, wdl, score, visits, pv, top) with the network and the budget it searched with
-(``"network": "long-320min.safetensors:sims=400"``, ``"budget": {"sims": 400}``), or
-``{"id": ..., "error": "..."}``. Queries are answered in order; an empty line is skipped, end of
-input or a closed output ends the engine.
+strongest player at equal time, otherwise). ``"engine": "ab"`` analyses with the alpha-beta and
+the learned evaluation instead of the network (``play.ab_analysis``: the best ``lines`` moves
+with scores and principal lines, ``ms`` and/or ``depth``; the server's default engine). The
+answer carries the query's ``id`` and the analysis (move, wdl, score, visits, pv, top) with
+the network and the budget it searched with (``"network": "long-320min.safetensors:sims=400"``,
+``"budget": {"sims": 400}``), or ``{"id": ..., "error": "..."}``. Queries are answered in
+order; an empty line is skipped, end of input or a closed output ends the engine.
 
 Every line gets an answer and the engine carries on: a line longer than
 ``limits.max_request_bytes`` is refused unread, and JSON that Python will not read (an integer
@@ -36,6 +39,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import IO, Any, TextIO
 
+from play.ab_analysis import AbEngine
 from play.analysis import position_from
 from play.paths import Roots
 from play.players import Players
@@ -43,7 +47,9 @@ from play.settings import load_settings, models_dir
 
 logger = logging.getLogger(__name__)
 
-QUERY_KEYS = {"id", "fen", "moves", "sims", "ms", "network", "action", "player"}
+QUERY_KEYS = {"id", "fen", "moves", "sims", "ms", "network", "action", "player", "engine"}
+QUERY_KEYS |= {"depth", "lines"}  # the alpha-beta's ("engine": "ab")
+MAX_LINES = 64  # most best moves an alpha-beta query may ask for
 MAX_ERROR_CHARS = 500  # an error quotes at most this much (a 20 MB move was echoed twice, 40 MB)
 MAX_ID_CHARS = 100  # query ids are echoed back, as the server's
 _SKIP_CHUNK = 1 << 16  # the rest of an over-long line is read and dropped this much at a time
@@ -129,6 +135,11 @@ def answer(
             return {"id": qid, **engines.move(pos, spec)}
         if action != "analyse":
             raise ValueError(f"unknown action {action!r}; use analyse or move")
+        engine = query.get("engine", "network")
+        if engine == "ab":
+            return {"id": qid, **_ab_answer(engines, pos, query)}
+        if engine != "network":
+            raise ValueError(f"unknown engine {str(engine)[:40]!r}; use network or ab")
         spec = engines.parse(query.get("network") or default_network)
         if not spec.searches:
             raise ValueError(f"player {spec.text!r} does not analyse; name a network")
@@ -142,6 +153,21 @@ def answer(
         return {"id": qid, "network": spec.text, "budget": budget, **result.to_dict()}
     except (ValueError, TypeError) as e:
         return {"id": qid, "error": _clip(str(e))}
+
+
+def _ab_answer(engines: Players, pos: Any, query: dict[str, Any]) -> dict[str, Any]:
+    """The alpha-beta's analysis (play.ab_analysis): ``ms`` and/or ``depth``, ``lines``."""
+    for key in ("sims", "network"):
+        if key in query:
+            raise ValueError(f"engine ab takes ms, depth and lines; {key} is the network's")
+    lines = query.get("lines")
+    if lines is not None and (not isinstance(lines, int) or not 1 <= lines <= MAX_LINES):
+        raise ValueError(f"lines must be 1..{MAX_LINES}, got {str(lines)[:40]!r}")
+    ab = AbEngine(engines.settings)
+    budget = ab.budget(query.get("ms"), query.get("depth"))
+    return {"engine": "ab", "budget": {"ms": budget.ms, "depth": budget.depth}} | ab.analyse(
+        pos, budget, lines=lines
+    ).to_dict()
 
 
 def serve(

@@ -26,6 +26,7 @@ GAME_DATA = Path(game.__file__).resolve().parent / "data"  # where the shipped n
 # Every key's type and range: (kind, lowest, highest). A value outside is refused by name at
 # start, before anything is served (a string setting is at most MAX_TEXT characters).
 INT, FLOAT, TEXT, NAMES = "a whole number", "a number", "a string", "a list of host names"
+BOOL = "true or false"
 MAX_TEXT = 1000
 SCHEMA: dict[str, tuple[str, float, float]] = {
     "host": (TEXT, 1, 255),
@@ -60,6 +61,17 @@ SCHEMA: dict[str, tuple[str, float, float]] = {
     "runs.running_within_s": (FLOAT, 0, 10**9),
     "runs.live_poll_s": (FLOAT, 0.1, 3600),
     "runs.live_within_s": (FLOAT, 0, 10**9),
+    "analysis.engine": (TEXT, 1, 20),
+    "analysis.hint_player": (TEXT, 1, 500),
+    "analysis.ab_ms": (INT, 1, 3_600_000),
+    "analysis.ab_lines": (INT, 1, 64),
+    "analysis.ab_slice_ms": (INT, 1, 3_600_000),
+    "analysis.ab_tt_mb": (INT, 1, 4096),
+    "analysis.ab_egdb": (BOOL, 0, 1),
+    "analysis.deepen_max_s": (FLOAT, 0.1, 86400),
+    "analysis.deepen_idle_s": (FLOAT, 0.1, 86400),
+    "analysis.deepen_sessions": (INT, 1, 1024),
+    "analysis.deepen_per_client": (INT, 1, 1024),
     "analysis.inaccuracy": (FLOAT, 0, 1),
     "analysis.mistake": (FLOAT, 0, 1),
     "analysis.blunder": (FLOAT, 0, 1),
@@ -89,6 +101,10 @@ def check_value(key: str, value: Any) -> None:
             if any(c in item for c in "\x00\n\r"):
                 raise ValueError(f"{where} must be on one line, got {_shown(item)}")
         return
+    if kind == BOOL:
+        if not isinstance(value, bool):
+            raise ValueError(f"{where} must be {kind}, got {_shown(value)}")
+        return
     number = isinstance(value, int) if kind == INT else isinstance(value, (int, float))
     if not number or isinstance(value, bool):
         raise ValueError(f"{where} must be {kind}, got {_shown(value)}")
@@ -112,6 +128,10 @@ def check_settings(settings: Mapping[str, Any]) -> None:
             f"play.limits.max_simulations={limits['max_simulations']}"
         )
     marks = settings["analysis"]
+    if marks["engine"] not in ("ab", "network"):
+        raise ValueError(
+            f"setting play.analysis.engine must be ab or network, got {marks['engine']!r}"
+        )
     if not marks["inaccuracy"] <= marks["mistake"] <= marks["blunder"]:
         raise ValueError("settings play.analysis: need inaccuracy <= mistake <= blunder")
 

@@ -72,6 +72,10 @@ FINISHED = re.compile(r"run finished after \d+ min \d\d s")
 ORPHAN_TIMEOUT_S = 15.0  # a killed learner's Redis and Ray end within a few seconds (3 s here)
 
 
+# A progress line on the terminal: time, then the run's elapsed time and rates.
+PROGRESS = re.compile(r"\d\d:\d\d:\d\d \d+[hm]\d\d[ms]  pos ")
+
+
 def learner_command(run_dir: Path, *overrides: str, resume: bool = False) -> list[str]:
     """A new smoke run, or (resume) the run in `run_dir` with its saved config and `overrides`."""
     given = () if resume else SMOKE
@@ -234,6 +238,16 @@ def test_smoke_run_completes_end_to_end(tmp_path):
     assert "saved checkpoint" not in output and "saved training state" not in output
     assert "plays with weights version" not in output and "loaded weights version" not in output
     assert "run finished: {" not in output
+    # The learner's own lines, short: every progress line fits 120 characters with its time;
+    # the actors' lines (the network backend of each) and Ray's are in the run's learner.log.
+    progress = [x for x in output.splitlines() if PROGRESS.match(x)]
+    assert progress and all(len(x) <= 120 for x in progress), progress
+    assert "pid=" not in output and "Started a local Ray" not in output
+    kept = (run_dir / "learner.log").read_text(errors="replace")
+    assert re.search(r"\(SelfPlayActor pid=\d+\) .*NetworkInference on cpu", kept)
+    # How to play the network on the page.
+    spec = "run/checkpoints/latest.safetensors:sims=200"
+    assert f"play it on the page: python -m play --runs {tmp_path} --player {spec}" in output
 
     # The checkpoint holds the final step and the last published version; summary.json names
     # the network file a match takes, not the training state.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -12,8 +13,9 @@ from play_helpers import REPO, SHIPPED
 
 from evaluation.players.make import make_player
 from game import Position
+from game.pdn import iter_pdn
 from play.__main__ import parse_overrides
-from play.cli import play_game
+from play.cli import pdn_tags, play_game
 from play.engine import answer
 from play.paths import Roots
 from play.players import LimitError, Players
@@ -251,3 +253,44 @@ def test_set_flags_that_do_not_read_are_refused_in_one_line(items, problem):
     with pytest.raises(ValueError) as refused:
         parse_overrides(items)
     assert str(refused.value).startswith(problem) and "\n" not in str(refused.value)
+
+
+def test_terminal_pdn_has_the_seven_tag_roster_and_the_fen_away_from_the_start():
+    engines = Players(load_settings({"torch_threads": 1}), Roots("runs", SHIPPED.parent))
+    opponent = engines.parse("minimax:2")
+    typed = iter(["pdn", "quit"])
+    out: list[str] = []
+    start = Position.from_fen("W:W21,22:B1,2")
+    play_game(engines, opponent, opponent, "W", start, [], lambda _: next(typed), out.append)
+    pdn = next(text for text in out if text.startswith("[Event"))
+    games = list(iter_pdn(pdn))
+    tags = games[0].tags
+    assert tags["Event"] == "checkerzero play.cli" and re.fullmatch(
+        r"\d{4}\.\d\d\.\d\d", tags["Date"]
+    )
+    assert tags["Black"] == "minimax:2" and tags["White"] == "You"  # the user plays White
+    assert tags["Result"] == "*" and tags["FEN"] == "W:W21,22:B1,2"
+    assert pdn_tags("B", "ab+nn:t200,tm", "2026.11.29") == {
+        "Event": "checkerzero play.cli",
+        "Date": "2026.11.29",
+        "Black": "You",
+        "White": "ab+nn:t200,tm",
+    }
+
+
+def test_play_help_describes_the_server_and_its_defaults():
+    done = run("play", "", "--help")
+    text = " ".join(done.stdout.split())  # argparse wraps at the terminal's width
+    assert done.returncode == 0 and "serve the board" in text
+    assert "(default: 8000)" in text and "(default: ab+nn:t200,tm)" in text
+
+
+def test_engine_analyses_with_the_alpha_beta_on_request():
+    engines = Players(load_settings({"torch_threads": 1}), Roots("runs", SHIPPED.parent))
+    fen = "W:W8,12,21,23,30,31,32:B3,6,9,13,14,18,20,28"  # Moorhead-Wyllie 1841: 21-17 wins
+    got = answer(engines, {"id": 4, "engine": "ab", "fen": fen, "ms": 300, "lines": 2}, "x")
+    assert got["id"] == 4 and got["engine"] == "ab" and got["move"] == "21-17"
+    assert [line["move"] for line in got["lines"]][:1] == ["21-17"] and len(got["lines"]) == 2
+    bad = answer(engines, {"id": 5, "engine": "ab", "sims": 3}, "x")
+    assert "sims is the network's" in bad["error"]
+    assert "unknown engine" in answer(engines, {"id": 6, "engine": "mcts"}, "x")["error"]

@@ -12,7 +12,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from actors.self_play import play_games
 from checkerzero.config import compose
@@ -39,7 +38,14 @@ from game.pdn import read_pdn, write_pdn
 from game.record_pdn import record_moves, record_to_pdn
 from learner.retention import prune_weights, save_promoted, step_files
 from learner.run import Run
-from learner.summary import describe_summary, progress_text
+from learner.summary import (
+    PROGRESS_WIDTH,
+    count_text,
+    describe_summary,
+    progress_text,
+    waiting_for_data,
+)
+from learner.terminal import TerminalFormatter
 from learner.trainer import Counters
 
 TINY = ModelConfig(board_size=8, blocks=0, channels=4, policy_channels=2, value_channels=1)
@@ -157,8 +163,8 @@ def test_self_play_games_go_to_one_file_each_game_once(client, tmp_path):
 # --------------------------------------------------------------------------- terminal, summary
 
 
-def progress_line(caplog, positions: int, samples: int) -> str:
-    run = Run(composed("preset=smoke", "run_dir=/tmp/unused"))
+def progress_lines(caplog, positions: int, samples: int, run: Run | None = None) -> list[str]:
+    run = run or Run(composed("preset=smoke", "run_dir=/tmp/unused", "learner.time_limit_min=1"))
     trainer = SimpleNamespace(counters=Counters(step=3, samples=samples, version=2))
     stats = ReplayStats(
         window_positions=positions, window_games=2, games_added=2, positions_added=positions
@@ -168,22 +174,35 @@ def progress_line(caplog, positions: int, samples: int) -> str:
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="learner.run"):
         run._progress(trainer, stats, row, 12.0, SampleRatio(50.0, min_positions=64))
-    (line,) = [r.getMessage() for r in caplog.records]
-    return line
+    return [r.getMessage() for r in caplog.records]
 
 
-def test_progress_says_what_the_learner_waits_for(caplog):
-    line = progress_line(caplog, positions=40, samples=0)
-    assert line == "0m12s  games 0.50/s  pos 20.0/s  step 3 (0.00/s)  waiting for data 40/64"
+def test_progress_says_what_the_learner_waits_for_and_why_in_words(caplog):
+    run = Run(composed("preset=smoke", "run_dir=/tmp/unused", "learner.time_limit_min=1"))
+    why, line = progress_lines(caplog, positions=40, samples=0, run=run)
+    assert why == (
+        "waiting for self-play: the first training step needs 64 positions in the replay "
+        "(replay.min_positions), it has 40; the actors are playing"
+    )
+    # The time left of learner.time_limit_min=1 after 12 s.
+    assert line == "0m12s  pos 20.0/s  step 3 (0.00/s)  ETA 0m48s  waiting for data 40/64"
+    assert progress_lines(caplog, positions=50, samples=0, run=run) == [
+        "0m12s  pos 20.0/s  step 3 (0.00/s)  ETA 0m48s  waiting for data 50/64"
+    ]  # said once
     # Past min_positions but trained on all the ratio allows: 100 positions x 50 = 5,000 samples.
-    line = progress_line(caplog, positions=100, samples=4990)
-    assert line.endswith("step 3 (0.00/s)  waiting for self-play")
-    assert "waiting" not in progress_line(caplog, positions=100, samples=0)
+    why, line = progress_lines(caplog, positions=100, samples=4990, run=run)
+    assert why.startswith("waiting for self-play: each position has been trained on 50 times")
+    assert line.endswith("step 3 (0.00/s)  ETA 0m48s  waiting for self-play")
+    (line,) = progress_lines(caplog, positions=100, samples=0, run=run)
+    assert "waiting" not in line
+    # Without a time limit there is no ETA.
+    (_, line) = progress_lines(caplog, 40, 0, Run(composed("preset=smoke", "run_dir=/tmp/unused")))
+    assert "ETA" not in line
 
 
-def test_the_progress_line_fits_160_characters_with_every_field_at_its_widest():
+def test_the_progress_line_fits_120_characters_with_every_field_at_its_widest():
     """Every field present and at the widest a run reaches (a cluster's rates, a week's run,
-    an early rating's wide interval), with the log's own prefix as conf/config.yaml writes it."""
+    an early rating's wide interval), with the terminal's time stamp (learner.terminal)."""
     row = {
         "selfplay/games_per_s": 99.9,
         "selfplay/positions_per_s": 9999.4,
@@ -194,20 +213,29 @@ def test_the_progress_line_fits_160_characters_with_every_field_at_its_widest():
         "eval/elo_upper": -1346.0,
         "eval/version": 9999.0,
     }
-    line = progress_text(99 * 3600 + 59 * 60 + 59, 999_999, row, "waiting for self-play")
+    week = 99 * 3600 + 59 * 60 + 59
+    line = progress_text(week, 999_999, row, "waiting for self-play", week)
     assert line == (
-        "99h59m  games 99.9/s  pos 9,999/s  step 999,999 (99.9/s)  loss 9.999"
-        "  Elo -2345±999 v9999  waiting for self-play"
+        "99h59m  pos 9,999/s  step 999,999 (99.9/s)  loss 9.999"
+        "  Elo -2345±999 v9999  ETA 99h59m  waiting for self-play"
     )
-    config = OmegaConf.load(Path(__file__).parents[1] / "conf" / "config.yaml")
-    fmt = config.hydra.job_logging.formatters.simple.format
-    record = logging.LogRecord("learner.run", logging.INFO, __file__, 1, line, None, None)
-    record.created = 2e9  # a time stamp of the usual width
-    text = logging.Formatter(fmt).format(record)
-    assert text.endswith(line) and len(text) <= 160
+    data = progress_text(week, 0, row, waiting_for_data(99_949_999, 10**8), week)
+    assert data.endswith("waiting for data 99.9M/100M")
+    assert [count_text(n) for n in (9_999, 12_345, 456_000, 1_234_567, 10**8)] == [
+        "9,999",
+        "12.3k",
+        "456k",
+        "1.23M",
+        "100M",
+    ]
+    for text in (line, data):
+        record = logging.LogRecord("learner.run", logging.INFO, __file__, 1, text, None, None)
+        record.created = 2e9
+        shown = TerminalFormatter().format(record)
+        assert shown.endswith(text) and len(shown) <= 120 and len(text) <= PROGRESS_WIDTH
     # A whole hour's line on a laptop, for the record of what the terminal shows.
     laptop = progress_text(3725, 12_345, row | {"selfplay/games_per_s": 0.0713}, None)
-    assert laptop.startswith("1h02m  games 0.07/s  pos 9,999/s  step 12,345 (99.9/s)")
+    assert laptop.startswith("1h02m  pos 9,999/s  step 12,345 (99.9/s)")
 
 
 def test_the_end_of_a_run_reads_as_text(tmp_path):
@@ -235,6 +263,17 @@ def test_the_end_of_a_run_reads_as_text(tmp_path):
     assert older.startswith("run finished after 2 min 05 s (resumed): 1,200 training steps,")
     assert "newest Elo: +412 [+350, ?] (weights v20, random = 0)" in text
     assert "python -m evaluation.match runs/x/checkpoints/latest.safetensors minimax:4" in text
+    # How to play it on the page: the server reads it from the run's runs folder.
+    in_runs = describe_summary(summary, Path("runs/x/summary.json"))
+    spec = "x/checkpoints/latest.safetensors:sims=200"
+    command = f"python -m play --runs runs --player {spec} --network {spec}"
+    assert f"play it on the page: {command}" in in_runs
+    assert "W&B" not in text  # no W&B mode recorded (a summary of an older run)
+    offline = describe_summary(
+        summary | {"wandb": {"mode": "offline"}}, Path("runs/x/summary.json")
+    )
+    assert "W&B (offline): its files are in runs/x/wandb; upload them with" in offline
+    assert "wandb sync runs/x/wandb/offline-run-*" in offline
     # A run that never trained says so, and suggests no match with its random network ...
     fresh = summary | {"resumed": False, "step": 0, "version": 1, "losses": None, "elo": None}
     text = describe_summary(fresh, tmp_path / "summary.json")

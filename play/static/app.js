@@ -7,7 +7,7 @@ async function hint() {
   const n = state.node;
   try {
     const answer = await api("/api/move", { fen: state.tree.fen, moves: state.tree.moves(n),
-                                            player: analysisNetwork(visits()) });
+                                            player: state.config.analysis.hint_player });
     if (n !== state.node) return;
     const m = n.position.legal.find(x => x.move === answer.move);
     board.hint = m ? m.squares : null;
