@@ -9,12 +9,18 @@ driven from the command line and from config:
     the same, with MS milliseconds per move instead of a depth (not reproducible: it depends
     on the machine's speed).
 ``minimax:tMS,tm``
-    the same with time management: MS milliseconds a move on average over a game, not a fixed
-    share. A move whose best reply has held for several iterations stops at half of it, one whose
-    best move just changed (or whose score just fell) may run on, drawing on the time the player
-    saved earlier in the game (its *bank*); it never spends more in a game than MS times its
-    moves, so under a clock that adds MS a move it never loses on time. ``,tm`` goes with every
-    timed alpha-beta form below (``ab+nn:t200,tm``).
+    the same with time management (:mod:`evaluation.ab_clock`): MS milliseconds a move on average
+    over a game, not a fixed share. What a move saves is spent on the next few; a move whose best
+    reply has held for several iterations stops at half its target, one whose best move changed
+    (or whose score fell) runs on towards its hard limit; it never spends more than its clock
+    holds, so under a clock that adds MS a move it never loses on time. ``,game=MS`` gives it
+    that much more for the whole game (an increment clock). ``,tm`` goes with every timed
+    alpha-beta form below (``ab+nn:t200,tm``).
+``...,qs`` / ``,asp`` / ``,margin`` / ``,lmr`` / ``,ttkeep`` / ``,tt=MB``
+    search switches of any alpha-beta form, off by default (``game._core.SearchSwitches``):
+    threat quiescence, aspiration windows, reverse-futility (evaluation-margin) pruning, cautious
+    late-move reductions, a transposition table kept between moves, and its size in MB
+    (``ab+nn:t200,tm,asp,tt=64``).
 ``minimax+db:D`` / ``minimax+db:tMS``
     the same search with the endgame database (``game.egdb``): positions in it below the root
     score their exact value, and at a root it knows the move keeps the database's value and makes
@@ -39,10 +45,11 @@ import random
 import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import astuple
 from typing import Any, Protocol, runtime_checkable
 
+from evaluation.ab_clock import GAME_MOVES, SPREAD_MOVES, bank_after, move_time
 from evaluation.endgame_play import DEFAULT_PROGRESS_DEPTH, root_move
-from evaluation.mcts_player import bank_after, time_lent_ms
 from evaluation.network_player import mcts_player
 from game import _core
 from game.egdb import EndgameDatabase
@@ -75,15 +82,25 @@ WEIGHT_NAMES = (
     "king_centre",
 )
 
-_MINIMAX_SPEC = re.compile(r"minimax(?P<db>\+db)?:(?:(?P<depth>\d+)|t(?P<time_ms>\d+)(?P<tm>,tm)?)")
+_OPTIONS = r"(?P<opts>(?:,[a-z]+(?:=\d+)?)*)"
+_MINIMAX_SPEC = re.compile(r"minimax(?P<db>\+db)?:(?:(?P<depth>\d+)|t(?P<time_ms>\d+))" + _OPTIONS)
 _NNEVAL_SPEC = re.compile(
-    r"ab\+nn(?P<db>\+db)?:(?:(?P<depth>\d+)|t(?P<time_ms>\d+)(?P<tm>,tm)?)(?::(?P<path>.+))?"
+    r"ab\+nn(?P<db>\+db)?:(?:(?P<depth>\d+)|t(?P<time_ms>\d+))" + _OPTIONS + r"(?::(?P<path>.+))?"
 )
+# Search switches of the alpha-beta specs: option -> SearchSwitches field (module docstring).
+SWITCH_OPTIONS = {
+    "qs": "quiescence",
+    "asp": "aspiration",
+    "margin": "pruning",
+    "lmr": "lmr",
+    "ttkeep": "tt_keep",
+}
 _RANDOM_SPEC = re.compile(r"random(?::(?P<seed>\d+))?")
 SPEC_FORMS = (
-    "'minimax:D' (depth), 'minimax:tMS[,tm]' (milliseconds per move, ',tm': managed over the "
-    "game), 'minimax+db:D' (with the endgame database), 'ab+nn:D' / 'ab+nn:tMS[,tm][:PATH]' "
-    "(learned evaluation), 'random[:SEED]'"
+    "'minimax:D' (depth), 'minimax:tMS[,tm[,game=MS]]' (milliseconds per move, ',tm': managed "
+    "over the game), 'minimax+db:D' (with the endgame database), 'ab+nn:D' / "
+    "'ab+nn:tMS[,tm][:PATH]' (learned evaluation), search switches ',qs,asp,margin,lmr,ttkeep,"
+    "tt=MB' after the depth or time, 'random[:SEED]'"
 )
 
 
@@ -138,13 +155,15 @@ class MinimaxPlayer:
     ``last`` holds the SearchResult of the latest move (score, depth, nodes, principal variation);
     ``stats()`` the moves, depths, nodes and milliseconds searched since construction.
 
-    ``manage_time`` (with ``time_ms``): ``time_ms`` is the average a move may take over a game.
-    Each move is searched with ``time_ms`` as its target and ``time_ms`` plus at most
-    TIME_MAX_EXTENSION budgets (evaluation.mcts_player) from the bank as its hard limit (the core
-    stops settled searches at half the target and lets unsettled ones run on); the bank gains
-    what a move leaves of its budget and pays what it takes beyond it, so the time spent in a
-    game stays within ``time_ms`` times its moves (plus the overshoot of the last move, well
-    under a millisecond).
+    ``manage_time`` (with ``time_ms``): ``time_ms`` is the average a move may take over a game,
+    on an increment clock that starts each game at ``game_ms`` (:mod:`evaluation.ab_clock`):
+    each move gets a target and a hard limit from what the clock holds, so the time spent in a
+    game stays within ``game_ms`` plus ``time_ms`` times its moves.
+    ``nodes_per_ms`` > 0 times the searches on the core's node clock (that many nodes a
+    millisecond) and the player's bank with it: deterministic, for tests and measurements.
+    ``switches``: the core's optional search techniques (SearchSwitches); with ``tt_keep`` the
+    player owns its searcher, whose table outlives each move (cleared at ``reset``).
+    ``name_table``: the name says the table's size (the spec asked for it: ``,tt=MB``).
     ``search`` and ``clock`` replace the core's search and the wall clock (tests inject both).
     """
 
@@ -159,6 +178,10 @@ class MinimaxPlayer:
         egdb_pieces: int = 0,
         nneval: str | None = None,
         manage_time: bool = False,
+        game_ms: int = 0,
+        nodes_per_ms: int = 0,
+        switches: _core.SearchSwitches | None = None,
+        name_table: bool = False,
         search: Callable[..., SearchResult] | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
@@ -189,7 +212,19 @@ class MinimaxPlayer:
         self.name = f"{kind}:{depth}" if depth else f"{kind}:t{time_ms}"
         self.manage_time = manage_time
         self.name += ",tm" if manage_time else ""
-        self.bank_ms = 0.0  # time saved so far in this game (time management)
+        if game_ms < 0 or (game_ms and not manage_time):
+            raise ValueError(f"MinimaxPlayer game_ms needs time management and >= 0, got {game_ms}")
+        self.game_ms = game_ms
+        self.name += f",game={game_ms}" if game_ms else ""
+        self.bank_ms = float(game_ms)  # the clock beyond this move's increment (time management)
+        self._spread = GAME_MOVES if game_ms else SPREAD_MOVES
+        self.nodes_per_ms = nodes_per_ms
+        self.switches = switches or _core.SearchSwitches()
+        on = [k for k, field_ in SWITCH_OPTIONS.items() if getattr(self.switches, field_)]
+        self.name += "".join(f",{k}" for k in on) + (f",tt={tt_mb}" if name_table else "")
+        self._searcher = None
+        if self.switches.tt_keep:  # its own table: another player's entries must not be read
+            self._searcher = _core.AlphaBetaSearcher(tt_mb)
         self._search = search or alphabeta
         self._clock = clock
         if nneval:  # a file other than the shipped one is part of the name
@@ -205,9 +240,9 @@ class MinimaxPlayer:
         egdb = None
         if self.egdb_dir is not None:  # opened (built if missing) once per process and board
             egdb = cached_database(self.egdb_dir, position.size, self.egdb_pieces)
-        max_ms = 0
+        time_ms, max_ms = self.time_ms, 0
         if self.manage_time:
-            max_ms = self.time_ms + int(time_lent_ms(self.bank_ms, self.time_ms))
+            time_ms, max_ms = astuple(move_time(self.bank_ms, self.time_ms, self._spread))
         started = self._clock()
         if egdb is not None and (known := self._database_move(position, egdb)) is not None:
             self._count(None, started)
@@ -216,12 +251,13 @@ class MinimaxPlayer:
         result = self._search(
             position,
             depth=self.depth,
-            time_ms=self.time_ms,
+            time_ms=time_ms,
             max_ms=max_ms,
             weights=self.weights,
             tt_mb=self.tt_mb,
             egdb=egdb,
             nneval=self._nneval_core,
+            **self._search_options(),
         )
         if result.move is None:
             raise ValueError(f"{self.name}: the game is over in {position.fen()}")
@@ -250,8 +286,21 @@ class MinimaxPlayer:
             tt_mb=self.tt_mb,
             egdb=None,
             nneval=self._nneval_core,
+            **self._search_options(),
         )
         return lost if again.move is None else again
+
+    def _search_options(self) -> dict[str, Any]:
+        """The core's clock, switches and searcher, passed only where set (an injected search
+        need not know them)."""
+        options: dict[str, Any] = {}
+        if self.nodes_per_ms:
+            options["nodes_per_ms"] = self.nodes_per_ms
+        if any(getattr(self.switches, f) for f in SWITCH_OPTIONS.values()):
+            options["switches"] = self.switches
+        if self._searcher is not None:
+            options["searcher"] = self._searcher
+        return options
 
     def _database_move(self, position: Position, egdb: EndgameDatabase) -> Move | None:
         """The database's move at a root it knows (None: search). Its progress search goes
@@ -263,6 +312,8 @@ class MinimaxPlayer:
         """Book-keeping of one chosen move: the clock's bank and the per-move counters (a
         database move has no search result: no depth or nodes)."""
         spent_ms = 1000.0 * (self._clock() - started)
+        if self.nodes_per_ms:  # the node clock: what the searches counted
+            spent_ms = result.clock_ms if result is not None else 0.0
         if self.manage_time:
             self.bank_ms = bank_after(self.bank_ms, self.time_ms, spent_ms)
         self.last = result
@@ -281,7 +332,9 @@ class MinimaxPlayer:
 
     def reset(self) -> None:
         self.last = None
-        self.bank_ms = 0.0  # a new game: its clock starts empty
+        self.bank_ms = float(self.game_ms)  # a new game: its clock starts again
+        if self._searcher is not None:  # a new game: a fresh table
+            self._searcher = _core.AlphaBetaSearcher(self.tt_mb)
 
     def __repr__(self) -> str:
         return f"MinimaxPlayer({self.name!r}, {self.weights!r})"
@@ -318,14 +371,31 @@ def alphabeta(
     tt_mb: int = DEFAULT_TT_MB,
     egdb: EndgameDatabase | None = None,
     nneval: _core.NNEvalWeights | None = None,
+    nodes_per_ms: int = 0,
+    switches: _core.SearchSwitches | None = None,
+    searcher: _core.AlphaBetaSearcher | None = None,
 ) -> SearchResult:
     """One alpha-beta search (the GIL is released while it runs), with the database if given and
     the learned evaluation instead of the hand-written one if given. ``max_ms`` > 0 manages the
-    time: ``time_ms`` is then the target and ``max_ms`` the hard limit (MinimaxPlayer)."""
+    time: ``time_ms`` is then the target and ``max_ms`` the hard limit (MinimaxPlayer).
+    ``nodes_per_ms``, ``switches`` and ``searcher``: the core's node clock, search switches and
+    a searcher with its own table (``game._core.alphabeta_search``)."""
     game = position.game if isinstance(position, Position) else position
     core_db = egdb.core if egdb is not None else None
     weights_ = eval_weights(weights)
-    return _core.alphabeta_search(game, depth, time_ms, weights_, tt_mb, core_db, nneval, max_ms)
+    return _core.alphabeta_search(
+        game,
+        depth,
+        time_ms,
+        weights_,
+        tt_mb,
+        core_db,
+        nneval,
+        max_ms,
+        nodes_per_ms,
+        switches,
+        searcher,
+    )
 
 
 def minimax_options(baseline: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -338,6 +408,26 @@ def minimax_options(baseline: Mapping[str, Any] | None) -> dict[str, Any]:
     if (baseline.get("search") or {}).get("tt_mb") is not None:
         options["tt_mb"] = int(baseline["search"]["tt_mb"])
     return options
+
+
+def _alphabeta_options(spec: str, text: str, timed: bool, tt_mb: int) -> dict[str, Any]:
+    """MinimaxPlayer keywords from an alpha-beta spec's options (``,tm,asp,tt=64``); ValueError
+    naming the spec and the option for anything else."""
+    switches = _core.SearchSwitches()
+    opts: dict[str, Any] = {"manage_time": False, "tt_mb": tt_mb}
+    for option in filter(None, text.split(",")):
+        key, _, value = option.partition("=")
+        if key == "tm" and not value and timed:
+            opts["manage_time"] = True
+        elif key in SWITCH_OPTIONS and not value:
+            setattr(switches, SWITCH_OPTIONS[key], True)
+        elif key in ("tt", "game") and value and int(value) > 0:
+            opts["tt_mb" if key == "tt" else "game_ms"] = int(value)
+            opts["name_table"] = opts.get("name_table", False) or key == "tt"
+        else:
+            raise ValueError(f"malformed player spec {spec!r}: option {option!r}; use {SPEC_FORMS}")
+    opts["switches"] = switches
+    return opts
 
 
 def make_player(
@@ -365,6 +455,7 @@ def make_player(
         time_ms = int(m["time_ms"] or 0)
         if depth == 0 and time_ms == 0:
             raise ValueError(f"player spec {spec!r}: depth and time must be positive")
+        opts = _alphabeta_options(spec, m["opts"], bool(time_ms), tt_mb)
         if m["db"] and (not egdb_dir or egdb_pieces < 1):
             raise ValueError(
                 f"player spec {spec!r} needs an endgame database: give egdb_dir and egdb_pieces "
@@ -375,11 +466,10 @@ def make_player(
                 depth,
                 time_ms,
                 weights,
-                tt_mb=tt_mb,
                 egdb_dir=egdb_dir if m["db"] else None,
                 egdb_pieces=egdb_pieces if m["db"] else 0,
                 nneval=(m["path"] or "") if nn_match else None,
-                manage_time=bool(m["tm"]),
+                **opts,
             )
         except ValueError as e:
             raise ValueError(f"player spec {spec!r}: {e}") from None
