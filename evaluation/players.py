@@ -70,6 +70,9 @@ MIN_RESIST_MS = 5  # a search without the database in a lost position needs at l
 DATABASE_LOSS_BELOW: int = -(2 * _core.DATABASE_WIN - MATE_THRESHOLD)  # score < this: lost in it
 
 DEFAULT_TT_MB = 16  # transposition table per searching thread; depth 8 needs a few MB at most
+# Bounds of the numeric spec options: the table as conf's evaluation.baseline.search.tt_mb
+# (MB), the game's time a day (ms).
+MAX_OPTION_VALUE = {"tt": 65_536, "game": 86_400_000}
 MAX_DEPTH = 64  # the core's deepest iteration (kMaxSearchDepth)
 WEIGHT_NAMES = (
     "man",
@@ -421,7 +424,7 @@ def _alphabeta_options(spec: str, text: str, timed: bool, tt_mb: int) -> dict[st
             opts["manage_time"] = True
         elif key in SWITCH_OPTIONS and not value:
             setattr(switches, SWITCH_OPTIONS[key], True)
-        elif key in ("tt", "game") and value and int(value) > 0:
+        elif key in ("tt", "game") and value and 0 < int(value) <= MAX_OPTION_VALUE[key]:
             opts["tt_mb" if key == "tt" else "game_ms"] = int(value)
             opts["name_table"] = opts.get("name_table", False) or key == "tt"
         else:

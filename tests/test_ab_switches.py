@@ -157,6 +157,7 @@ def test_specs_name_the_switches() -> None:
     for bad, option in (
         ("minimax:6,fast", "'fast'"),
         ("minimax:6,tt=0", "'tt=0'"),
+        ("minimax:6,tt=70000", "'tt=70000'"),
         ("minimax:6,asp=1", "'asp=1'"),
         ("minimax:6,tm", "'tm'"),
     ):
