@@ -33,6 +33,9 @@ GAME_MOVES = 30
 # (well under a millisecond) and the player's own work around it costs a little more.
 RESERVE_SHARE = 0.05
 MIN_RESERVE_MS = 2.0
+# The reserve grows to this many times the worst overshoot of a hard limit seen in the game: a
+# machine busy with other work deschedules the search for whole time slices.
+OVERSHOOT_MARGIN = 1.5
 MIN_MOVE_MS = 1  # the search needs a positive time; a clock this low loses whatever it does
 
 
@@ -44,17 +47,21 @@ class MoveTime:
     max_ms: int
 
 
-def reserve_ms(time_ms: int) -> float:
-    """What a move keeps back from the clock."""
-    return max(MIN_RESERVE_MS, RESERVE_SHARE * time_ms)
+def reserve_ms(time_ms: int, overshoot_ms: float = 0.0) -> float:
+    """What a move keeps back from the clock: a share of the increment, and at least the worst
+    overshoot of a hard limit seen so far in the game (a loaded machine overshoots more)."""
+    return max(MIN_RESERVE_MS, RESERVE_SHARE * time_ms, OVERSHOOT_MARGIN * overshoot_ms)
 
 
-def move_time(bank_ms: float, time_ms: int, spread_moves: int = SPREAD_MOVES) -> MoveTime:
+def move_time(
+    bank_ms: float, time_ms: int, spread_moves: int = SPREAD_MOVES, overshoot_ms: float = 0.0
+) -> MoveTime:
     """The target and hard limit of a move with ``bank_ms`` on the clock before its increment
-    of ``time_ms`` (the bank may be negative after an overshoot: the move then aims lower)."""
+    of ``time_ms`` (the bank may be negative after an overshoot: the move then aims lower);
+    ``overshoot_ms``: the most a move of this game has spent beyond its hard limit."""
     available = bank_ms + time_ms
     target = time_ms + bank_ms / spread_moves
-    hard = min(target + TIME_MAX_EXTENSION * time_ms, available - reserve_ms(time_ms))
+    hard = min(target + TIME_MAX_EXTENSION * time_ms, available - reserve_ms(time_ms, overshoot_ms))
     hard_ms = max(MIN_MOVE_MS, int(hard))
     target_ms = max(MIN_MOVE_MS, min(int(target), hard_ms))
     return MoveTime(target_ms, hard_ms)

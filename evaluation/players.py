@@ -220,6 +220,7 @@ class MinimaxPlayer:
         self.game_ms = game_ms
         self.name += f",game={game_ms}" if game_ms else ""
         self.bank_ms = float(game_ms)  # the clock beyond this move's increment (time management)
+        self.overshoot_ms = 0.0  # the most a move of this game spent beyond its hard limit
         self._spread = GAME_MOVES if game_ms else SPREAD_MOVES
         self.nodes_per_ms = nodes_per_ms
         self.switches = switches or _core.SearchSwitches()
@@ -245,7 +246,8 @@ class MinimaxPlayer:
             egdb = cached_database(self.egdb_dir, position.size, self.egdb_pieces)
         time_ms, max_ms = self.time_ms, 0
         if self.manage_time:
-            time_ms, max_ms = astuple(move_time(self.bank_ms, self.time_ms, self._spread))
+            clock = move_time(self.bank_ms, self.time_ms, self._spread, self.overshoot_ms)
+            time_ms, max_ms = astuple(clock)
         started = self._clock()
         if egdb is not None and (known := self._database_move(position, egdb)) is not None:
             self._count(None, started)
@@ -266,7 +268,7 @@ class MinimaxPlayer:
             raise ValueError(f"{self.name}: the game is over in {position.fen()}")
         if egdb is not None and -MATE_THRESHOLD < result.score < DATABASE_LOSS_BELOW:
             result = self._resist(position, result, started)
-        self._count(result, started)
+        self._count(result, started, max_ms)
         return result.move
 
     def _resist(self, position: Position, lost: SearchResult, started: float) -> SearchResult:
@@ -311,7 +313,7 @@ class MinimaxPlayer:
         depth = max(self.depth, DEFAULT_PROGRESS_DEPTH)
         return root_move(position, egdb, time_ms=self.time_ms, depth=depth)
 
-    def _count(self, result: SearchResult | None, started: float) -> None:
+    def _count(self, result: SearchResult | None, started: float, max_ms: int = 0) -> None:
         """Book-keeping of one chosen move: the clock's bank and the per-move counters (a
         database move has no search result: no depth or nodes)."""
         spent_ms = 1000.0 * (self._clock() - started)
@@ -319,6 +321,8 @@ class MinimaxPlayer:
             spent_ms = result.clock_ms if result is not None else 0.0
         if self.manage_time:
             self.bank_ms = bank_after(self.bank_ms, self.time_ms, spent_ms)
+            if max_ms:  # a search's overshoot of its hard limit (the reserve grows to cover it)
+                self.overshoot_ms = max(self.overshoot_ms, spent_ms - max_ms)
         self.last = result
         self.moves += 1
         self.depth_total += result.depth if result is not None else 0
@@ -336,6 +340,7 @@ class MinimaxPlayer:
     def reset(self) -> None:
         self.last = None
         self.bank_ms = float(self.game_ms)  # a new game: its clock starts again
+        self.overshoot_ms = 0.0
         if self._searcher is not None:  # a new game: a fresh table
             self._searcher = _core.AlphaBetaSearcher(self.tt_mb)
 

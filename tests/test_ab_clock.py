@@ -148,3 +148,25 @@ def test_specs_name_the_clock() -> None:
     assert player.name == "ab+nn:t100,tm,game=60000"
     with pytest.raises(ValueError, match="game_ms needs time management"):
         make_player("minimax:t100,game=5")  # the game's time goes with time management
+
+
+def test_the_reserve_grows_to_cover_a_loaded_machine() -> None:
+    """Searches that overrun every hard limit by 20 ms (a machine busy with other work, far past
+    the 5% reserve): the first move overdraws the clock, and the reserve then grows to the
+    overshoot, so the clock is back above zero from the next move on and stays there."""
+    now = [0.0]
+
+    def search(position: Position, *, max_ms: int, **_: object):
+        now[0] += (max_ms + 20.0) / 1000.0
+        return alphabeta(position, depth=1)
+
+    player = MinimaxPlayer(time_ms=100, manage_time=True, search=search, clock=lambda: now[0])
+    pos = Position()
+    banks = []
+    for _ in range(30):
+        pos.play(player.choose(pos))
+        banks.append(player.bank_ms)
+    assert banks[0] < 0 and min(banks[1:]) >= 0
+    assert player.overshoot_ms == pytest.approx(20.0)
+    player.reset()
+    assert player.overshoot_ms == 0.0
