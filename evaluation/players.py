@@ -249,7 +249,7 @@ class MinimaxPlayer:
             clock = move_time(self.bank_ms, self.time_ms, self._spread, self.overshoot_ms)
             time_ms, max_ms = astuple(clock)
         started = self._clock()
-        if egdb is not None and (known := self._database_move(position, egdb)) is not None:
+        if egdb is not None and (known := self._database_move(position, egdb, time_ms)) is not None:
             self._count(None, started)
             self.egdb_moves += 1
             return known
@@ -307,11 +307,14 @@ class MinimaxPlayer:
             options["searcher"] = self._searcher
         return options
 
-    def _database_move(self, position: Position, egdb: EndgameDatabase) -> Move | None:
-        """The database's move at a root it knows (None: search). Its progress search goes
-        as deep as the network players' (egdb.play_depth's default, at most 6 pieces are left)."""
+    def _database_move(
+        self, position: Position, egdb: EndgameDatabase, time_ms: int
+    ) -> Move | None:
+        """The database's move at a root it knows (None: search) within the move's time (its
+        target under time management). Its progress search goes as deep as the network
+        players' (egdb.play_depth's default, at most 6 pieces are left)."""
         depth = max(self.depth, DEFAULT_PROGRESS_DEPTH)
-        return root_move(position, egdb, time_ms=self.time_ms, depth=depth)
+        return root_move(position, egdb, time_ms=time_ms, depth=depth)
 
     def _count(self, result: SearchResult | None, started: float, max_ms: int = 0) -> None:
         """Book-keeping of one chosen move: the clock's bank and the per-move counters (a
