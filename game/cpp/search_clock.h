@@ -40,7 +40,7 @@ class SearchClock {
  public:
   using Clock = std::chrono::steady_clock;
 
-  SearchClock(const SearchLimits& limits)
+  explicit SearchClock(const SearchLimits& limits)
       : start_(Clock::now()),
         nodes_per_ms_(limits.nodes_per_ms),
         managed_(limits.time_ms > 0 && limits.max_ms > 0),
