@@ -18,7 +18,9 @@
 #   lmr      cautious late-move reductions (,lmr)                               50 min
 #   ttkeep   the transposition table kept between moves (,ttkeep)              50 min
 #   tt64     a 64 MB transposition table instead of 16 MB (,tt=64)             50 min
-#   tm       time management itself (,tm) against a fixed 200 ms a move         50 min
+#   tm       time management itself (,tm) against 200 ms a move unmanaged      50 min
+#            (not equal time: unmanaged, an iteration starts only with half the time left,
+#            so that player spends about 60% of it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 games=${1:-312}
