@@ -338,7 +338,8 @@ class Searcher {
     }
   }
 
-  // The evaluation of a node inside the tree (reverse futility), as a leaf would be scored.
+  // The evaluation of a node inside the tree (reverse futility): exactly as a leaf is scored in
+  // search(); where the leaf's scoring changes (lazy accumulators, a cache), this follows it.
   int static_eval(const Board& b, int ply) const {
     return nn_ ? nn::evaluate(*nn_, s_.accs[ply], b.side) : evaluate_board<S>(b, w_);
   }
