@@ -56,7 +56,10 @@ logger = logging.getLogger(__name__)
 
 # What a request may ask of an MCTS player (by setting name), and of the alpha-beta.
 SERVED_OPTIONS = ("simulations", "time_ms", "c_puct", "egdb", "book")
-SERVED_FORMS = "the server plays minimax:D, minimax:tMS, ab+nn:D and ab+nn:tMS (,tm) only"
+SERVED_FORMS = (
+    "the server plays minimax:D, minimax:tMS, ab+nn:D and ab+nn:tMS (with ,tm and the search "
+    "switches) only: no weights file, database or table size of a request's own"
+)
 MAX_SPEC_CHARS = 500  # a longer player spec is not one
 MAX_REMEMBERED_REFUSALS = 256  # refused network files remembered (oldest forgotten first)
 
@@ -152,7 +155,7 @@ class Players:
         if parsed.kind == "random":
             return PlayerSpec("random", text, seed=parsed.seed or 0)
         if parsed.alphabeta:
-            if parsed.database or parsed.nneval_path is not None:
+            if parsed.database or parsed.nneval_path is not None or parsed.tt_mb is not None:
                 # the server reads no file a request names, and builds no database for one
                 raise ValueError(f"player {text!r}: {SERVED_FORMS}")
             depth, ms = parsed.depth, parsed.time_ms

@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import astuple
 from typing import Any
 
+from evaluation.players.ab_clock import GAME_MOVES, SPREAD_MOVES, bank_after, move_time
 from evaluation.players.endgame import DEFAULT_PROGRESS_DEPTH, root_move
-from evaluation.players.mcts import bank_after, time_lent_ms
-from evaluation.players.spec import MAX_DEPTH
+from evaluation.players.spec import MAX_DEPTH, SWITCH_OPTIONS
 from game import _core
 from game.egdb import EndgameDatabase
 from game.egdb.build import cached_database
@@ -77,13 +78,15 @@ class MinimaxPlayer:
     ``last`` holds the SearchResult of the latest move (score, depth, nodes, principal variation);
     ``stats()`` the moves, depths, nodes and milliseconds searched since construction.
 
-    ``manage_time`` (with ``time_ms``): ``time_ms`` is the average a move may take over a game.
-    Each move is searched with ``time_ms`` as its target and ``time_ms`` plus at most
-    TIME_MAX_EXTENSION budgets (evaluation.players.mcts) from the bank as its hard limit (the core
-    stops settled searches at half the target and lets unsettled ones run on); the bank gains
-    what a move leaves of its budget and pays what it takes beyond it, so the time spent in a
-    game stays within ``time_ms`` times its moves (plus the overshoot of the last move, well
-    under a millisecond).
+    ``manage_time`` (with ``time_ms``): ``time_ms`` is the average a move may take over a game,
+    on an increment clock that starts each game at ``game_ms`` (:mod:`evaluation.players.ab_clock`):
+    each move gets a target and a hard limit from what the clock holds, so the time spent in a
+    game stays within ``game_ms`` plus ``time_ms`` times its moves.
+    ``nodes_per_ms`` > 0 times the searches on the core's node clock (that many nodes a
+    millisecond) and the player's bank with it: deterministic, for tests and measurements.
+    ``switches``: the core's optional search techniques (SearchSwitches); with ``tt_keep`` the
+    player owns its searcher, whose table outlives each move (cleared at ``reset``).
+    ``name_table``: the name says the table's size (the spec asked for it: ``,tt=MB``).
     ``search`` and ``clock`` replace the core's search and the wall clock (tests inject both).
     """
 
@@ -98,6 +101,10 @@ class MinimaxPlayer:
         egdb_pieces: int = 0,
         nneval: str | None = None,
         manage_time: bool = False,
+        game_ms: int = 0,
+        nodes_per_ms: int = 0,
+        switches: _core.SearchSwitches | None = None,
+        name_table: bool = False,
         search: Callable[..., SearchResult] | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
@@ -128,7 +135,20 @@ class MinimaxPlayer:
         self.name = f"{kind}:{depth}" if depth else f"{kind}:t{time_ms}"
         self.manage_time = manage_time
         self.name += ",tm" if manage_time else ""
-        self.bank_ms = 0.0  # time saved so far in this game (time management)
+        if game_ms < 0 or (game_ms and not manage_time):
+            raise ValueError(f"MinimaxPlayer game_ms needs time management and >= 0, got {game_ms}")
+        self.game_ms = game_ms
+        self.name += f",game={game_ms}" if game_ms else ""
+        self.bank_ms = float(game_ms)  # the clock beyond this move's increment (time management)
+        self.overshoot_ms = 0.0  # the most a move of this game spent beyond its hard limit
+        self._spread = GAME_MOVES if game_ms else SPREAD_MOVES
+        self.nodes_per_ms = nodes_per_ms
+        self.switches = switches or _core.SearchSwitches()
+        on = [k for k, field_ in SWITCH_OPTIONS.items() if getattr(self.switches, field_)]
+        self.name += "".join(f",{k}" for k in on) + (f",tt={tt_mb}" if name_table else "")
+        self._searcher = None
+        if self.switches.tt_keep:  # its own table: another player's entries must not be read
+            self._searcher = _core.AlphaBetaSearcher(tt_mb)
         self._search = search or alphabeta
         self._clock = clock
         if nneval:  # a file other than the shipped one is part of the name
@@ -144,29 +164,31 @@ class MinimaxPlayer:
         egdb = None
         if self.egdb_dir is not None:  # opened (built if missing) once per process and board
             egdb = cached_database(self.egdb_dir, position.size, self.egdb_pieces)
-        max_ms = 0
+        time_ms, max_ms = self.time_ms, 0
         if self.manage_time:
-            max_ms = self.time_ms + int(time_lent_ms(self.bank_ms, self.time_ms))
+            clock = move_time(self.bank_ms, self.time_ms, self._spread, self.overshoot_ms)
+            time_ms, max_ms = astuple(clock)
         started = self._clock()
-        if egdb is not None and (known := self._database_move(position, egdb)) is not None:
+        if egdb is not None and (known := self._database_move(position, egdb, time_ms)) is not None:
             self._count(None, started)
             self.egdb_moves += 1
             return known
         result = self._search(
             position,
             depth=self.depth,
-            time_ms=self.time_ms,
+            time_ms=time_ms,
             max_ms=max_ms,
             weights=self.weights,
             tt_mb=self.tt_mb,
             egdb=egdb,
             nneval=self._nneval_core,
+            **self._search_options(),
         )
         if result.move is None:
             raise ValueError(f"{self.name}: the game is over in {position.fen()}")
         if egdb is not None and -MATE_THRESHOLD < result.score < DATABASE_LOSS_BELOW:
             result = self._resist(position, result, started)
-        self._count(result, started)
+        self._count(result, started, max_ms)
         return result.move
 
     def _resist(self, position: Position, lost: SearchResult, started: float) -> SearchResult:
@@ -189,21 +211,41 @@ class MinimaxPlayer:
             tt_mb=self.tt_mb,
             egdb=None,
             nneval=self._nneval_core,
+            **self._search_options(),
         )
         return lost if again.move is None else again
 
-    def _database_move(self, position: Position, egdb: EndgameDatabase) -> Move | None:
-        """The database's move at a root it knows (None: search). Its progress search goes
-        as deep as the network players' (egdb.play_depth's default, at most 6 pieces are left)."""
-        depth = max(self.depth, DEFAULT_PROGRESS_DEPTH)
-        return root_move(position, egdb, time_ms=self.time_ms, depth=depth)
+    def _search_options(self) -> dict[str, Any]:
+        """The core's clock, switches and searcher, passed only where set (an injected search
+        need not know them)."""
+        options: dict[str, Any] = {}
+        if self.nodes_per_ms:
+            options["nodes_per_ms"] = self.nodes_per_ms
+        if any(getattr(self.switches, f) for f in SWITCH_OPTIONS.values()):
+            options["switches"] = self.switches
+        if self._searcher is not None:
+            options["searcher"] = self._searcher
+        return options
 
-    def _count(self, result: SearchResult | None, started: float) -> None:
+    def _database_move(
+        self, position: Position, egdb: EndgameDatabase, time_ms: int
+    ) -> Move | None:
+        """The database's move at a root it knows (None: search) within the move's time (its
+        target under time management). Its progress search goes as deep as the network
+        players' (egdb.play_depth's default, at most 6 pieces are left)."""
+        depth = max(self.depth, DEFAULT_PROGRESS_DEPTH)
+        return root_move(position, egdb, time_ms=time_ms, depth=depth)
+
+    def _count(self, result: SearchResult | None, started: float, max_ms: int = 0) -> None:
         """Book-keeping of one chosen move: the clock's bank and the per-move counters (a
         database move has no search result: no depth or nodes)."""
         spent_ms = 1000.0 * (self._clock() - started)
+        if self.nodes_per_ms:  # the node clock: what the searches counted
+            spent_ms = result.clock_ms if result is not None else 0.0
         if self.manage_time:
             self.bank_ms = bank_after(self.bank_ms, self.time_ms, spent_ms)
+            if max_ms:  # a search's overshoot of its hard limit (the reserve grows to cover it)
+                self.overshoot_ms = max(self.overshoot_ms, spent_ms - max_ms)
         self.last = result
         self.moves += 1
         self.depth_total += result.depth if result is not None else 0
@@ -220,7 +262,10 @@ class MinimaxPlayer:
 
     def reset(self) -> None:
         self.last = None
-        self.bank_ms = 0.0  # a new game: its clock starts empty
+        self.bank_ms = float(self.game_ms)  # a new game: its clock starts again
+        self.overshoot_ms = 0.0
+        if self._searcher is not None:  # a new game: a fresh table
+            self._searcher = _core.AlphaBetaSearcher(self.tt_mb)
 
     def __repr__(self) -> str:
         return f"MinimaxPlayer({self.name!r}, {self.weights!r})"
@@ -236,14 +281,31 @@ def alphabeta(
     tt_mb: int = DEFAULT_TT_MB,
     egdb: EndgameDatabase | None = None,
     nneval: _core.NNEvalWeights | None = None,
+    nodes_per_ms: int = 0,
+    switches: _core.SearchSwitches | None = None,
+    searcher: _core.AlphaBetaSearcher | None = None,
 ) -> SearchResult:
     """One alpha-beta search (the GIL is released while it runs), with the database if given and
     the learned evaluation instead of the hand-written one if given. ``max_ms`` > 0 manages the
-    time: ``time_ms`` is then the target and ``max_ms`` the hard limit (MinimaxPlayer)."""
+    time: ``time_ms`` is then the target and ``max_ms`` the hard limit (MinimaxPlayer).
+    ``nodes_per_ms``, ``switches`` and ``searcher``: the core's node clock, search switches and
+    a searcher with its own table (``game._core.alphabeta_search``)."""
     game = position.game if isinstance(position, Position) else position
     core_db = egdb.core if egdb is not None else None
     weights_ = eval_weights(weights)
-    return _core.alphabeta_search(game, depth, time_ms, weights_, tt_mb, core_db, nneval, max_ms)
+    return _core.alphabeta_search(
+        game,
+        depth,
+        time_ms,
+        weights_,
+        tt_mb,
+        core_db,
+        nneval,
+        max_ms,
+        nodes_per_ms,
+        switches,
+        searcher,
+    )
 
 
 def minimax_options(baseline: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -8,7 +8,8 @@ from typing import Any
 from evaluation.players.alphabeta import DEFAULT_TT_MB, EvalWeights, MinimaxPlayer
 from evaluation.players.base import Player, RandomPlayer
 from evaluation.players.network import mcts_player
-from evaluation.players.spec import PlayerSpec, parse_spec
+from evaluation.players.spec import SWITCH_OPTIONS, PlayerSpec, parse_spec
+from game import _core
 
 
 def make_player(
@@ -34,16 +35,22 @@ def make_player(
                 f"player spec {parsed.text!r} needs an endgame database: give egdb_dir and "
                 "egdb_pieces (conf/egdb; python -m evaluation.match --egdb-dir DIR --egdb-pieces N)"
             )
+        switches = _core.SearchSwitches()
+        for option in parsed.switches:
+            setattr(switches, SWITCH_OPTIONS[option], True)
         try:
             return MinimaxPlayer(
                 parsed.depth,
                 parsed.time_ms,
                 weights,
-                tt_mb=tt_mb,
+                tt_mb=tt_mb if parsed.tt_mb is None else parsed.tt_mb,
                 egdb_dir=egdb_dir if parsed.database else None,
                 egdb_pieces=egdb_pieces if parsed.database else 0,
                 nneval=(parsed.nneval_path or "") if parsed.kind == "ab+nn" else None,
                 manage_time=parsed.manage_time,
+                game_ms=parsed.game_ms,
+                switches=switches,
+                name_table=parsed.tt_mb is not None,
             )
         except ValueError as e:
             raise ValueError(f"player spec {parsed.text!r}: {e}") from None

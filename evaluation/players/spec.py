@@ -12,12 +12,18 @@ one into a :class:`PlayerSpec` (or raises ValueError naming the spec and what is
     the same, with MS milliseconds per move instead of a depth (not reproducible: it depends
     on the machine's speed).
 ``minimax:tMS,tm``
-    the same with time management: MS milliseconds a move on average over a game, not a fixed
-    share. A move whose best reply has held for several iterations stops at half of it, one whose
-    best move just changed (or whose score just fell) may run on, drawing on the time the player
-    saved earlier in the game (its *bank*); it never spends more in a game than MS times its
-    moves, so under a clock that adds MS a move it never loses on time. ``,tm`` goes with every
+    the same with time management (:mod:`evaluation.players.ab_clock`): MS milliseconds a move
+    on average over a game, not a fixed share. What a move saves is spent on the next few; a move
+    whose best reply has held for several iterations stops at half its target, one whose best
+    move changed (or whose score fell) runs on towards its hard limit; it never spends more than
+    its clock holds, so under a clock that adds MS a move it never loses on time. ``,game=MS``
+    gives it that much more for the whole game (an increment clock). ``,tm`` goes with every
     timed alpha-beta form below (``ab+nn:t200,tm``).
+``...,qs`` / ``,asp`` / ``,margin`` / ``,lmr`` / ``,ttkeep`` / ``,tt=MB``
+    search switches of any alpha-beta form, off by default (``game._core.SearchSwitches``):
+    threat quiescence, aspiration windows, reverse-futility (evaluation-margin) pruning, cautious
+    late-move reductions, a transposition table kept between moves, and its size in MB
+    (``ab+nn:t200,tm,asp,tt=64``).
 ``minimax+db:D`` / ``minimax+db:tMS``
     the same search with the endgame database (``game.egdb``): positions in it below the root
     score their exact value, and at a root it knows the move keeps the database's value and makes
@@ -52,9 +58,22 @@ MAX_DEPTH = 64  # the core's deepest iteration (kMaxSearchDepth)
 
 # [0-9], not \d: \d also matches other scripts' digits ("minimax:٣"), which int() then reads.
 _ALPHABETA = re.compile(
-    r"(?P<kind>minimax|ab\+nn)(?P<db>\+db)?:(?:(?P<depth>[0-9]+)|t(?P<time_ms>[0-9]+)(?P<tm>,tm)?)"
-    r"(?::(?P<path>.+))?"
+    r"(?P<kind>minimax|ab\+nn)(?P<db>\+db)?:(?:(?P<depth>[0-9]+)|t(?P<time_ms>[0-9]+))"
+    r"(?P<opts>(?:,[a-z]+(?:=[0-9]+)?)*)(?::(?P<path>.+))?"
 )
+# Search switches of the alpha-beta specs: option -> the core's SearchSwitches field.
+SWITCH_OPTIONS: Mapping[str, str] = MappingProxyType(
+    {
+        "qs": "quiescence",
+        "asp": "aspiration",
+        "margin": "pruning",
+        "lmr": "lmr",
+        "ttkeep": "tt_keep",
+    }
+)
+# Bounds of the numeric alpha-beta options: the table in MB (as conf's
+# evaluation.baseline.search.tt_mb), the game's time in ms (a day).
+MAX_OPTION_VALUE: Mapping[str, int] = MappingProxyType({"tt": 65_536, "game": 86_400_000})
 _RANDOM = re.compile(r"random(?::(?P<seed>[0-9]+))?")
 _NETWORK = re.compile(
     rf"(?P<source>{re.escape(UNIFORM_SPEC)}|.+?{re.escape(CHECKPOINT_SUFFIX)})(?::(?P<opts>.*))?"
@@ -64,9 +83,10 @@ _TIME_OPTION = re.compile(r"t(?P<ms>[0-9]+)")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 FORMS = (
-    "'minimax:D' (depth), 'minimax:tMS[,tm]' (milliseconds per move, ',tm': managed over the "
-    "game), 'minimax+db:D' (with the endgame database), 'ab+nn:D' / 'ab+nn:tMS[,tm][:PATH]' "
-    "(learned evaluation), 'random[:SEED]', 'uniform-mcts[:OPTIONS]' or a checkpoint "
+    "'minimax:D' (depth), 'minimax:tMS[,tm[,game=MS]]' (milliseconds per move, ',tm': managed "
+    "over the game), 'minimax+db:D' (with the endgame database), 'ab+nn:D' / "
+    "'ab+nn:tMS[,tm][:PATH]' (learned evaluation), search switches ',qs,asp,margin,lmr,ttkeep,"
+    "tt=MB' after the depth or time, 'random[:SEED]', 'uniform-mcts[:OPTIONS]' or a checkpoint "
     "'PATH.safetensors[:OPTIONS]'"
 )
 
@@ -130,6 +150,9 @@ class PlayerSpec:
     depth: int = 0
     time_ms: int = 0
     manage_time: bool = False  # ",tm"
+    game_ms: int = 0  # ",game=MS": time for the whole game on top of the moves' (with ,tm)
+    switches: frozenset[str] = frozenset()  # SWITCH_OPTIONS keys given (",asp", ",lmr", ...)
+    tt_mb: int | None = None  # ",tt=MB": the transposition table's size, None for the default
     database: bool = False  # "+db": the endgame database below the root and at it
     nneval_path: str | None = None  # ab+nn: a weights file other than the shipped one
     seed: int | None = None  # random: its own seed, None for the caller's
@@ -170,12 +193,29 @@ def _alphabeta(text: str, m: re.Match[str]) -> PlayerSpec:
         raise ValueError(f"player spec {text!r}: the depth must be at most {MAX_DEPTH}")
     if m["path"] is not None and m["kind"] != "ab+nn":
         raise ValueError(f"malformed player spec {text!r}; use {FORMS}")
+    manage_time, game_ms, tt_mb, switches = False, 0, None, set()
+    for option in filter(None, m["opts"].split(",")):
+        key, _, value = option.partition("=")
+        if key == "tm" and not value and time_ms:
+            manage_time = True
+        elif key in SWITCH_OPTIONS and not value:
+            switches.add(key)
+        elif key in MAX_OPTION_VALUE and value and 0 < int(value) <= MAX_OPTION_VALUE[key]:
+            if key == "tt":
+                tt_mb = int(value)
+            else:
+                game_ms = int(value)
+        else:
+            raise ValueError(f"malformed player spec {text!r}: option {option!r}; use {FORMS}")
     return PlayerSpec(
         text,
         m["kind"],
         depth=depth,
         time_ms=time_ms,
-        manage_time=bool(m["tm"]),
+        manage_time=manage_time,
+        game_ms=game_ms,
+        switches=frozenset(switches),
+        tt_mb=tt_mb,
         database=bool(m["db"]),
         nneval_path=m["path"],
     )

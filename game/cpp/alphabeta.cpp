@@ -10,29 +10,28 @@
 
 #include "egdb.h"
 #include "nneval.h"
+#include "search_clock.h"
 
 namespace cz {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// Reading the clock costs ~20 ns; every 1024 nodes (well under a millisecond of search) keeps
-// the overshoot of a time limit negligible without showing up in the node rate.
-constexpr uint64_t kNodesPerClockCheck = 1024;
-// An iteration costs about as much again as all earlier ones together (the tree grows by a
-// factor of ~2-3 per ply here), so one is started only if less than half the budget is spent.
-constexpr int kNextIterationCost = 2;
-// Time management (SearchLimits::max_ms). A best move that has held for this many iterations,
-// with the score moving less than kSteadyScore centi-men, is settled: the search stops at
-// kSettledShare of the target. A best move that changed in the last iteration, or a score that
-// fell by kFallingScore or more, is unsettled: the next iteration may start until half of max_ms
-// is spent. Iterations below kManagedFromDepth are too shallow to read either way.
-constexpr int kSettledIterations = 4;
-constexpr int kSteadyScore = 15;
-constexpr int kFallingScore = 30;
-constexpr double kSettledShare = 0.5;
-constexpr int kManagedFromDepth = 5;
+// Search switches (SearchSwitches). Aspiration: the first window is the previous score plus or
+// minus kAspirationWindow (a quarter man: iterations here move by less most of the time), grown
+// kAspirationGrowth-fold on each failure; below kAspirationFromDepth scores are too jumpy.
+constexpr int kAspirationWindow = 25;
+constexpr int kAspirationGrowth = 4;
+constexpr int kAspirationFromDepth = 5;
+// Reverse futility: a node within kMarginMaxDepth plies of the horizon whose evaluation beats
+// beta by kMarginPerPly per ply of depth left is cut (a man and a half at depth 3).
+constexpr int kMarginMaxDepth = 3;
+constexpr int kMarginPerPly = 50;
+// Late-move reductions, used cautiously (aggressive reductions have cost engines dearly): only
+// at non-PV nodes kLmrMinDepth plies or more from the horizon, from the kLmrFromMove-th move on
+// (0-based: the table's move, crowning steps and killers come first), by kLmrReduction ply.
+constexpr int kLmrMinDepth = 3;
+constexpr int kLmrFromMove = 3;
+constexpr int kLmrReduction = 1;
 // Two killer moves per ply (the classic choice: more rarely helps).
 constexpr int kKillersPerPly = 2;
 // History scores are halved when one passes this, so old cutoffs fade and nothing overflows.
@@ -222,11 +221,12 @@ class Searcher {
         w_(w),
         game_(game),
         limits_(limits),
+        sw_(limits.switches),
         db_(db),
-        nn_(nn) {}
+        nn_(nn),
+        clock_(limits) {}
 
   SearchResult run() {
-    const auto start = Clock::now();
     SearchResult result;
     s_.reset();
     // Positions of the game at turn boundaries (multi-jump intermediates skipped), then the root.
@@ -236,25 +236,29 @@ class Searcher {
     root_index_ = int(s_.keys.size()) - 1;
     s_.keys.resize(s_.keys.size() + kMaxSearchPly + 1);
     root_ply_ = game_.state().ply;
-    const bool managed = limits_.time_ms > 0 && limits_.max_ms > 0;
-    if (limits_.time_ms > 0)
-      deadline_ = start + std::chrono::milliseconds(managed ? limits_.max_ms : limits_.time_ms);
-    const auto target = std::chrono::milliseconds(limits_.time_ms);
     if (nn_) nn::refresh(*nn_, game_.board(), s_.accs[0]);
 
     MoveList root_moves;
     generate_moves<S>(game_.board(), root_moves);
-    if (game_.result() != Result::Ongoing || root_moves.size == 0) {
-      result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      return result;
-    }
+    if (game_.result() != Result::Ongoing || root_moves.size == 0)
+      return finish(result, SearchStop::kGameOver);
     const int max_depth = limits_.depth > 0 ? std::min(limits_.depth, kMaxSearchDepth) : kMaxSearchDepth;
+    SearchStop why = SearchStop::kDepth;
     int held = 0;  // iterations in a row that ended on the same best move
     for (int depth = 1; depth <= max_depth; ++depth) {
-      can_stop_ = depth > 1 && limits_.time_ms > 0;  // always finish depth 1: we need a move
-      const int score = search(game_.board(), game_.state().hash, game_.state().no_progress, depth,
-                               -kInfinity, kInfinity, 0);
-      if (stop_) break;
+      can_stop_ = depth > 1 && clock_.timed();  // always finish depth 1: we need a move
+      const int score = iterate(depth, result);
+      if (stop_) {
+        // A managed search may stop inside an iteration: a root move that beat the first one's
+        // score at the new depth is played (moves not yet searched were worse one ply less deep).
+        if (clock_.managed() && root_changed_ && s_.pv_len[0] > 0 && result.has_move) {
+          result.score = root_score_;
+          result.pv.assign(s_.pv[0].begin(), s_.pv[0].begin() + s_.pv_len[0]);
+          result.best = result.pv[0];
+        }
+        why = clock_.stopped();
+        break;
+      }
       const Move best = s_.pv_len[0] > 0 ? s_.pv[0][0] : root_moves[0];
       const bool same_best = result.has_move && best == result.best;
       const int swing = result.has_move ? score - result.score : 0;
@@ -265,35 +269,99 @@ class Searcher {
       result.pv.assign(s_.pv[0].begin(), s_.pv[0].begin() + s_.pv_len[0]);
       result.best = result.pv.empty() ? root_moves[0] : result.pv[0];
       // A forced result within the searched horizon cannot get shorter with more depth.
-      if (std::abs(score) >= kMateThreshold && kMateScore - std::abs(score) <= depth) break;
-      if (limits_.time_ms > 0) {
-        if (root_moves.size == 1) break;  // nothing to choose
-        // The next iteration would most likely not finish within the allowance: don't start it.
-        auto allowance = std::chrono::duration<double>(deadline_ - start);
-        if (managed && depth >= kManagedFromDepth) {
-          if (!same_best || swing <= -kFallingScore)
-            allowance = std::chrono::duration<double>(std::chrono::milliseconds(limits_.max_ms));
-          else if (held >= kSettledIterations && std::abs(swing) < kSteadyScore)
-            allowance = std::chrono::duration<double>(target) * kSettledShare;
-          else
-            allowance = std::chrono::duration<double>(target);
-        } else if (managed) {
-          allowance = std::chrono::duration<double>(target);
+      if (std::abs(score) >= kMateThreshold && kMateScore - std::abs(score) <= depth) {
+        why = SearchStop::kResult;
+        break;
+      }
+      if (clock_.timed()) {
+        if (root_moves.size == 1) {  // nothing to choose
+          why = SearchStop::kOnlyMove;
+          break;
         }
-        const auto now = Clock::now();
-        if (now >= deadline_ || (now - start) * kNextIterationCost > allowance) break;
+        if (!clock_.next_iteration(nodes_, depth, same_best, swing, held)) {
+          why = clock_.stopped();
+          break;
+        }
       }
     }
-    result.nodes = nodes_;
-    result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    return result;
+    return finish(result, why);
   }
 
  private:
+  SearchResult& finish(SearchResult& result, SearchStop why) {
+    result.nodes = nodes_;
+    result.seconds = clock_.wall_seconds();
+    result.clock_ms = clock_.elapsed_ms(nodes_);
+    result.stop = why;
+    return result;
+  }
+
+  // One iteration of the root (with aspiration windows when switched on); `last` holds the
+  // previous iteration's result.
+  int iterate(int depth, const SearchResult& last) {
+    const Board& b = game_.board();
+    const uint64_t hash = game_.state().hash;
+    const int no_progress = game_.state().no_progress;
+    root_changed_ = root_fell_ = false;
+    root_first_ = last.has_move ? last.score : -kInfinity;
+    const bool window = sw_.aspiration && depth >= kAspirationFromDepth && last.has_move &&
+                        std::abs(last.score) < kMateThreshold;
+    if (!window)
+      return search(b, hash, no_progress, depth, -kInfinity, kInfinity, 0);
+    int delta = kAspirationWindow;
+    int alpha = std::max(last.score - delta, -kInfinity), beta = std::min(last.score + delta, kInfinity);
+    for (;;) {
+      const int score = search(b, hash, no_progress, depth, alpha, beta, 0);
+      if (stop_) return 0;
+      delta *= kAspirationGrowth;
+      if (score <= alpha && alpha > -kInfinity) {
+        root_fell_ = true;  // the score fell out of its window: the time manager's "unsettled"
+        alpha = std::max(alpha - delta, -kInfinity);
+      } else if (score >= beta && beta < kInfinity) {
+        beta = std::min(beta + delta, kInfinity);
+      } else {
+        return score;
+      }
+      root_changed_ = false;
+    }
+  }
+
+  // A root move's score at ply 0, before alpha takes it: what the time manager reads inside an
+  // iteration (the first move falling, another move taking over).
+  void note_root_move(int k, int score, int alpha) {
+    if (k == 0) {
+      if (score <= root_first_ - kFallingScore) root_fell_ = true;
+      root_score_ = score;
+    } else if (score > alpha) {
+      root_changed_ = true;
+      root_score_ = score;
+    }
+  }
+
+  // The evaluation of a node inside the tree (reverse futility): exactly as a leaf is scored in
+  // search(); where the leaf's scoring changes (lazy accumulators, a cache), this follows it.
+  int static_eval(const Board& b, int ply) const {
+    return nn_ ? nn::evaluate(*nn_, s_.accs[ply], b.side) : evaluate_board<S>(b, w_);
+  }
+
+  // Whether the side not to move could capture if it were its turn.
+  static bool threatened(const Board& b) {
+    Board other = b;
+    other.side = ~b.side;
+    return capturing_pieces<S>(other) != 0;
+  }
+
+  bool is_killer(const Move& m, int ply) const {
+    for (int k = 0; k < kKillersPerPly; ++k)
+      if (s_.killers[ply][k] == m) return true;
+    return false;
+  }
+
   TTEntry* probe(uint64_t key) {
     TTEntry* bucket = &tt_[(key % (tt_.size() / kBucketSlots)) * kBucketSlots];
     for (size_t i = 0; i < kBucketSlots; ++i)
-      if (bucket[i].generation == generation_ && bucket[i].bound != kBoundNone && bucket[i].key == key)
+      if ((bucket[i].generation == generation_ || sw_.tt_keep) && bucket[i].bound != kBoundNone &&
+          bucket[i].key == key)
         return &bucket[i];
     return nullptr;
   }
@@ -314,7 +382,7 @@ class Searcher {
   }
 
   void check_clock() {
-    if (can_stop_ && Clock::now() >= deadline_) stop_ = true;
+    if (can_stop_ && clock_.out_of_time(nodes_, root_changed_ || root_fell_)) stop_ = true;
   }
 
   bool repeated(int ply, int no_progress) const {
@@ -330,7 +398,7 @@ class Searcher {
 
   int search(const Board& b, uint64_t hash, int no_progress, int depth, int alpha, int beta, int ply) {
     s_.pv_len[ply] = ply;
-    if ((++nodes_ & (kNodesPerClockCheck - 1)) == 0) check_clock();
+    if (clock_.due(++nodes_)) check_clock();
     if (stop_) return 0;
 
     MoveList& moves = s_.lists[ply];
@@ -346,8 +414,11 @@ class Searcher {
       }
     }
     const bool capture = moves[0].is_capture();
+    // Threat quiescence (switch): a quiet horizon node where the opponent threatens a capture is
+    // not quiet; it is searched one ply more (its children sit below the horizon, never again).
+    const bool threat = sw_.threat_quiescence && depth == 0 && !capture && threatened(b);
     // Quiescence: below the horizon keep going only while the mover must capture.
-    if ((depth <= 0 && !capture) || ply >= kMaxSearchPly)
+    if ((depth <= 0 && !capture && !threat) || ply >= kMaxSearchPly)
       return nn_ ? nn::evaluate(*nn_, s_.accs[ply], b.side) : evaluate_board<S>(b, w_);
     depth = std::max(depth, 0);
     const bool pv_node = beta - alpha > 1;
@@ -363,6 +434,12 @@ class Searcher {
           return score;
       }
     }
+    // Reverse futility (switch): near the horizon, a quiet node (no capture for either side)
+    // whose evaluation beats beta by a margin per ply left is taken to hold.
+    if (sw_.margin_pruning && !pv_node && ply > 0 && depth > 0 && depth <= kMarginMaxDepth && !capture &&
+        beta < kMateThreshold - kMaxSearchPly && beta > -(kMateThreshold - kMaxSearchPly) && !threatened(b) &&
+        static_eval(b, ply) - kMarginPerPly * depth >= beta)
+      return beta;
 
     std::array<int, kMaxMoves> order;
     for (int i = 0; i < moves.size; ++i) order[i] = order_key(b, moves[i], i == tt_move, ply);
@@ -393,11 +470,19 @@ class Searcher {
       if (k == 0) {
         score = -search(child, child_hash, child_progress, child_depth, -beta, -alpha, ply + 1);
       } else {
-        score = -search(child, child_hash, child_progress, child_depth, -alpha - 1, -alpha, ply + 1);
+        // Late-move reduction (switch): a late quiet move of a non-PV node searched shallower
+        // first, and at full depth only if it beats alpha.
+        const bool reduce = sw_.lmr && !pv_node && !capture && depth >= kLmrMinDepth && k >= kLmrFromMove &&
+                            i != tt_move && !crowns<S>(b, m) && !is_killer(m, ply);
+        const int first_depth = reduce ? child_depth - kLmrReduction : child_depth;
+        score = -search(child, child_hash, child_progress, first_depth, -alpha - 1, -alpha, ply + 1);
+        if (reduce && score > alpha && !stop_)
+          score = -search(child, child_hash, child_progress, child_depth, -alpha - 1, -alpha, ply + 1);
         if (score > alpha && score < beta && !stop_)
           score = -search(child, child_hash, child_progress, child_depth, -beta, -alpha, ply + 1);
       }
       if (stop_) return 0;
+      if (ply == 0) note_root_move(k, score, alpha);
       if (score > best) {
         best = score;
         best_move = i;
@@ -449,6 +534,7 @@ class Searcher {
   const EvalWeights& w_;
   const Game& game_;
   const SearchLimits limits_;
+  const SearchSwitches sw_;
   const egdb::Database* db_;
   const nn::Weights* nn_;  // the learned evaluation, or null for the hand-written one
   int root_index_ = 0;
@@ -456,7 +542,12 @@ class Searcher {
   uint64_t nodes_ = 0;
   bool stop_ = false;
   bool can_stop_ = false;
-  Clock::time_point deadline_{};
+  SearchClock clock_;
+  // The running iteration's root, for the time manager: another move took over from the first,
+  // the first fell (or the aspiration window failed low), the first's score at the previous
+  // iteration, the score of the best move so far.
+  bool root_changed_ = false, root_fell_ = false;
+  int root_first_ = 0, root_score_ = 0;
 };
 
 }  // namespace
@@ -479,6 +570,9 @@ SearchResult AlphaBeta::search(const Game& game, const SearchLimits& limits, con
   if (limits.max_ms < 0 || (limits.max_ms > 0 && (limits.time_ms == 0 || limits.max_ms < limits.time_ms)))
     throw std::invalid_argument("max_ms (time management) needs time_ms > 0 and max_ms >= time_ms, got time_ms " +
                                 std::to_string(limits.time_ms) + ", max_ms " + std::to_string(limits.max_ms));
+  if (limits.nodes_per_ms < 0)
+    throw std::invalid_argument("nodes_per_ms must be >= 0 (0: the wall clock), got " +
+                                std::to_string(limits.nodes_per_ms));
   if (limits.depth == 0 && limits.time_ms == 0)
     throw std::invalid_argument("alpha-beta search needs a depth or a time limit (both were 0)");
   check_weights(game.size(), weights);

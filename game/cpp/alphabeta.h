@@ -54,14 +54,52 @@ struct EvalWeights {
   int king_centre = 3;    // per king on a central square (on top of `centre`), kings belong there
 };
 
+// Search switches (player-spec options, docs/api.md), each off by default: an equal-time match
+// against the same player without it decides whether it is worth its cost.
+struct SearchSwitches {
+  // At the horizon, a quiet position where the opponent (were it to move) could capture is
+  // searched one ply more (captures themselves always are: they are compulsory).
+  bool threat_quiescence = false;
+  // Each iteration from kAspirationFromDepth starts with a window around the previous score,
+  // widened and searched again when the score falls outside it.
+  bool aspiration = false;
+  // Reverse futility: a shallow non-PV node without a capture on either side whose evaluation
+  // beats beta by a margin per ply of depth returns beta unsearched.
+  bool margin_pruning = false;
+  // Cautious late-move reductions: late quiet moves of non-PV nodes deep enough are searched one
+  // ply shallower, and again at full depth if they beat alpha.
+  bool lmr = false;
+  // Keep the transposition table between searches: entries of earlier moves stay readable and
+  // are replaced first. Without it each search starts from a logically empty table.
+  bool tt_keep = false;
+};
+
 struct SearchLimits {
   int depth = 0;    // deepest iteration; 0: no depth limit (a time limit is then required)
-  int time_ms = 0;  // wall-clock budget per move in milliseconds; 0: none
+  int time_ms = 0;  // budget per move in milliseconds (of the search's clock); 0: none
   // Time management (with time_ms > 0): time_ms becomes the target and max_ms (>= time_ms) the
   // hard limit. A root whose best move has held for several iterations with a steady score stops
-  // at half the target; one whose best move just changed or whose score just fell may run on to
-  // max_ms. 0: no management (time_ms is both target and limit).
+  // at half the target; one whose best move changed or whose score fell (between iterations, or
+  // within the running one) runs on towards max_ms; any other stops at the target, inside an
+  // iteration if need be (keeping a better root move that iteration found). 0: no management
+  // (time_ms is both target and limit, and an iteration starts only with half of it left).
   int max_ms = 0;
+  // The search's clock: 0 reads the machine's steady clock; N > 0 counts N nodes as a
+  // millisecond, so a timed search is deterministic (tests, reproducible runs).
+  int nodes_per_ms = 0;
+  SearchSwitches switches;
+};
+
+// Why a search ended (SearchResult::stop).
+enum class SearchStop : uint8_t {
+  kGameOver,  // no search: the game is over
+  kDepth,     // the depth limit was reached
+  kResult,    // a forced win or loss within the horizon: more depth cannot change it
+  kOnlyMove,  // a timed search with a single legal move
+  kLimit,     // the time limit (unmanaged) or the hard limit (managed)
+  kSettled,   // managed: a settled root stopped at its share of the target
+  kTarget,    // managed: stopped at the target
+  kExtended,  // managed: an unsettled root ran past the target
 };
 
 struct SearchResult {
@@ -71,7 +109,9 @@ struct SearchResult {
   int depth = 0;      // deepest completed iteration
   uint64_t nodes = 0;
   std::vector<Move> pv;
-  double seconds = 0.0;
+  double seconds = 0.0;   // wall clock
+  double clock_ms = 0.0;  // the search's own clock (SearchLimits::nodes_per_ms), milliseconds
+  SearchStop stop = SearchStop::kGameOver;
 };
 
 // One transposition-table slot. The move is stored as its index in the (deterministic) list

@@ -1,5 +1,6 @@
 // Python bindings of the alpha-beta baseline (game/cpp/alphabeta.h).
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -19,6 +20,29 @@ using cz::bind::make_board;
 using cz::bind::move_text;
 
 namespace {
+
+// A searcher a Python object owns (a player that keeps its table between moves), used by one
+// search at a time.
+struct OwnedSearcher {
+  explicit OwnedSearcher(size_t tt_mb) : searcher(tt_mb), tt_mb(int(tt_mb)) {}
+  cz::AlphaBeta searcher;
+  std::mutex busy;
+  int tt_mb;
+};
+
+const char* stop_name(cz::SearchStop s) {
+  switch (s) {
+    case cz::SearchStop::kGameOver: return "game-over";
+    case cz::SearchStop::kDepth: return "depth";
+    case cz::SearchStop::kResult: return "result";
+    case cz::SearchStop::kOnlyMove: return "only-move";
+    case cz::SearchStop::kLimit: return "limit";
+    case cz::SearchStop::kSettled: return "settled";
+    case cz::SearchStop::kTarget: return "target";
+    case cz::SearchStop::kExtended: return "extended";
+  }
+  return "?";
+}
 
 template <typename T>
 using Array = nb::ndarray<const T, nb::c_contig, nb::device::cpu>;
@@ -207,6 +231,10 @@ void cz::bind::bind_alphabeta(nb::module_& m) {
       .def_ro("nodes", &cz::SearchResult::nodes)
       .def_ro("pv", &cz::SearchResult::pv, "principal variation, best move first")
       .def_ro("seconds", &cz::SearchResult::seconds)
+      .def_ro("clock_ms", &cz::SearchResult::clock_ms,
+              "milliseconds on the search's clock (nodes / nodes_per_ms on the node clock)")
+      .def_prop_ro("stop", [](const cz::SearchResult& r) { return stop_name(r.stop); },
+                   "why it ended: depth, result, only-move, limit, settled, target, extended, game-over")
       .def("__repr__", [](const cz::SearchResult& r) {
         std::string pv;
         for (const Move& mv : r.pv) pv += (pv.empty() ? "" : " ") + move_text(mv);
@@ -217,22 +245,66 @@ void cz::bind::bind_alphabeta(nb::module_& m) {
 
   bind_nneval(m);
 
+  using cz::SearchSwitches;
+  nb::class_<SearchSwitches>(m, "SearchSwitches",
+                             "Optional search techniques (alphabeta.h), all off by default.")
+      .def(
+          "__init__",
+          [](SearchSwitches* s, bool quiescence, bool aspiration, bool pruning, bool lmr, bool tt_keep) {
+            new (s) SearchSwitches{quiescence, aspiration, pruning, lmr, tt_keep};
+          },
+          "quiescence"_a = false, "aspiration"_a = false, "pruning"_a = false, "lmr"_a = false,
+          "tt_keep"_a = false)
+      .def_rw("quiescence", &SearchSwitches::threat_quiescence)
+      .def_rw("aspiration", &SearchSwitches::aspiration)
+      .def_rw("pruning", &SearchSwitches::margin_pruning)
+      .def_rw("lmr", &SearchSwitches::lmr)
+      .def_rw("tt_keep", &SearchSwitches::tt_keep)
+      .def("__repr__", [](const SearchSwitches& s) {
+        auto b = [](bool v) { return std::string(v ? "True" : "False"); };
+        return "SearchSwitches(quiescence=" + b(s.threat_quiescence) + ", aspiration=" + b(s.aspiration) +
+               ", pruning=" + b(s.margin_pruning) + ", lmr=" + b(s.lmr) + ", tt_keep=" + b(s.tt_keep) + ")";
+      });
+
+  nb::class_<OwnedSearcher>(m, "AlphaBetaSearcher",
+                            "A searcher with its own transposition table, for a player that keeps it "
+                            "between moves (one search at a time).")
+      .def(
+          "__init__",
+          [](OwnedSearcher* self, int tt_mb) {
+            if (tt_mb < 1)
+              throw nb::value_error(("tt_mb must be >= 1, got " + std::to_string(tt_mb)).c_str());
+            new (self) OwnedSearcher(size_t(tt_mb));
+          },
+          "tt_mb"_a = 16)
+      .def_ro("tt_mb", &OwnedSearcher::tt_mb)
+      .def_prop_ro("tt_entries", [](const OwnedSearcher& s) { return s.searcher.tt_entries(); });
+
   m.def(
       "alphabeta_search",
       [](const Game& g, int depth, int time_ms, std::optional<EvalWeights> weights, int tt_mb,
-         const cz::egdb::Database* egdb, const cz::nn::Weights* nneval, int max_ms) {
+         const cz::egdb::Database* egdb, const cz::nn::Weights* nneval, int max_ms, int nodes_per_ms,
+         std::optional<cz::SearchSwitches> switches, OwnedSearcher* owned) {
         if (tt_mb < 1) throw nb::value_error(("tt_mb must be >= 1, got " + std::to_string(tt_mb)).c_str());
         const EvalWeights w = weights.value_or(EvalWeights{});
         cz::SearchLimits limits;
         limits.depth = depth;
         limits.time_ms = time_ms;
         limits.max_ms = max_ms;
+        limits.nodes_per_ms = nodes_per_ms;
+        limits.switches = switches.value_or(cz::SearchSwitches{});
         // One searcher per thread, kept between calls so that a player does not allocate its
         // transposition table on every move; each search still starts from an empty table.
         thread_local std::unique_ptr<cz::AlphaBeta> searcher;
         thread_local int searcher_mb = 0;
         try {
           nb::gil_scoped_release release;
+          if (owned) {
+            std::unique_lock<std::mutex> lock(owned->busy, std::try_to_lock);
+            if (!lock.owns_lock())
+              throw std::invalid_argument("this AlphaBetaSearcher is searching in another thread");
+            return owned->searcher.search(g, limits, w, egdb, nneval);
+          }
           if (!searcher || searcher_mb != tt_mb) {
             searcher.reset();
             searcher = std::make_unique<cz::AlphaBeta>(size_t(tt_mb));
@@ -244,11 +316,14 @@ void cz::bind::bind_alphabeta(nb::module_& m) {
         }
       },
       "game"_a, "depth"_a = 0, "time_ms"_a = 0, "weights"_a = nb::none(), "tt_mb"_a = 16,
-      "egdb"_a = nb::none(), "nneval"_a = nb::none(), "max_ms"_a = 0,
+      "egdb"_a = nb::none(), "nneval"_a = nb::none(), "max_ms"_a = 0, "nodes_per_ms"_a = 0,
+      "switches"_a = nb::none(), "searcher"_a = nb::none(),
       "Iterative-deepening alpha-beta from the game's position, limited by depth and/or time (ms);\n"
       "with `nneval` (NNEvalWeights) the learned evaluation scores its leaves. `max_ms` > 0 manages\n"
       "the time: `time_ms` is the target (a settled root stops at half of it) and `max_ms` the hard\n"
-      "limit an unsettled root may run to.");
+      "limit an unsettled root may run to. `nodes_per_ms` > 0 counts that many nodes as a millisecond\n"
+      "instead of reading the clock (deterministic). `switches` (SearchSwitches) turns on optional\n"
+      "techniques; `searcher` (AlphaBetaSearcher) searches with that object's own table (tt_mb unused).");
 
   m.def(
       "evaluate",
