@@ -1,7 +1,5 @@
 // Gumbel root search (Danihelka et al., ICLR 2022): sequential halving at the root, the
 // completed-Q policy, the deterministic selection below the root (mcts.h).
-#include "mcts.h"
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -9,6 +7,7 @@
 #include <limits>
 #include <random>
 
+#include "mcts.h"
 #include "mcts_internal.h"
 
 namespace cz {

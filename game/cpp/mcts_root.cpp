@@ -1,7 +1,5 @@
 // The root: Dirichlet noise, forced playouts' policy target pruning, the policy target, the
 // root's statistics, and the move choice with temperature (mcts.h).
-#include "mcts.h"
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -11,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "mcts.h"
 #include "mcts_internal.h"
 
 namespace cz {

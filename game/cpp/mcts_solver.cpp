@@ -1,9 +1,8 @@
 // MCTS-solver: proofs carried up the tree, and which root moves may be played (mcts.h).
-#include "mcts.h"
-
 #include <array>
 #include <cstdint>
 
+#include "mcts.h"
 #include "mcts_internal.h"
 
 namespace cz {
