@@ -61,7 +61,7 @@ from evaluation.endgame_play import open_for_play
 from evaluation.mcts_player import MCTSPlayer
 from evaluation.player_defaults import default_knowledge, play_settings
 from evaluation.policy_player import PolicyPlayer, is_q_network
-from game.mcts import SEARCH_KEYS, Evaluator, UniformEvaluator
+from game.mcts import SEARCH_KEYS, SEARCH_PARAMETERS, Evaluator, UniformEvaluator
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +109,8 @@ _OPTIONS: dict[str, tuple[str, Any]] = {
     "book": ("book", _switch),
     "tm": ("manage_time", _switch),
 }
+# sims=0 is no search: the network's policy alone (searchless_player).
+_POLICY_ONLY = ("simulations", 0)
 # Spec options that change the search (besides the budget), named in the player's name when given.
 _SEARCH_OPTIONS_SHOWN = tuple(
     key
@@ -238,12 +240,15 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]] | None:
             raise ValueError(
                 f"player spec {spec!r}: option {key} must be {kind_name}, got {value!r}"
             ) from None
+        parameter = SEARCH_PARAMETERS.get(target)  # a search key's range is the search's own
+        if parameter is not None and (target, options[target]) != _POLICY_ONLY:
+            why = parameter.problem(options[target])
+            if why is not None:
+                raise ValueError(f"player spec {spec!r}: option {item}: {why}")
     if options.get("precision", "auto") not in PRECISIONS:
         raise ValueError(f"player spec {spec!r}: precision must be one of {', '.join(PRECISIONS)}")
     if options.get("backend", "auto") not in BACKENDS:
         raise ValueError(f"player spec {spec!r}: backend must be {', '.join(BACKENDS)}")
-    if options.get("simulations", 1) < 0 or options.get("leaves_per_game", 1) < 1:
-        raise ValueError(f"player spec {spec!r}: sims must be at least 0 and leaves at least 1")
     if "time_ms" in options:
         if options["time_ms"] < 1:
             raise ValueError(f"player spec {spec!r}: the time per move must be at least 1 ms")

@@ -45,7 +45,7 @@ from evaluation.endgame_play import open_for_play
 from evaluation.player_defaults import default_knowledge, default_mcts_settings, play_settings
 from evaluation.players import MATE_THRESHOLD, make_player
 from game.egdb import EndgameDatabase
-from game.mcts import Evaluator, UniformEvaluator
+from game.mcts import SEARCH_PARAMETERS, Evaluator, UniformEvaluator
 from game.position import Position
 from play.analysis import Analysis, Budget, Stop, analyse
 from play.paths import NotFound, Roots
@@ -184,8 +184,9 @@ class Engines:
             c_puct = float(options["cpuct"]) if "cpuct" in options else None
         except ValueError:
             raise ValueError(f"player {text!r}: sims and ms must be integers") from None
-        if c_puct is not None and not 0 < c_puct <= 100:
-            raise LimitError(f"player {text!r}: cpuct must be in (0, 100]")
+        why = None if c_puct is None else SEARCH_PARAMETERS["c_puct"].problem(c_puct)
+        if why is not None:
+            raise LimitError(f"player {text!r}: cpuct must be {why}")
         budget = self.budget(sims, ms)
         egdb_default, book_default = default_knowledge()
         egdb = options["egdb"] == "1" if "egdb" in options else egdb_default["on"]

@@ -116,6 +116,8 @@ namespace egdb {
 class Database;
 }
 
+// Each field is a search parameter declared in game/search_parameters.py (its default, the range
+// a user may ask for, its doc line); tests/test_search_parameters.py holds these defaults to it.
 struct MctsConfig {
   int simulations = 100;           // visits below the root per decision
   int leaves_per_game = 8;         // most leaves gathered from one tree per gather()
@@ -143,7 +145,8 @@ struct MctsConfig {
 // `index`-th simulation of `n`, over `m` considered actions (mctx's table of considered visits).
 int considered_visit(int m, int n, int index);
 
-// Throws std::invalid_argument naming the first field out of range (non-finite values included).
+// Throws std::invalid_argument naming the first field out of range (non-finite values included):
+// the core's floor, below the declared ranges (every value they allow passes).
 void check_config(const MctsConfig& config);
 
 // PUCT's exploration scale at a node with n_parent visits: c(N) * sqrt(max(N, 1)), where
