@@ -28,7 +28,6 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 from checkerzero.config_schema import group_names, leaf_keys, problems
 from checkerzero.network.header import SHAPE_KEYS, read_model_shape, shape_text
 from game.encoding import NUM_PLANES
-from game.mcts import SEARCH_PARAMETERS
 
 SOURCE_CONF = Path(__file__).resolve().parents[1] / "conf"  # a checkout's, editable installs
 INSTALLED_CONF = Path(__file__).resolve().parent / "conf"  # a non-editable install's copy
@@ -119,10 +118,6 @@ def validate_values(values: dict[str, Any], *, refuse_unknown: bool = True) -> N
             if reason is not None:
                 key = keys[0]
                 raise ConfigError(f"bad config value {key}={_get(values, key)!r}: {reason}")
-    for key, parameter in SEARCH_PARAMETERS.items():  # the search's own ranges (game.mcts)
-        value = _get(values, f"mcts.{key}")
-        if parameter.ok is not None and _has(values, f"mcts.{key}") and not parameter.ok(value):
-            raise ConfigError(f"bad config value mcts.{key}={value!r}: {parameter.rule}")
     for key in ("learner.device", "evaluation.device"):
         if _has(values, key) and not device_available(_get(values, key)):
             value = _get(values, key)

@@ -26,6 +26,7 @@ from typing import Any
 from checkerzero.network.precision import BACKENDS, PRECISIONS
 from game.encoding import NUM_PLANES
 from game.openings import KINDS as OPENING_KINDS
+from game.search_parameters import SEARCH_PARAMETERS, SearchParameter
 
 
 class Rule:
@@ -167,6 +168,20 @@ class Check(Rule):
         return None if reason is None else f"{self.allowed} ({reason})" if self.allowed else reason
 
 
+@dataclass(frozen=True)
+class Search(Rule):
+    """A search parameter's own rule (game.search_parameters declares its type and range)."""
+
+    parameter: SearchParameter
+
+    def ok(self, v: Any) -> bool:
+        return self.parameter.ok(v)
+
+    @property
+    def allowed(self) -> str:  # type: ignore[override]
+        return self.parameter.allowed
+
+
 # ---- paths, addresses, names ----------------------------------------------------------------
 def _folder_problem(v: Any) -> str | None:
     """A folder, or a path where one can be made: not a file, nor below one. Whether this user
@@ -253,11 +268,9 @@ SEED = Int(0, 2**31 - 1)
 # Training steps: 10^12 steps at the GPU learner's ~100 steps/s is 300 years; 0 only where a key
 # says so.
 STEPS = Int(1, 10**12)
-# MCTS visits per decision: the C++ search visits ~20-40 k nodes/s on a core without a network;
-# 100,000 a move is minutes of a game already (the play server caps a position at 20,000).
-SIMULATIONS = Int(1, 100_000)
-# Leaves one tree gathers per forward pass: the C++ search's own limit (kMaxLeavesPerGame).
-LEAVES = Int(1, 65_535)
+# MCTS visits per decision and leaves one tree gathers per forward pass: the search's own ranges.
+SIMULATIONS = Search(SEARCH_PARAMETERS["simulations"])
+LEAVES = Search(SEARCH_PARAMETERS["leaves_per_game"])
 # A poll or report interval in seconds: faster than 20 times a second spins a process for nothing;
 # an hour is longer than any of them was meant to wait.
 POLL_S = Num(0.05, 3600)
@@ -292,26 +305,8 @@ SCHEMA: dict[str, Rule] = {
     "model.value_channels": WIDTH,
     "model.value_hidden": Int(1, 8192),  # a hidden layer of 8,192 units is 4 M weights on 8x8
     "model.moves_left_head": Flag(),
-    # ---- mcts (game/cpp/mcts.h); game.mcts.SEARCH_PARAMETERS holds the search's own floor
-    "mcts.simulations": SIMULATIONS,
-    "mcts.leaves_per_game": LEAVES,
-    "mcts.c_puct": Num(0, 100),  # Q is in [-1, 1]: at 100 the prior alone picks every visit
-    "mcts.c_puct_base": Num(0, 1e9),  # 0: constant c_puct; a base past every visit count acts so
-    "mcts.fpu_reduction": Num(-2, 2),  # Q is in [-1, 1]: past 2 every unvisited child ranks alike
-    "mcts.fpu_reduction_root": Num(-2, 2),
-    "mcts.dirichlet_alpha": Num(0, 100, open_lo=True),  # a gamma of shape 0 has no draws; 100: flat
-    "mcts.dirichlet_epsilon": SHARE,
-    "mcts.virtual_loss": Num(0, 1000),  # losses per leaf in flight; past 1,000 any path is shut
-    "mcts.collapse_forced": Flag(),
-    "mcts.skip_forced_root": Flag(),
-    "mcts.forced_playouts_k": Num(0, 100),  # KataGo's 2; at 100 forced visits are most of a search
-    "mcts.policy_temperature": Num(0, 100, open_lo=True),  # 1/T: 0 divides by 0; at 100 flat
-    "mcts.seed": SEED,
-    "mcts.solver": Flag(),
-    "mcts.root_policy": OneOf(("puct", "gumbel")),
-    "mcts.gumbel_m": Int(1, 1000),  # more than any position's legal moves considers them all
-    "mcts.gumbel_c_visit": Num(0, 1e6),
-    "mcts.gumbel_c_scale": Num(0, 1000),
+    # ---- mcts (game/cpp/mcts.h): each key's range is declared in game.search_parameters
+    **{f"mcts.{name}": Search(p) for name, p in SEARCH_PARAMETERS.items()},
     # ---- self-play (actors/)
     # Self-play processes, ~0.4-0.7 GB each: 4,096 is 64 nodes of 64 cores, beyond any cluster
     # this was run on; null: one per free core.
@@ -369,7 +364,7 @@ SCHEMA: dict[str, Rule] = {
     "learner.init_weights": Maybe(Check(_file_problem, "a network file")),
     "learner.reanalysis.enabled": Flag(),
     "learner.reanalysis.share": SHARE,
-    "learner.reanalysis.simulations": Int(1, 100_000),
+    "learner.reanalysis.simulations": SIMULATIONS,
     "learner.reanalysis.games": Int(1, 4096),  # as selfplay.games_in_parallel
     "learner.batch_size": Int(1, 65_536),  # a GPU wants 1-4 k; 65,536 is 250 MB of input a step
     "learner.max_steps": Int(0, 10**12),  # 0: no limit
@@ -463,7 +458,7 @@ SCHEMA: dict[str, Rule] = {
     "evaluation.early_games": Int(2, 10_000),  # even (EvalSettings)
     "evaluation.simulations": SIMULATIONS,
     "evaluation.leaves_per_game": LEAVES,
-    "evaluation.root_policy": OneOf(("puct", "gumbel")),
+    "evaluation.root_policy": Search(SEARCH_PARAMETERS["root_policy"]),
     "evaluation.book": Flag(),
     "evaluation.timed_leaves_per_game": LEAVES,
     "evaluation.ladder": Items(Text(r"\S+", "a player spec"), 0, 64),

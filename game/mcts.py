@@ -29,8 +29,11 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from game import _core
+from game.search_parameters import SEARCH_KEYS, SEARCH_PARAMETERS
 
 __all__ = [
+    "SEARCH_KEYS",
+    "SEARCH_PARAMETERS",
     "Inference",
     "PlayoutCap",
     "StepTimes",
@@ -48,45 +51,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 UNIFORM_WDL = (0.0, 1.0, 0.0)  # "no idea": call every position a draw
-
-
-@dataclass(frozen=True)
-class SearchParameter:
-    """A key of conf/mcts that the C++ search reads: the field of ``_core.MctsConfig`` of the
-    same name (which fixes its type), and the range its value must be in, if any."""
-
-    ok: Callable[[Any], bool] | None = None  # None: any value of the field's type
-    rule: str = ""  # what ``ok`` checks, as an error message says it
-
-
-# Every search parameter, declared once: `make_config` copies these keys into the C++ config and
-# checks their ranges, `checkerzero.config.validate` checks a composed config with the same rules,
-# and tests/test_mcts.py holds them to the C++ struct's fields and to conf/mcts/default.yaml
-# (where each one's default and its comment live). The rest of the mcts group is for Python.
-SEARCH_PARAMETERS: dict[str, SearchParameter] = {
-    "simulations": SearchParameter(lambda v: v >= 0, "visits per decision are >= 0"),
-    "leaves_per_game": SearchParameter(lambda v: v >= 1, "a pass gathers >= 1 leaf per tree"),
-    "c_puct": SearchParameter(),
-    "c_puct_base": SearchParameter(),
-    "fpu_reduction": SearchParameter(),
-    "fpu_reduction_root": SearchParameter(),
-    "dirichlet_alpha": SearchParameter(),
-    "dirichlet_epsilon": SearchParameter(),
-    "virtual_loss": SearchParameter(),
-    "collapse_forced": SearchParameter(),
-    "skip_forced_root": SearchParameter(),
-    "forced_playouts_k": SearchParameter(
-        lambda v: v >= 0, "forced playouts' k is >= 0 (0: off; KataGo used 2)"
-    ),
-    "policy_temperature": SearchParameter(),
-    "seed": SearchParameter(),
-    "solver": SearchParameter(),
-    "root_policy": SearchParameter(),  # puct or gumbel: the C++ setter refuses anything else
-    "gumbel_m": SearchParameter(lambda v: v >= 1, "Gumbel considers >= 1 root action (paper: 16)"),
-    "gumbel_c_visit": SearchParameter(lambda v: v >= 0, "Gumbel's c_visit is >= 0 (paper: 50)"),
-    "gumbel_c_scale": SearchParameter(lambda v: v >= 0, "Gumbel's c_scale is >= 0 (paper: 1)"),
-}
-SEARCH_KEYS = tuple(SEARCH_PARAMETERS)
 
 
 @runtime_checkable
@@ -139,21 +103,18 @@ class SearchStats:
 
 
 def make_config(cfg: Mapping[str, Any], *, seed: int | None = None) -> _core.MctsConfig:
-    """A C++ search config from the `mcts` config group; keys outside SEARCH_KEYS are ignored.
+    """A C++ search config from the `mcts` config group; keys outside SEARCH_KEYS are ignored,
+    a key it lacks takes its declared default (game.search_parameters).
 
     Raises ValueError naming a key whose value has the wrong type or range.
     """
     out = _core.MctsConfig()
     for key, parameter in SEARCH_PARAMETERS.items():
-        if key not in cfg:
-            continue
-        value = cfg[key]
-        try:
-            setattr(out, key, value)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"mcts.{key}: cannot use {value!r} ({err})") from err
-        if parameter.ok is not None and not parameter.ok(getattr(out, key)):
-            raise ValueError(f"mcts.{key}={value!r}: {parameter.rule}")
+        value = cfg.get(key, parameter.default)
+        why = parameter.problem(value)
+        if why is not None:
+            raise ValueError(f"mcts.{key}={value!r}: {why}")
+        setattr(out, key, value)
     if seed is not None:
         out.seed = seed
     return out

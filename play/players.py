@@ -47,7 +47,7 @@ from evaluation.players.endgame import open_for_play
 from evaluation.players.make import make_player
 from evaluation.players.spec import parse_spec
 from game.egdb import EndgameDatabase
-from game.mcts import Inference, UniformInference
+from game.mcts import SEARCH_PARAMETERS, Inference, UniformInference
 from game.position import Position
 from play.analysis import Analysis, Budget, Stop, analyse
 from play.paths import NotFound, Roots
@@ -174,8 +174,9 @@ class Players:
                 f"egdb=0|1 and book=0|1, not {', '.join(unserved)}"
             )
         c_puct = options.get("c_puct")
-        if c_puct is not None and not 0 < c_puct <= 100:
-            raise LimitError(f"player {text!r}: cpuct must be in (0, 100]")
+        why = None if c_puct is None else SEARCH_PARAMETERS["c_puct"].problem(c_puct)
+        if why is not None:
+            raise LimitError(f"player {text!r}: cpuct must be {why}")
         budget = self.budget(options.get("simulations"), options.get("time_ms"))
         egdb_default, book_default = default_knowledge()
         egdb = options.get("egdb", egdb_default["on"])

@@ -330,9 +330,10 @@ def test_resignation_and_its_false_positive_measure(small_config):
     from actors.self_play import play_games, resign_false_positive_rate
     from game.records import RESIGNED
 
-    # Simulations 0: the root value is the inference's own, a certain loss for the mover.
+    # Searches of 0 simulations (fast ones of a playout cap that never searches fully): the root
+    # value is the inference's own, a certain loss for the mover.
     cfg = small_config(resign=True, resign_disabled_share=0.0, resign_consecutive=3)
-    cfg["mcts"]["simulations"] = 0
+    cfg["selfplay"]["playout_cap"] = {"enabled": True, "full_share": 0.0, "fast_simulations": 0}
     for r in play_games(LosingInference(), cfg, n_games=2, seed=0):
         assert r.termination == Termination.RESIGNATION and r.resign_enabled
         assert r.played[-1] == RESIGNED and r.resign_trigger == r.num_decisions - 1

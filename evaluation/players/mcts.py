@@ -44,7 +44,7 @@ from evaluation.players.defaults import play_settings
 from evaluation.players.endgame import DEFAULT_PROGRESS_DEPTH, root_move
 from game import _core
 from game.egdb import EndgameDatabase
-from game.mcts import Inference, new_search, search, search_until, settled
+from game.mcts import SEARCH_PARAMETERS, Inference, new_search, search, search_until, settled
 from game.position import Move, Position
 
 # Time management (MCTSPlayer.manage_time, and the alpha-beta players' ``,tm``): a move may take
@@ -117,14 +117,18 @@ class MCTSPlayer:
         self.seed = seed
         self.size = size  # board side; None: taken from the first position
         self.reuse_tree = reuse_tree
-        self.simulations = int(self.settings.get("simulations", _core.MctsConfig().simulations))
+        self.simulations = int(
+            self.settings.get("simulations", SEARCH_PARAMETERS["simulations"].default)
+        )
         self.time_ms = time_ms  # milliseconds per move; 0: `simulations` per decision
         self.clock = time.perf_counter  # what the time per move is read from (a test sets its own)
         self.egdb = egdb  # the endgame database at leaves and roots (None: off)
         self.egdb_depth = egdb_depth  # plies of the progress search at a database root (no time)
         self.book = book  # the opening book (None: off)
         # One batch of the timed search: the leaves one tree gathers per forward pass.
-        self._chunk = int(self.settings.get("leaves_per_game", _core.MctsConfig().leaves_per_game))
+        self._chunk = int(
+            self.settings.get("leaves_per_game", SEARCH_PARAMETERS["leaves_per_game"].default)
+        )
         self._mcts: _core.BatchedMCTS | None = None
         self._synced = False  # the tree's root is a position of the current game
         # Counters since construction (reset() keeps them: a match reads them after its games).

@@ -51,6 +51,7 @@ from types import MappingProxyType
 from typing import Any
 
 from checkerzero.network.precision import BACKENDS, PRECISIONS
+from game.search_parameters import SEARCH_PARAMETERS
 
 CHECKPOINT_SUFFIX = ".safetensors"
 UNIFORM_SPEC = "uniform-mcts"
@@ -81,6 +82,8 @@ _NETWORK = re.compile(
 # A time budget written as an option without a key: t200 is 200 milliseconds per move.
 _TIME_OPTION = re.compile(r"t(?P<ms>[0-9]+)")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+# sims=0 is no search: the network's policy alone (evaluation.players.network.searchless_player).
+_POLICY_ONLY = ("simulations", 0)
 
 FORMS = (
     "'minimax:D' (depth), 'minimax:tMS[,tm[,game=MS]]' (milliseconds per move, ',tm': managed "
@@ -241,12 +244,15 @@ def _network(text: str, source: str, opts: str) -> PlayerSpec:
             raise ValueError(
                 f"player spec {text!r}: option {key} must be {_TYPE_NAMES[kind]}, got {value!r}"
             ) from None
+        parameter = SEARCH_PARAMETERS.get(target)  # a search key's range is the search's own
+        if parameter is not None and (target, options[target]) != _POLICY_ONLY:
+            why = parameter.problem(options[target])
+            if why is not None:
+                raise ValueError(f"player spec {text!r}: option {item}: {why}")
     if options.get("precision", "auto") not in PRECISIONS:
         raise ValueError(f"player spec {text!r}: precision must be one of {', '.join(PRECISIONS)}")
     if options.get("backend", "auto") not in BACKENDS:
         raise ValueError(f"player spec {text!r}: backend must be {', '.join(BACKENDS)}")
-    if options.get("simulations", 1) < 0 or options.get("leaves_per_game", 1) < 1:
-        raise ValueError(f"player spec {text!r}: sims must be at least 0 and leaves at least 1")
     if "time_ms" in options:
         if options["time_ms"] < 1:
             raise ValueError(f"player spec {text!r}: the time per move must be at least 1 ms")

@@ -1,3 +1,5 @@
+// The tree and the search loop: the config's check, PUCT selection, expansion, backup, the
+// descent that gathers leaves, expand(), advance() (map of the parts: mcts.h).
 #include "mcts.h"
 
 #include <algorithm>
@@ -9,13 +11,14 @@
 #include <string>
 
 #include "egdb.h"
+#include "mcts_internal.h"
 
 namespace cz {
 
+using namespace mcts_internal;
+
 namespace {
 
-// Most legal actions any position can have: every square times every direction (8x8).
-constexpr int kMaxLegalActions = 32 * kDirections;
 // A tree rarely goes deeper than this; the descent path vector grows past it if needed.
 constexpr int kTypicalDepth = 256;
 // Node::pending is 16 bits and counts the leaves of one tree in flight at once.
@@ -23,21 +26,6 @@ constexpr int kMaxLeavesPerGame = 65535;
 // Most leaves one gather() may return (num_games * leaves_per_game): the batch buffers then take
 // about 4 GB on 8x8, far more than one forward pass holds, and sizes stay well inside int.
 constexpr int64_t kMaxCapacity = int64_t(1) << 20;
-
-// A child's Proof seen by its parent's mover: a win and a loss swap where the side changes
-// (kFlip); a multi-jump continuation keeps the side, and with it the child's win or loss.
-uint8_t parent_view(const Node& c) {
-  if (!(c.flags & kFlip) || c.proof == kProvenDraw) return c.proof;
-  return c.proof == kProvenWin ? kProvenLoss : c.proof == kProvenLoss ? kProvenWin : kUnproven;
-}
-
-float proof_value(uint8_t proof) { return proof == kProvenWin ? 1.0f : proof == kProvenLoss ? -1.0f : 0.0f; }
-
-std::string float_text(float x) {
-  if (std::isnan(x)) return "nan";
-  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-  return std::to_string(x);
-}
 
 }  // namespace
 
@@ -83,64 +71,10 @@ void check_config(const MctsConfig& c) {
     throw std::invalid_argument("gumbel_c_scale must be >= 0, got " + float_text(c.gumbel_c_scale));
 }
 
-int considered_visit(int m, int n, int index) {
-  if (m <= 1 || index < 0) return std::max(index, 0);
-  const int log2max = int(std::ceil(std::log2(double(m))));
-  int level = 0, num = m;
-  int64_t pos = 0;
-  for (;;) {
-    // Each phase gives every survivor `extra` visits, in passes over the survivors; the last
-    // phase (two survivors) goes on until the budget ends.
-    const int extra = std::max(1, int(double(n) / (double(log2max) * double(num))));
-    const int64_t block = int64_t(extra) * num;
-    if (index < pos + block || num == 2) return level + int((index - pos) / num);
-    pos += block;
-    level += extra;
-    num = std::max(2, num / 2);
-  }
-}
-
 float explore_scale(float c_puct, float c_puct_base, float n_parent) {
   float c = c_puct;
   if (c_puct_base > 0) c += std::log((1.0f + n_parent + c_puct_base) / c_puct_base);
   return c * std::sqrt(std::max(n_parent, 1.0f));
-}
-
-void prune_forced_visits(int n, const float* prior, const float* q, int32_t* visits, int best, float k,
-                         float scale) {
-  if (best < 0 || best >= n)
-    throw std::invalid_argument("best child " + std::to_string(best) + " out of range for " +
-                                std::to_string(n) + " children");
-  if (!(std::isfinite(k) && k >= 0))
-    throw std::invalid_argument("k must be finite and >= 0, got " + float_text(k));
-  if (!(std::isfinite(scale) && scale >= 0))
-    throw std::invalid_argument("the exploration scale must be finite and >= 0, got " + float_text(scale));
-  int64_t total = 0;
-  for (int j = 0; j < n; ++j) {
-    if (visits[j] < 0)
-      throw std::invalid_argument("visits[" + std::to_string(j) + "] is " + std::to_string(visits[j]) +
-                                  ": visit counts must be >= 0");
-    if (!(std::isfinite(prior[j]) && prior[j] >= 0))
-      throw std::invalid_argument("prior[" + std::to_string(j) + "] is " + float_text(prior[j]) +
-                                  ": priors must be finite and >= 0");
-    if (visits[j] > 0 && !std::isfinite(q[j]))
-      throw std::invalid_argument("q[" + std::to_string(j) + "] is " + float_text(q[j]) +
-                                  ": a visited child's value must be finite");
-    total += visits[j];
-  }
-  const float best_puct = q[best] + scale * prior[best] / (1.0f + float(visits[best]));
-  for (int j = 0; j < n; ++j) {
-    if (j == best || visits[j] <= 0) continue;
-    // At most its visits (a huge k must not overflow the count).
-    const double share = std::ceil(std::sqrt(double(k) * prior[j] * double(total)));
-    const int forced = int(std::min(share, double(visits[j])));
-    int v = visits[j];
-    for (int taken = 0; taken < forced && v > 0; ++taken) {
-      if (!(q[j] + scale * prior[j] / float(v) < best_puct)) break;  // PUCT with v - 1 visits
-      --v;
-    }
-    visits[j] = v == 1 ? 0 : v;
-  }
 }
 
 BatchedMcts::BatchedMcts(int num_games, int size, const MctsConfig& config)
@@ -260,51 +194,6 @@ void BatchedMcts::refresh(Node& n) const {
   if (n.proof) n.q_eff = proof_value(parent_view(n));  // solver: the exact value, for selection
 }
 
-uint8_t BatchedMcts::proof_of(const Tree& t, const Node& n) const {
-  if (!(n.flags & kExpanded)) return kUnproven;
-  bool all = true, draw = false;
-  for (uint32_t k = 0; k < n.num_children; ++k) {
-    const uint8_t v = parent_view(t.nodes[n.first_child + k]);
-    if (v == kProvenWin) return kProvenWin;  // one winning move decides the node
-    if (v == kUnproven) all = false;
-    draw |= v == kProvenDraw;
-  }
-  return all ? (draw ? kProvenDraw : kProvenLoss) : kUnproven;
-}
-
-void BatchedMcts::prove_path(Tree& t) {
-  // path_ ends at a node just proven (or revisited); each ancestor is decided from its children
-  // until one stays open. Only nodes on this path can have changed.
-  for (int i = int(path_.size()) - 2; i >= 0; --i) {
-    Node& n = t.nodes[path_[i]];
-    if (n.proof) break;
-    const uint8_t p = proof_of(t, n);
-    if (p == kUnproven) break;
-    n.proof = p;
-    refresh(n);
-  }
-}
-
-int BatchedMcts::playable(const Tree& t, bool* ok) const {
-  if (!config_.solver) return 0;
-  const Node& root = t.nodes[0];
-  const Node* child = t.nodes.data() + root.first_child;
-  const int n = root.num_children;
-  bool win = false;
-  int lost = 0;
-  for (int k = 0; k < n; ++k) {
-    const uint8_t v = parent_view(child[k]);
-    win |= v == kProvenWin;
-    lost += v == kProvenLoss;
-  }
-  if (!win && (lost == 0 || lost == n)) return 0;
-  for (int k = 0; k < n; ++k) {
-    const uint8_t v = parent_view(child[k]);
-    ok[k] = win ? v == kProvenWin : v != kProvenLoss;
-  }
-  return win ? 2 : 1;
-}
-
 uint32_t BatchedMcts::select_child(const Tree& t, uint32_t node) const {
   // PUCT: Q + c * P * sqrt(N_parent) / (1 + N_child), with virtual visits counted as losses and
   // unvisited children at the parent's Q minus the FPU reduction.
@@ -387,240 +276,6 @@ void BatchedMcts::backup(Tree& t, const uint32_t* path, int len, float q, float 
     refresh(n);
     if (n.flags & kFlip) q = -q;  // the parent's side to move differs
   }
-}
-
-void BatchedMcts::add_noise(Tree& t) {
-  t.noised = true;
-  if (config_.gumbel) {  // Gumbel draws in place of Dirichlet noise, a new decision's schedule
-    gumbel_setup(t, t.full && config_.dirichlet_epsilon > 0.0f);
-    return;
-  }
-  Node& root = t.nodes[0];
-  const int n = root.num_children;
-  if (!t.full || t.mixed || config_.dirichlet_epsilon <= 0.0f || n <= 1) return;
-  std::gamma_distribution<float> gamma(config_.dirichlet_alpha, 1.0f);
-  weights_.resize(n);
-  float total = 0.0f;
-  for (int k = 0; k < n; ++k) total += weights_[k] = gamma(rng_);
-  if (!(total > 0.0f)) return;  // every draw underflowed (tiny alpha): no noise this time
-  const float eps = config_.dirichlet_epsilon;
-  t.clean.resize(n);
-  t.mixed = true;
-  for (int k = 0; k < n; ++k) {
-    Node& c = t.nodes[root.first_child + k];
-    t.clean[k] = c.prior;
-    c.prior = (1.0f - eps) * c.prior + eps * weights_[k] / total;
-    refresh(c);
-  }
-}
-
-void BatchedMcts::remove_noise(Tree& t) {
-  if (config_.gumbel) {
-    gumbel_setup(t, false);
-    return;
-  }
-  if (!t.mixed) return;
-  const Node& root = t.nodes[0];
-  for (int k = 0; k < root.num_children; ++k) {
-    Node& c = t.nodes[root.first_child + k];
-    c.prior = t.clean[k];
-    refresh(c);
-  }
-  t.mixed = false;
-}
-
-namespace {
-
-float logit_of(float prior) { return std::log(std::max(prior, 1e-30f)); }
-
-// A child's mean value from its parent mover's view, exact when proven.
-float child_q(const Node& c) {
-  if (c.proof) return proof_value(parent_view(c));
-  const float sum = (c.flags & kFlip) ? -c.q_sum : c.q_sum;
-  return sum / float(c.visits);
-}
-
-}  // namespace
-
-bool BatchedMcts::gumbel_ready(const Tree& t) const {
-  return t.gumbel.size() == t.nodes[0].num_children && t.nodes[0].num_children > 0;
-}
-
-void BatchedMcts::gumbel_setup(Tree& t, bool noise) {
-  const Node& root = t.nodes[0];
-  const int n = root.num_children;
-  const Node* child = t.nodes.data() + root.first_child;
-  t.gumbel.assign(n, 0.0f);
-  t.base.resize(n);
-  t.considered.assign(n, 0);
-  if (noise && n > 1) {
-    std::uniform_real_distribution<float> uniform(std::numeric_limits<float>::min(), 1.0f);
-    for (int k = 0; k < n; ++k) t.gumbel[k] = -std::log(-std::log(uniform(rng_)));
-  }
-  std::array<int, kMaxLegalActions> order;
-  std::array<float, kMaxLegalActions> key;
-  for (int k = 0; k < n; ++k) {
-    t.base[k] = child[k].visits;
-    order[k] = k;
-    key[k] = t.gumbel[k] + logit_of(child[k].prior);
-  }
-  // Gumbel-top-k: the m highest g + logit, ties to the lower index.
-  std::stable_sort(order.begin(), order.begin() + n, [&](int a, int b) { return key[a] > key[b]; });
-  t.num_considered = std::min(config_.gumbel_m, n);
-  for (int j = 0; j < t.num_considered; ++j) t.considered[order[j]] = 1;
-}
-
-void BatchedMcts::gumbel_sigma(const Tree& t, uint32_t node, bool virtual_loss, float* sigma) const {
-  const Node& p = t.nodes[node];
-  const Node* child = t.nodes.data() + p.first_child;
-  const int n = p.num_children;
-  const float vl = config_.virtual_loss;
-  // The node's own value (its network evaluation, and any visit that ended here): what its
-  // visits hold beyond its children's, from its mover's view.
-  float own = p.q_sum, own_n = float(p.visits);
-  float visited_p = 0.0f, visited_pq = 0.0f, total_n = 0.0f, max_n = 0.0f;
-  std::array<float, kMaxLegalActions> q;
-  std::array<bool, kMaxLegalActions> known;
-  for (int k = 0; k < n; ++k) {
-    const Node& c = child[k];
-    if (c.visits) {
-      own -= (c.flags & kFlip) ? -c.q_sum : c.q_sum;
-      own_n -= float(c.visits);
-      const float qc = child_q(c);
-      visited_p += c.prior;
-      visited_pq += c.prior * qc;
-      total_n += float(c.visits);
-    }
-    const float nv = float(c.visits) + (virtual_loss ? vl * float(c.pending) : 0.0f);
-    max_n = std::max(max_n, nv);
-    known[k] = c.visits || (virtual_loss && c.pending) || c.proof;
-    q[k] = !known[k] ? 0.0f : virtual_loss ? c.q_eff : c.visits ? child_q(c) : proof_value(parent_view(c));
-  }
-  float raw = own_n > 0.5f ? own / own_n : p.visits ? p.q_sum / float(p.visits) : 0.0f;
-  raw = std::clamp(raw, -1.0f, 1.0f);
-  const float mixed =
-      visited_p > 0.0f ? (raw + total_n * (visited_pq / visited_p)) / (total_n + 1.0f) : raw;
-  const float scale = (config_.gumbel_c_visit + max_n) * config_.gumbel_c_scale;
-  for (int k = 0; k < n; ++k) sigma[k] = scale * 0.5f * ((known[k] ? q[k] : mixed) + 1.0f);
-}
-
-uint32_t BatchedMcts::gumbel_select_root(const Tree& t) const {
-  const Node& p = t.nodes[0];
-  const Node* child = t.nodes.data() + p.first_child;
-  const int n = p.num_children;
-  const bool ready = gumbel_ready(t);
-  std::array<float, kMaxLegalActions> sigma;
-  gumbel_sigma(t, 0, false, sigma.data());
-  int64_t started = 0, base_total = 0;
-  std::array<int64_t, kMaxLegalActions> fresh;  // this decision's visits, leaves in flight included
-  for (int k = 0; k < n; ++k) {
-    const int64_t b = ready ? t.base[k] : 0;
-    fresh[k] = int64_t(child[k].visits) - b + child[k].pending;
-    started += fresh[k];
-    base_total += b;
-  }
-  const int m = ready ? t.num_considered : n;
-  const int budget_new = int(std::max<int64_t>(1, budget(t) - base_total));
-  const int64_t want = considered_visit(m, budget_new, int(started));
-  int best = -1, least = -1;
-  float best_score = 0.0f, least_score = 0.0f;
-  for (int k = 0; k < n; ++k) {
-    if (ready && !t.considered[k]) continue;
-    if (child[k].proof && parent_view(child[k]) == kProvenLoss) continue;  // never worth a visit
-    const float score = (ready ? t.gumbel[k] : 0.0f) + logit_of(child[k].prior) + sigma[k];
-    if (fresh[k] == want && (best < 0 || score > best_score)) {
-      best = k;
-      best_score = score;
-    }
-    if (least < 0 || fresh[k] < fresh[least] || (fresh[k] == fresh[least] && score > least_score)) {
-      least = k;
-      least_score = score;
-    }
-  }
-  if (best >= 0) return p.first_child + best;
-  if (least >= 0) return p.first_child + least;  // the schedule does not fit (budget changed)
-  // Every considered action is proven lost: the least visited other one.
-  for (int k = 0; k < n; ++k) {
-    if (child[k].proof && parent_view(child[k]) == kProvenLoss) continue;
-    if (least < 0 || fresh[k] < fresh[least]) least = k;
-  }
-  return p.first_child + (least >= 0 ? least : 0);
-}
-
-uint32_t BatchedMcts::gumbel_select_inner(const Tree& t, uint32_t node) const {
-  const Node& p = t.nodes[node];
-  const Node* child = t.nodes.data() + p.first_child;
-  const int n = p.num_children;
-  std::array<float, kMaxLegalActions> s;
-  gumbel_sigma(t, node, true, s.data());
-  float top = -std::numeric_limits<float>::infinity(), total_n = 0.0f;
-  const float vl = config_.virtual_loss;
-  for (int k = 0; k < n; ++k) {
-    s[k] += logit_of(child[k].prior);
-    top = std::max(top, s[k]);
-    total_n += float(child[k].visits) + vl * float(child[k].pending);
-  }
-  float z = 0.0f;
-  for (int k = 0; k < n; ++k) z += s[k] = std::exp(s[k] - top);
-  int best = -1;
-  float best_score = 0.0f;
-  for (int k = 0; k < n; ++k) {
-    const Node& c = child[k];
-    if (c.proof && parent_view(c) == kProvenLoss) continue;  // solver: never worth a visit
-    const float score = s[k] / z - (float(c.visits) + vl * float(c.pending)) / (1.0f + total_n);
-    if (best < 0 || score > best_score) {
-      best = k;
-      best_score = score;
-    }
-  }
-  return p.first_child + uint32_t(best < 0 ? 0 : best);
-}
-
-int BatchedMcts::gumbel_choice(const Tree& t, const bool* ok, int only) const {
-  const Node& p = t.nodes[0];
-  const Node* child = t.nodes.data() + p.first_child;
-  const int n = p.num_children;
-  const bool ready = gumbel_ready(t);
-  std::array<float, kMaxLegalActions> sigma;
-  gumbel_sigma(t, 0, false, sigma.data());
-  // The last survivors: the considered (playable) actions with the most new visits.
-  for (int pass = 0; pass < 2; ++pass) {
-    const bool considered_only = pass == 0 && ready;
-    int64_t most = -1;
-    for (int k = 0; k < n; ++k)
-      if ((!considered_only || t.considered[k]) && (!only || ok[k]))
-        most = std::max<int64_t>(most, int64_t(child[k].visits) - (ready ? t.base[k] : 0));
-    int best = -1;
-    float best_score = 0.0f;
-    for (int k = 0; k < n; ++k) {
-      if ((considered_only && !t.considered[k]) || (only && !ok[k])) continue;
-      if (int64_t(child[k].visits) - (ready ? t.base[k] : 0) != most) continue;
-      const float score = (ready ? t.gumbel[k] : 0.0f) + logit_of(child[k].prior) + sigma[k];
-      if (best < 0 || score > best_score) {
-        best = k;
-        best_score = score;
-      }
-    }
-    if (best >= 0) return best;
-  }
-  return 0;
-}
-
-void BatchedMcts::gumbel_policy(const Tree& t, float* pi) const {
-  const Node& p = t.nodes[0];
-  const Node* child = t.nodes.data() + p.first_child;
-  const int n = p.num_children;
-  std::array<bool, kMaxLegalActions> ok;
-  const int only = playable(t, ok.data());
-  gumbel_sigma(t, 0, false, pi);
-  float top = -std::numeric_limits<float>::infinity();
-  for (int k = 0; k < n; ++k) {
-    pi[k] += logit_of(child[k].prior);
-    if (!only || ok[k]) top = std::max(top, pi[k]);
-  }
-  float z = 0.0f;
-  for (int k = 0; k < n; ++k) z += pi[k] = (!only || ok[k]) ? std::exp(pi[k] - top) : 0.0f;
-  for (int k = 0; k < n; ++k) pi[k] /= z;
 }
 
 BatchedMcts::Descent BatchedMcts::descend(int gi) {
@@ -798,160 +453,6 @@ void BatchedMcts::expand(const float* priors, const float* wdl, int n) {
   leaves_.clear();
 }
 
-int BatchedMcts::root_child_visits(int i) const {
-  const Tree& t = tree(i);
-  const Node& root = t.nodes[0];
-  int n = 0;
-  for (uint32_t k = 0; k < root.num_children; ++k) n += int(t.nodes[root.first_child + k].visits);
-  return n;
-}
-
-void BatchedMcts::root_visits(int i, int32_t* out) const {
-  const Tree& t = tree(i);
-  std::fill(out, out + num_actions_, 0);
-  const Node& root = t.nodes[0];
-  for (uint32_t k = 0; k < root.num_children; ++k) {
-    const Node& c = t.nodes[root.first_child + k];
-    out[c.action] = int32_t(c.visits);
-  }
-}
-
-void BatchedMcts::root_target(int i, int32_t* out) const {
-  root_visits(i, out);
-  const Tree& t = tree(i);
-  const Node& root = t.nodes[0];
-  const int n = root.num_children;
-  const Node* child = t.nodes.data() + root.first_child;
-  if (config_.gumbel) {
-    if (root_child_visits(i) == 0) return;  // no search: no target (all 0, as under PUCT)
-    std::array<float, kMaxLegalActions> pi;
-    gumbel_policy(t, pi.data());
-    float top = 0.0f;
-    for (int k = 0; k < n; ++k) top = std::max(top, pi[k]);
-    for (int k = 0; k < n; ++k) out[child[k].action] = int32_t(std::lround(65535.0 * pi[k] / top));
-    return;
-  }
-  std::array<bool, kMaxLegalActions> ok;
-  const int only = playable(t, ok.data());  // solver: the moves choose() may play
-  if (only == 2) {  // a proven win: the target is the winning moves' visits (raw, no pruning)
-    for (int k = 0; k < n; ++k)
-      if (!ok[k]) out[child[k].action] = 0;
-    return;
-  }
-  if (forcing(t) && n > 1) {
-    std::array<float, kMaxLegalActions> prior, q;
-    std::array<int32_t, kMaxLegalActions> visits;
-    int best = -1;
-    for (int k = 0; k < n; ++k) {
-      const Node& c = child[k];
-      prior[k] = c.prior;
-      visits[k] = int32_t(c.visits);
-      q[k] = c.visits ? ((c.flags & kFlip) ? -c.q_sum : c.q_sum) / float(c.visits) : 0.0f;
-      // The most visited child that may be played, ties to the higher prior (as choose() at
-      // temperature 0).
-      if (only && !ok[k]) continue;
-      if (best < 0 || visits[k] > visits[best] || (visits[k] == visits[best] && prior[k] > prior[best]))
-        best = k;
-    }
-    const float scale = explore_scale(config_.c_puct, config_.c_puct_base, float(root.visits));
-    prune_forced_visits(n, prior.data(), q.data(), visits.data(), best, config_.forced_playouts_k, scale);
-    for (int k = 0; k < n; ++k) out[child[k].action] = visits[k];
-  }
-  if (only == 1) {  // proven losses leave the target; if nothing else had a visit, the rest share it
-    int64_t left = 0;
-    for (int k = 0; k < n; ++k) {
-      if (!ok[k]) out[child[k].action] = 0;
-      left += out[child[k].action];
-    }
-    if (left == 0)
-      for (int k = 0; k < n; ++k) out[child[k].action] = ok[k] ? 1 : 0;
-  }
-}
-
-void BatchedMcts::root_policy(int i, float* out) const {
-  const Tree& t = tree(i);
-  std::fill(out, out + num_actions_, 0.0f);
-  const Node& root = t.nodes[0];
-  const int n = root.num_children;
-  const Node* child = t.nodes.data() + root.first_child;
-  if (root_child_visits(i) == 0) return;
-  if (config_.gumbel) {
-    std::array<float, kMaxLegalActions> pi;
-    gumbel_policy(t, pi.data());
-    for (int k = 0; k < n; ++k) out[child[k].action] = pi[k];
-    return;
-  }
-  std::vector<int32_t> target(num_actions_);
-  root_target(i, target.data());
-  double total = 0.0;
-  for (int32_t v : target) total += v;
-  if (total > 0)
-    for (int a = 0; a < num_actions_; ++a) out[a] = float(target[a] / total);
-}
-
-void BatchedMcts::root_gumbel(int i, float* g, uint8_t* considered) const {
-  const Tree& t = tree(i);
-  std::fill(g, g + num_actions_, std::numeric_limits<float>::quiet_NaN());
-  std::fill(considered, considered + num_actions_, uint8_t(0));
-  const Node& root = t.nodes[0];
-  const bool ready = gumbel_ready(t);
-  for (int k = 0; k < root.num_children; ++k) {
-    const int a = t.nodes[root.first_child + k].action;
-    g[a] = ready ? t.gumbel[k] : 0.0f;
-    considered[a] = ready ? t.considered[k] : 1;
-  }
-}
-
-void BatchedMcts::root_child_proofs(int i, uint8_t* out) const {
-  const Tree& t = tree(i);
-  std::fill(out, out + num_actions_, uint8_t(kUnproven));
-  const Node& root = t.nodes[0];
-  for (uint32_t k = 0; k < root.num_children; ++k) {
-    const Node& c = t.nodes[root.first_child + k];
-    out[c.action] = parent_view(c);
-  }
-}
-
-void BatchedMcts::root_priors(int i, float* out) const {
-  const Tree& t = tree(i);
-  std::fill(out, out + num_actions_, 0.0f);
-  const Node& root = t.nodes[0];
-  for (uint32_t k = 0; k < root.num_children; ++k) {
-    const Node& c = t.nodes[root.first_child + k];
-    out[c.action] = c.prior;
-  }
-}
-
-void BatchedMcts::root_q(int i, float* out) const {
-  const Tree& t = tree(i);
-  std::fill(out, out + num_actions_, std::numeric_limits<float>::quiet_NaN());
-  const Node& root = t.nodes[0];
-  for (uint32_t k = 0; k < root.num_children; ++k) {
-    const Node& c = t.nodes[root.first_child + k];
-    if (c.visits) out[c.action] = ((c.flags & kFlip) ? -c.q_sum : c.q_sum) / float(c.visits);
-  }
-}
-
-void BatchedMcts::root_wdl(int i, float* out) const {
-  const Node& root = tree(i).nodes[0];
-  if (!root.visits) {
-    out[0] = out[1] = out[2] = std::numeric_limits<float>::quiet_NaN();
-    return;
-  }
-  // Win and loss from the sums of Q and D. Exact database values summed with near-exact network
-  // ones round in float32 (a sum of Q that reaches n while D's sum stays above 0), so a share can
-  // come out a hair below 0: clamp each to [0, 1] and renormalise, so the record gets a
-  // probability vector.
-  const float n = float(root.visits);
-  const float w = std::clamp((n - root.d_sum + root.q_sum) / (2 * n), 0.0f, 1.0f);
-  const float d = std::clamp(root.d_sum / n, 0.0f, 1.0f);
-  const float l = std::clamp((n - root.d_sum - root.q_sum) / (2 * n), 0.0f, 1.0f);
-  const float total = w + d + l;
-  out[0] = w / total;
-  out[1] = d / total;
-  out[2] = l / total;
-}
-
 void BatchedMcts::node_stats(int i, const std::vector<int>& path, float* priors, int32_t* visits) const {
   const Tree& t = tree(i);
   uint32_t node = 0;
@@ -973,60 +474,6 @@ void BatchedMcts::node_stats(int i, const std::vector<int>& path, float* priors,
     priors[c.action] = c.prior;
     visits[c.action] = int32_t(c.visits);
   }
-}
-
-int BatchedMcts::choose(int i, float temperature) {
-  Tree& t = tree(i);
-  if (t.over) throw std::logic_error("choose() on a finished game");
-  if (t.inflight) throw std::logic_error("choose() with leaves in flight: call expand() first");
-  if (std::isnan(temperature)) throw std::invalid_argument("choose() temperature is nan");
-  const Node& root = t.nodes[0];
-  if (!(root.flags & kExpanded)) {
-    if (t.root_legal == 1) {
-      std::array<int, kMaxLegalActions> acts;
-      t.game.legal_actions(acts.data());
-      return acts[0];
-    }
-    throw std::logic_error("choose() before any search at the root of game " + std::to_string(i));
-  }
-  const Node* child = t.nodes.data() + root.first_child;
-  const int n = root.num_children;
-  // Solver: a proven win is always played (the most visited one), a proven loss never while
-  // another move is not proven lost. Without proofs every child may be played.
-  std::array<bool, kMaxLegalActions> ok;
-  const int only = playable(t, ok.data());
-  // Gumbel: the search's own choice among its last survivors (a proven win as under PUCT).
-  if (config_.gumbel && only != 2) return child[gumbel_choice(t, ok.data(), only)].action;
-  const auto allowed = [&](int k) { return !only || ok[k]; };
-  uint32_t vmax = 0;
-  for (int k = 0; k < n; ++k)
-    if (allowed(k)) vmax = std::max(vmax, child[k].visits);
-  if (vmax == 0 || temperature <= 0.0f || only == 2) {
-    // Argmax of visits, ties (and the no-visit case) to the higher prior, then the lower index.
-    int best = -1;
-    for (int k = 0; k < n; ++k)
-      if (allowed(k) && (best < 0 || child[k].visits > child[best].visits ||
-                         (child[k].visits == child[best].visits && child[k].prior > child[best].prior)))
-        best = k;
-    return child[best].action;
-  }
-  weights_.resize(n);
-  double total = 0.0;
-  const double inv_t = 1.0 / double(temperature);
-  for (int k = 0; k < n; ++k) {
-    const double w =
-        allowed(k) && child[k].visits ? std::pow(double(child[k].visits) / double(vmax), inv_t) : 0.0;
-    weights_[k] = float(w);
-    total += w;
-  }
-  double r = std::uniform_real_distribution<double>(0.0, total)(rng_);
-  for (int k = 0; k < n; ++k) {
-    r -= weights_[k];
-    if (r < 0.0 && weights_[k] > 0.0f) return child[k].action;
-  }
-  for (int k = n - 1; k >= 0; --k)  // rounding left r >= 0: the last action with weight
-    if (weights_[k] > 0.0f) return child[k].action;
-  return child[0].action;
 }
 
 void BatchedMcts::advance(int i, int action) {

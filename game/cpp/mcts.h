@@ -1,5 +1,19 @@
 // Batched PUCT search (AlphaZero) over many games at once.
 //
+// Where the parts live (one class, BatchedMcts, split by concern as KataGo splits its search):
+//   mcts.cpp         the tree and the search loop: check_config(), the arena, PUCT selection
+//                    (select_child, explore_scale), expansion, backup, the descent that gathers
+//                    leaves (gather), expand(), advance(), node_stats()
+//   mcts_root.cpp    the root: Dirichlet noise (add_noise, remove_noise), forced playouts'
+//                    policy target pruning (prune_forced_visits), the policy target (root_target,
+//                    root_policy), the root's statistics (root_visits, root_priors, root_q,
+//                    root_wdl), the move choice with temperature (choose)
+//   mcts_gumbel.cpp  Gumbel root search: sequential halving (considered_visit, gumbel_select_root),
+//                    sigma(completed Q), the non-root selection, its choice and policy, root_gumbel
+//   mcts_solver.cpp  MCTS-solver: proofs carried up the tree (proof_of, prove_path), the root moves
+//                    that may be played (playable), root_child_proofs
+//   mcts_internal.h  helpers those files share (a child's proof from its parent's view, ...)
+//
 // One BatchedMcts object holds G games, each with its own tree. The caller (Python) drives it:
 //
 //   n = gather()          descend every tree that still needs simulations, stop at unexpanded
@@ -102,6 +116,8 @@ namespace egdb {
 class Database;
 }
 
+// Each field is a search parameter declared in game/search_parameters.py (its default, the range
+// a user may ask for, its doc line); tests/test_search_parameters.py holds these defaults to it.
 struct MctsConfig {
   int simulations = 100;           // visits below the root per decision
   int leaves_per_game = 8;         // most leaves gathered from one tree per gather()
@@ -129,7 +145,8 @@ struct MctsConfig {
 // `index`-th simulation of `n`, over `m` considered actions (mctx's table of considered visits).
 int considered_visit(int m, int n, int index);
 
-// Throws std::invalid_argument naming the first field out of range (non-finite values included).
+// Throws std::invalid_argument naming the first field out of range (non-finite values included):
+// the core's floor, below the declared ranges (every value they allow passes).
 void check_config(const MctsConfig& config);
 
 // PUCT's exploration scale at a node with n_parent visits: c(N) * sqrt(max(N, 1)), where
