@@ -25,6 +25,7 @@ from pathlib import Path
 
 from game import _core
 from game.egdb import EgdbError, Signature, check_file, signatures
+from game.json_header import parse_object
 
 MANIFEST_VERSION = 1
 FILE_FORMAT = 1  # the signature files' format version (kFormatVersion in game/cpp/egdb.h)
@@ -168,10 +169,10 @@ def read_manifest(folder: str | Path, size: int) -> dict:
     if len(data) > MAX_MANIFEST_BYTES:
         raise bad(f"larger than {MAX_MANIFEST_BYTES:,} bytes")
     try:
-        m = json.loads(data)
-    except (ValueError, RecursionError):
-        raise bad("not valid JSON") from None
-    if not isinstance(m, dict) or m.get("manifest_version") != MANIFEST_VERSION:
+        m = parse_object(data, "the file")
+    except ValueError as e:
+        raise bad(str(e)) from None
+    if m.get("manifest_version") != MANIFEST_VERSION:
         raise bad(f"not a version {MANIFEST_VERSION} manifest")
     if m.get("board") != size:
         raise bad(f"for board {m.get('board')!r}, not {size}")
