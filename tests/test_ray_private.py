@@ -233,3 +233,16 @@ def test_two_learners_and_a_match_each_on_its_own_ray(ray_tmp: Path, tmp_path: P
         assert "joined the Ray cluster" not in out, out[-3000:]
     for out in outputs[::2]:
         assert re.search(r"started a local Ray", out), out[-3000:]
+
+
+def test_no_test_ends_processes_by_name() -> None:
+    """Tests end the processes they started, by pid (or by their own session): a kill by name
+    (`pkill -f`, `killall`) or `ray stop` would hit other programs on the machine too."""
+    by_name = ('"p' + 'kill"', '"kill' + 'all"', '"ray", "st' + 'op"', "'p" + "kill'")
+    found = [
+        f"{path.name}: {text}"
+        for path in sorted((ROOT / "tests").glob("*.py"))
+        for text in by_name
+        if text in path.read_text(encoding="utf-8")
+    ]
+    assert found == []
