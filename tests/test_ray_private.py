@@ -61,6 +61,8 @@ def test_auto_joins_only_what_the_user_named(ray_tmp: Path) -> None:
     assert cluster_to_join("10.0.0.5:6380") == "10.0.0.5:6380"  # an address is taken as given
     assert cluster_to_join("auto", environ={}) is None  # nothing started: a private Ray
     assert cluster_to_join("auto", environ={"RAY_ADDRESS": "h:1"}) == "h:1"
+    assert cluster_to_join("auto", environ={"RAY_ADDRESS": "local"}) is None
+    assert cluster_to_join("auto", environ={"RAY_ADDRESS": "auto"}) is None  # never Ray's scan
     mark = ray_tmp / "ray" / "ray_current_cluster"
     mark.parent.mkdir()
     with _listener() as live:

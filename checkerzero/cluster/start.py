@@ -87,8 +87,11 @@ def cluster_to_join(address: str | None, environ=os.environ) -> str | None:
         return None
     if address != "auto":
         return address
-    if environ.get(ADDRESS_VAR):
-        return environ[ADDRESS_VAR]
+    named = environ.get(ADDRESS_VAR, "").strip()
+    if named == "local":
+        return None
+    if named and named != "auto":  # RAY_ADDRESS=auto asks for the same search as here
+        return named
     mark = _ray_mark_file()
     try:
         recorded = mark.read_text(encoding="utf-8").strip() if mark.is_file() else ""
