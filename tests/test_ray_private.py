@@ -119,6 +119,13 @@ def _holder(address: str, env: dict[str, str]) -> tuple[subprocess.Popen, bool, 
     raise AssertionError("no READY line:\n" + "".join(lines[-40:]))
 
 
+FOREIGN = """
+import ray
+ray.init(address="auto", log_to_driver=False)
+print("RESULT", ray.get(ray.remote(lambda: 6 * 7).remote(), timeout=30), flush=True)
+"""
+
+
 def test_a_private_ray_is_not_joined_by_auto(ray_tmp: Path) -> None:
     env = dict(os.environ)
     first = second = None
@@ -128,6 +135,18 @@ def test_a_private_ray_is_not_joined_by_auto(ray_tmp: Path) -> None:
         second, started2, gcs2 = _holder("auto", env)
         assert started2, f"the second program joined the first's private Ray at {gcs1}"
         assert gcs2 != gcs1
+        # Ray's own "auto" (a program not of this project) finds them by scanning processes,
+        # but holds only Ray's shared token file: refused
+        foreign = subprocess.run(
+            [sys.executable, "-c", FOREIGN],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=START_TIMEOUT_S,
+        )
+        assert "RESULT" not in foreign.stdout, foreign.stdout + foreign.stderr[-2000:]
+        assert "InvalidAuthToken" in foreign.stdout + foreign.stderr, foreign.stderr[-2000:]
     finally:
         for proc in (second, first):
             if proc is not None:

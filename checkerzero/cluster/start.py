@@ -13,7 +13,9 @@ client would retry for a minute or more, failing every call.
 
 Authentication: a Ray this starts always runs with token authentication (Ray 2.60's default for
 a local ``ray.init()``, here said explicitly, so Ray does not warn about it on every start); the
-token is Ray's own file (``~/.ray/auth_token``, made on first use) or ``RAY_AUTH_TOKEN_PATH``.
+token is one made for that Ray alone and held in the environment of its processes (so another
+program of the same user, holding Ray's shared token file, cannot join it), unless the user
+named one (``RAY_AUTH_TOKEN`` or ``RAY_AUTH_TOKEN_PATH``).
 Joining a cluster uses the token when one is configured; a cluster started with token
 authentication refuses a client without it (docker/entrypoint.sh, deploy/).
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -190,6 +193,7 @@ def start_ray(
     }
     join = cluster_to_join(address)
     if join is not None:
+        _drop_private_token()  # an earlier private Ray's, not the cluster's
         if AUTH_MODE_VAR not in os.environ and token_configured():
             _token_mode()  # what Ray would choose, without its warning
         ray.init(address=join, runtime_env=env, log_to_driver=log_to_driver)
@@ -203,6 +207,8 @@ def start_ray(
     # because num_cpus cannot be given to an existing cluster.
     if AUTH_MODE_VAR not in os.environ:
         _token_mode()  # Ray's default for a local Ray, said aloud
+    if os.environ.get(AUTH_MODE_VAR) == "token" and not _user_token():
+        _private_token()  # a program that finds this Ray by scanning processes cannot join it
     memory = None if object_store_memory_mb is None else int(object_store_memory_mb) * 1024 * 1024
     watcher = _new_watcher()
     ray.init(
@@ -236,6 +242,39 @@ def _new_watcher() -> subprocess.Popen[bytes] | None:
     if watcher is not None:
         _reapers.append(watcher)
     return watcher
+
+
+TOKEN_VAR = "RAY_AUTH_TOKEN"  # a token given in the environment (Ray reads it before any file)
+_own_tokens: set[str] = set()  # the private tokens this process made
+
+
+def _user_token() -> bool:
+    """Whether the user named a token (in the environment) for Ray to use."""
+    given = os.environ.get(TOKEN_VAR)
+    return bool(given and given not in _own_tokens) or bool(os.environ.get("RAY_AUTH_TOKEN_PATH"))
+
+
+def _private_token() -> None:
+    """A fresh token for the private Ray about to start, in this process's environment: Ray's
+    daemons and workers inherit it, and a program holding only Ray's shared token file (such
+    as one whose ``ray.init(address="auto")`` found this Ray by scanning processes) is refused.
+    """
+    token = secrets.token_hex(32)
+    _own_tokens.add(token)
+    os.environ[TOKEN_VAR] = token
+    _reload_token()
+
+
+def _drop_private_token() -> None:
+    if os.environ.get(TOKEN_VAR) in _own_tokens:
+        del os.environ[TOKEN_VAR]
+        _reload_token()
+
+
+def _reload_token() -> None:
+    from ray._raylet import AuthenticationTokenLoader
+
+    AuthenticationTokenLoader.instance().reset_cache()  # Ray caches the token it read
 
 
 def _token_mode() -> None:
