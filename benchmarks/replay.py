@@ -131,7 +131,10 @@ def _writer(url: str, password: str, seed: int, tasks: mp.Queue, results: mp.Que
     results.put(("ready", seed))
     rng = np.random.default_rng(seed)
     while (task := tasks.get()) is not None:
-        store = ReplayStore(client, namespace=NAMESPACE, window_positions=task.window)
+        # random bytes stand in for records: no bound of their claimed length by their size
+        store = ReplayStore(
+            client, namespace=NAMESPACE, window_positions=task.window, record_bytes=(0, 0)
+        )
         payload = rng.integers(0, 256, task.size, dtype=np.uint8).tobytes()
         time.sleep(max(0.0, task.start_at - time.time()))
         count, start = 0, time.perf_counter()

@@ -191,6 +191,16 @@ CROSS_RULES: tuple[tuple[tuple[str, ...], Callable[[dict[str, Any]], str | None]
         ),
     ),
     (
+        ("selfplay.actors", "replay.url"),
+        lambda v: (
+            None
+            if v["selfplay"]["actors"] != 0 or v["replay"]["url"]
+            else "no actor would add a game to the run's private Redis (replay.url=null), which "
+            "nothing else can reach, so the learner would wait for ever; run at least one actor, "
+            "or name with replay.url a Redis that other actors feed"
+        ),
+    ),
+    (
         ("evaluation.gate.elo0", "evaluation.gate.elo1"),
         lambda v: (
             None

@@ -427,6 +427,8 @@ SCHEMA: dict[str, Rule] = {
     # Ray refuses an object store under 75 MB; 1 TB is past any host's memory.
     "cluster.object_store_memory_mb": Maybe(Int(75, 1 << 20)),
     "cluster.include_dashboard": Flag(),
+    # a GCS answers in milliseconds; past 10 minutes a lost cluster is a hang, not a blip
+    "cluster.lost_after_s": Num(1, 600),
     # ---- evaluation (evaluation/; EvalSettings checks the ladder's player specs and the table)
     "evaluation.baseline.weights.man": PIECE_WEIGHT,
     "evaluation.baseline.weights.king": PIECE_WEIGHT,

@@ -31,7 +31,7 @@ number that is not a finite integer, or weights the core rejects (int16 overflow
 
 from __future__ import annotations
 
-import json
+import math
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,6 +41,7 @@ import numpy as np
 from safetensors.numpy import save as st_save
 
 from game import _core
+from game.json_header import int_value, parse_object
 
 FORMAT = "checkerzero-nneval"
 VERSION = 1
@@ -63,6 +64,9 @@ TENSORS: dict[str, np.dtype] = {
     "out_b": np.dtype("<i4"),
 }
 _HEADER_LEN = struct.Struct("<Q")
+_MAX_DIMS = 4  # the file's tensors are vectors and matrices
+_MAX_DIM = MAX_FILE_BYTES  # no dimension of an int8 tensor exceeds the file's size
+_MAX_INT_TEXT = 20  # a metadata integer (version, board size, scale) in at most 20 digits
 
 
 class NNEvalFileError(ValueError):
@@ -142,9 +146,15 @@ def _int_field(meta: Mapping[str, str], key: str, where: str) -> int:
     if text is None:
         raise NNEvalFileError(f"{where}: metadata has no {key!r}")
     try:
+        if len(text) > _MAX_INT_TEXT:
+            raise ValueError
         value = int(text)
     except ValueError:
-        raise NNEvalFileError(f"{where}: metadata {key}={text!r} is not a finite integer") from None
+        shown = text if len(text) <= _MAX_INT_TEXT else f"{text[:20]}... ({len(text):,} characters)"
+        raise NNEvalFileError(
+            f"{where}: metadata {key}={shown!r} is not a finite integer "
+            f"of at most {_MAX_INT_TEXT} digits"
+        ) from None
     return value
 
 
@@ -201,12 +211,11 @@ def _parse(data: bytes, where: str) -> tuple[dict[str, np.ndarray], dict[str, st
         raise NNEvalFileError(
             f"{where}: header of {n} bytes in a {len(data)}-byte file (truncated?)"
         )
-    try:
-        header = json.loads(data[_HEADER_LEN.size : _HEADER_LEN.size + n])
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise NNEvalFileError(f"{where}: unreadable safetensors header") from None
-    if not isinstance(header, dict):
-        raise NNEvalFileError(f"{where}: safetensors header is not a table")
+    header = parse_object(
+        data[_HEADER_LEN.size : _HEADER_LEN.size + n],
+        f"{where}: unreadable safetensors header",
+        error=NNEvalFileError,
+    )
     meta = header.pop("__metadata__", None) or {}
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise NNEvalFileError(f"{where}: metadata must map names to strings")
@@ -216,13 +225,24 @@ def _parse(data: bytes, where: str) -> tuple[dict[str, np.ndarray], dict[str, st
     for name, info in header.items():
         try:
             kind, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
-            shape = tuple(int(d) for d in shape)
-            begin, end = int(begin), int(end)
+            if not isinstance(shape, list) or len(shape) > _MAX_DIMS:
+                raise TypeError
+            what, bad = f"tensor {name!r}", NNEvalFileError
+            shape = tuple(
+                int_value(d, f"{what} shape", where, lo=0, hi=_MAX_DIM, error=bad) for d in shape
+            )
+            ends = [
+                int_value(x, f"{what} offset", where, lo=0, hi=MAX_FILE_BYTES, error=bad)
+                for x in (begin, end)
+            ]
+            begin, end = ends
+        except NNEvalFileError:
+            raise
         except (KeyError, TypeError, ValueError):
             raise NNEvalFileError(f"{where}: tensor {name!r} has a malformed entry") from None
-        if kind not in dtypes:
+        if not isinstance(kind, str) or kind not in dtypes:
             raise NNEvalFileError(f"{where}: {name} is {kind}, only integer tensors are allowed")
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        count = math.prod(shape)  # Python ints: a crafted shape cannot wrap around
         if min(shape, default=1) < 0 or not 0 <= begin <= end <= len(body):
             raise NNEvalFileError(f"{where}: tensor {name} lies outside the file (truncated?)")
         if end - begin != count * dtypes[kind].itemsize:

@@ -61,6 +61,11 @@ READABLE_VERSIONS = (1, 2)
 _PREFIX = struct.Struct("<4sH")
 _HEADER = struct.Struct("<BBBBiqiIIi4x")
 _CRC = struct.Struct("<I")
+# The fewest bytes a record of T decisions takes: MIN_RECORD_BYTES + MIN_BYTES_PER_DECISION * T
+# (its position, played action, visit offset and root value; no visit entries). The replay
+# store bounds a record's claimed length by it.
+MIN_RECORD_BYTES = _PREFIX.size + _HEADER.size + _CRC.size + 4  # and the closing visit offset
+MIN_BYTES_PER_DECISION = 16 + 1 + 4 + 6
 _FLAG_RESIGN_ENABLED = 1
 # uint16 visit counts: the largest count stored as is.
 MAX_STORED_VISITS = np.iinfo(np.uint16).max

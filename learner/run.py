@@ -153,6 +153,8 @@ class Run(RunReports):
             num_cpus=cluster.num_cpus,
             include_dashboard=cluster.include_dashboard,
             object_store_memory_mb=cluster.object_store_memory_mb,
+            # absent from a run saved before the key existed: the default
+            lost_after_s=float(OmegaConf.select(cluster, "lost_after_s", default=5.0)),
         )
         route_actor_logs()  # the actors' lines become log records (learner.terminal)
         check_cluster(self.cfg, self.cfg.replay.url or None, ray.nodes())

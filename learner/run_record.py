@@ -111,6 +111,11 @@ def prepare(cfg: DictConfig, overrides: Sequence[str], job_num: int | None = Non
     Raises ConfigError, before anything is created, for a value ``validate`` rejects or an
     override that a resume may not change.
     """
+    if not isinstance(cfg.run_dir, str) or not cfg.run_dir.strip():
+        # Path("") is the current folder: the run's files would land wherever it was started
+        raise ConfigError(
+            f"run_dir: {cfg.run_dir!r} names no folder; name one (the default is runs/<time>)"
+        )
     run_dir = job_run_dir(cfg.run_dir, job_num)
     saved = saved_config_path(run_dir)
     filled: tuple[str, ...] = ()
@@ -123,6 +128,11 @@ def prepare(cfg: DictConfig, overrides: Sequence[str], job_num: int | None = Non
                 f"{run_dir} holds checkpoints but no saved config ({saved}); "
                 "it cannot be resumed safely: start a new run elsewhere"
             )
+        if _has_entries(run_dir):
+            raise ConfigError(
+                f"run_dir: {run_dir} is a folder with other files in it, not a run (no saved "
+                f"config {saved}); name a new or empty folder"
+            )
         out = cfg.copy()
         resumed = False
     OmegaConf.set_struct(out, False)
@@ -130,6 +140,15 @@ def prepare(cfg: DictConfig, overrides: Sequence[str], job_num: int | None = Non
     OmegaConf.set_struct(out, True)
     validate(out, refuse_unknown=not resumed)  # a saved config may hold keys since removed
     return Prepared(out, run_dir, list(overrides), resumed, filled)
+
+
+def _has_entries(folder: Path) -> bool:
+    """Whether ``folder`` is a directory with anything in it (False when it is not there)."""
+    try:
+        with os.scandir(folder) as entries:
+            return next(entries, None) is not None
+    except (FileNotFoundError, NotADirectoryError):
+        return False
 
 
 def _resume_config(

@@ -82,6 +82,59 @@ ABSURD = st.one_of(
 )
 
 
+# What each key holds, stated here apart from the schema's rules (so that a rule gone lax fails
+# a test instead of passing its own re-check): the type of the default composition's value (a
+# flag takes true/false only; an integer key integers only, never a boolean; a number key
+# integers or floats, never a boolean; a text key strings); these keys hold numbers although
+# their default is a whole number; these default to null and hold this type otherwise; these
+# may also be null; these may be negative (every other number is at least 0).
+NUMBER_KEYS_WITH_WHOLE_DEFAULT = frozenset(
+    {"cluster.lost_after_s", "evaluation.num_cpus", "learner.time_limit_min", "mcts.c_puct_base"}
+)
+NULL_DEFAULT = {
+    "cluster.num_cpus": int,
+    "learner.init_weights": str,
+    "logging.wandb.entity": str,
+    "replay.redis_server": str,
+    "replay.url": str,
+    "selfplay.actors": int,
+}
+ALSO_NULL = frozenset(
+    {
+        "cluster.address",
+        "cluster.object_store_memory_mb",
+        "evaluation.ladder_table",
+        "replay.password_env",
+    }
+)
+SIGNED = frozenset(
+    {
+        *(
+            f"evaluation.baseline.weights.{w}"
+            for w in ("advancement", "back_rank", "centre", "king_centre", "mobility", "runaway")
+        ),
+        "evaluation.elo.anchor_rating",
+        "evaluation.gate.elo0",
+        "evaluation.gate.elo1",
+        "mcts.fpu_reduction",
+        "mcts.fpu_reduction_root",
+    }
+)
+
+
+def _stated_type(base: dict, key: str) -> type:
+    node = base
+    for part in key.split("."):
+        node = node[part]
+    if node is None:
+        return NULL_DEFAULT[key]
+    if isinstance(node, bool):
+        return bool
+    if isinstance(node, int):
+        return float if key in NUMBER_KEYS_WITH_WHOLE_DEFAULT else int
+    return type(node)
+
+
 def _check_one(base: dict, key: str, value) -> None:
     try:
         validate_values(_with(base, key, value))
@@ -90,9 +143,18 @@ def _check_one(base: dict, key: str, value) -> None:
         assert "\n" not in message, message
         assert any(name in message for name in _names(key)), (key, value, message)
         return
-    # Accepted: the key's own rule says the value is fine, and it is nothing absurd.
-    rule = rule_for(key)
-    assert rule is not None and rule.ok(value), (key, value)
+    # Accepted: of the key's stated type and range, and nothing absurd.
+    kind = _stated_type(base, key)
+    if value is None:
+        assert key in NULL_DEFAULT or key in ALSO_NULL, (key, value)
+    elif kind in (bool, int):
+        assert type(value) is kind, (key, value, kind)
+    elif kind is float:
+        assert type(value) in (int, float), (key, value, kind)
+    else:
+        assert isinstance(value, kind), (key, value, kind)
+    if kind in (int, float) and value is not None:
+        assert value >= 0 or key in SIGNED, (key, value)
     if isinstance(value, float):
         assert math.isfinite(value), (key, value)
     if isinstance(value, int) and not isinstance(value, bool):
@@ -142,6 +204,7 @@ def test_many_absurd_values_slow(base, key, value):
         "learner.optimizer.lr=-0.05",
         "learner.threads=0",
         "selfplay.actors=100000",
+        "selfplay.actors=0",  # with the private Redis: no game would ever come
         "model.blocks=100000",
         "egdb.pieces=99",
         "replay.url=notaurl",
@@ -297,3 +360,9 @@ def test_open_sections_take_the_keys_their_constructor_takes():
     assert OPEN_SECTIONS == ("learner.optimizer", "learner.scheduler")
     cfg = compose(["learner.optimizer._target_=torch.optim.SGD", "+learner.optimizer.dampening=0"])
     assert cfg.learner.optimizer.dampening == 0
+
+
+def test_no_actors_is_refused_with_the_private_redis_only():
+    with pytest.raises(ConfigError, match=r"selfplay.actors=0: no actor would add a game"):
+        compose(["selfplay.actors=0"])
+    compose(["selfplay.actors=0", "replay.url=redis://10.0.0.5:6380/0"])  # fed from elsewhere

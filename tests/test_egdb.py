@@ -558,6 +558,21 @@ def test_verify_compares_checksums_and_a_bad_manifest_is_named(egdb_dirs, tmp_pa
     assert proc.returncode == 2 and f"{manifest}: not a regular file (a FIFO)" in proc.stderr
 
 
+def test_verify_checks_every_size_before_hashing_a_sparse_file(egdb_dirs, tmp_path):
+    """A 10^12-byte sparse file listed in the manifest at that size is refused from the sizes
+    alone (a file of its signature has a known size), in seconds, not after hours of hashing."""
+    folder = _copy_db(egdb_dirs[6], tmp_path / "db")
+    manifest = manifest_path(folder, 6)
+    m = json.loads(manifest.read_text())
+    path = _four_piece_file(folder)
+    os.truncate(path, 10**12)  # sparse: no disk used, hours to hash
+    m["files"][path.name]["bytes"] = 10**12
+    manifest.write_text(json.dumps(m))
+    proc = _egdb_cli("verify", "--board", "6", "--dir", str(folder), timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert f"lists {path.name} at 1,000,000,000,000 bytes, a file of it has" in proc.stderr
+
+
 # --- uses: MCTS leaves, alpha-beta, self-play and match adjudication ---------------------------
 
 

@@ -29,7 +29,7 @@ from test_trainer import LEARNER, MODEL, batches
 from checkerzero.network.checkpoint import decode_checkpoint, encode_checkpoint
 from checkerzero.store.replay import ReplayStore
 from game import encoding
-from game.records import GameRecord, training_samples
+from game.records import MIN_BYTES_PER_DECISION, MIN_RECORD_BYTES, GameRecord, training_samples
 from learner.mirror import ReplayMirror
 from learner.trainer import Trainer
 
@@ -156,16 +156,23 @@ def test_the_mirror_counts_and_skips_exactly_the_records_that_do_not_decode(clie
     rng = np.random.default_rng(2)
     six = [r for r in seeds_records if r.board_size == 6]
     store = ReplayStore(client, window_positions=10_000_000)
-    expected_rejected = expected_positions = 0
+    expected_rejected = expected_positions = refused_by_store = 0
     for k in range(300):
         record = six[k % len(six)]
         data = mutate_record(record, rng) if k % 3 else record.to_bytes()
-        store.add_game(data, record.num_decisions)
+        try:
+            store.add_game(data, record.num_decisions)
+        except ValueError:  # cut too short to hold its positions: never reaches the window
+            need = MIN_RECORD_BYTES + MIN_BYTES_PER_DECISION * record.num_decisions
+            assert len(data) < need
+            refused_by_store += 1
+            continue
         decoded = decode_and_use(data)
         fits = decoded is not None and decoded.board_size == 6
         fits = fits and decoded.num_decisions == record.num_decisions
         expected_rejected += not fits
         expected_positions += record.num_decisions if fits else 0
+    assert store.stats().games_refused == refused_by_store
     mirror = ReplayMirror(store, 6)
     mirror.refresh()
     assert mirror.malformed == expected_rejected and expected_rejected > 50

@@ -239,7 +239,7 @@ def test_malformed_records_are_skipped_counted_and_logged_once(client, caplog, g
     eight = games(8)[0]
     ids = {"good": []}
     ids["good"].append(_add(store, good[0]))
-    store.add_game(b"BAD" + bytes(40), 10)  # not a record
+    store.add_game(b"BAD" + bytes(400), 10)  # not a record
     ids["good"].append(_add(store, good[1]))
     store.add_game(eight.to_bytes(), eight.num_decisions)  # another board size
     truncated = good[2].to_bytes()[:-9]
@@ -267,7 +267,7 @@ def test_empty_store_raises_and_the_prefetcher_waits_then_serves(client, games):
     mirror.refresh()
     with pytest.raises(ReplayEmpty, match="holds no position"):
         mirror.sample(4, np.random.default_rng(0))
-    store.add_game(b"BAD", 3)  # only a malformed game: still nothing to draw
+    store.add_game(b"BAD" + bytes(200), 3)  # only a malformed game: still nothing to draw
     record = games(6)[0]
     with MirrorPrefetcher(mirror, 4, depth=1, seed=0, refresh_s=10.0) as prefetcher:
         with pytest.raises(queue.Empty):

@@ -8,6 +8,7 @@ shuts down only the Ray it started (never `ray stop`, which would end every Ray 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -19,6 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,6 +93,7 @@ def head(tmp_path: Path, token_file: Path) -> Iterator[tuple[str, Path]]:
     )
     proc = entrypoint(["ray-head"], env, start_new_session=True)
     address = f"127.0.0.1:{port}"
+    ours: list[psutil.Process] = []
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not (temp_dir / "ray_current_cluster").exists():
@@ -101,12 +104,33 @@ def head(tmp_path: Path, token_file: Path) -> Iterator[tuple[str, Path]]:
             time.sleep(0.5)
         yield address, token_file
     finally:
+        ours = started_by(proc)  # before the stop: then each is still the head's descendant
         stop_session(proc)
-        # Ray's own processes may have left the session: end those under this head's temp dir.
-        subprocess.run(["pkill", "-TERM", "-f", str(temp_dir)], check=False)
-        time.sleep(1)
-        subprocess.run(["pkill", "-KILL", "-f", str(temp_dir)], check=False)
+        end_processes(ours)  # Ray's own processes may have left the session
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def started_by(proc: subprocess.Popen) -> list[psutil.Process]:
+    """``proc`` and every process it started (its descendants now), each known by pid and start
+    time, so a pid reused later is never hit."""
+    try:
+        root = psutil.Process(proc.pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def end_processes(procs: list[psutil.Process], grace_s: float = 3.0) -> None:
+    """SIGTERM, then after ``grace_s`` SIGKILL, to those of ``procs`` still running."""
+    alive = [p for p in procs if p.is_running()]  # is_running compares start times
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(alive, timeout=grace_s)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
 
 
 def stop_session(proc: subprocess.Popen) -> None:
@@ -216,4 +240,5 @@ def test_a_local_ray_runs_with_token_auth_and_says_nothing_about_it(tmp_path):
     assert done.returncode == 0, out
     assert "MODE token" in done.stdout and "RESULT 42" in done.stdout
     assert "Token authentication" not in out, out
-    assert (tmp_path / ".ray" / "auth_token").is_file()
+    # its token is its own, in its processes' environment: Ray's shared file is not made
+    assert not (tmp_path / ".ray" / "auth_token").exists()

@@ -54,7 +54,7 @@ def test_a_killed_server_is_restarted_from_its_append_only_file(tmp_path, caplog
         srv.watch(failures.append, interval_s=0.05)
         # The run's own retry schedule (0.5 s, 1 s, ...) rides out the restart.
         client = connect(srv.url, srv.password, retries=6, backoff_s=0.1)
-        store = ReplayStore(client, window_positions=1_000)
+        store = ReplayStore(client, record_bytes=(0, 0), window_positions=1_000)
         ids = [store.add_game(bytes([g]) * 100, 5) for g in range(20)]
         port, old_pid = srv.port, srv.pid
         with caplog.at_level(logging.WARNING, logger="checkerzero.store.redis_server"):
@@ -120,7 +120,7 @@ def test_a_killed_owner_takes_its_server_down(tmp_path):
         "from checkerzero.store.replay import ReplayStore, connect\n"
         "srv = EmbeddedRedis(sys.argv[1]).start()\n"
         "store = ReplayStore(connect(srv.url, srv.password, retries=0, backoff_s=0),"
-        " window_positions=100)\n"
+        " record_bytes=(0, 0), window_positions=100)\n"
         "store.add_game(b'from the killed owner', 5)\n"
         "print(srv.pid, flush=True)\n"
         "time.sleep(120)\n"

@@ -30,12 +30,14 @@ from checkerzero.store.redis_server import (
 )
 from checkerzero.store.replay import (
     ReplayEmpty,
+    ReplayStats,
     ReplayStore,
     ReplayUnavailable,
     SampleRatio,
     connect,
     redact_url,
 )
+from game.records import MIN_BYTES_PER_DECISION, MIN_RECORD_BYTES
 
 pytestmark = pytest.mark.skipif(
     shutil.which("redis-server") is None and not os.environ.get("CHECKERZERO_REDIS_SERVER"),
@@ -43,6 +45,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 TINY_BACKOFF_S = 0.001  # keeps the retry tests fast; the schedule is what is tested, not the pace
+
+
+# The store's own behaviour, with records of any bytes: no bound of a record's length by its
+# bytes (the codec's bound, the default, has its own test below).
+ANY_BYTES = (0, 0)
 
 
 def _record(game: int, size: int, seed: int = 0) -> bytes:
@@ -74,7 +81,7 @@ def sample(store: ReplayStore, n: int, rng: np.random.Generator) -> list[tuple[i
 
 
 def test_add_then_sample_returns_the_stored_bytes_and_valid_indices(client):
-    store = ReplayStore(client, window_positions=10_000)
+    store = ReplayStore(client, record_bytes=ANY_BYTES, window_positions=10_000)
     lengths = [1, 7, 30, 64, 5]
     stored = {}
     for g, n in enumerate(lengths):
@@ -103,7 +110,7 @@ def _chi_square_p(counts: Counter, positions: list[tuple[int, int]], draws: int)
 
 
 def test_sampling_is_uniform_over_positions_not_games(client):
-    store = ReplayStore(client, window_positions=1_000)
+    store = ReplayStore(client, record_bytes=ANY_BYTES, window_positions=1_000)
     lengths = [2, 10, 40, 100, 3]  # 155 positions; uniform over games would favour game 1 ~15x
     ids = [store.add_game(_record(g, 64), n) for g, n in enumerate(lengths)]
     positions = [(gid, i) for gid, n in zip(ids, lengths, strict=True) for i in range(n)]
@@ -118,7 +125,7 @@ def test_sampling_is_uniform_over_positions_not_games(client):
 
 
 def test_window_is_bounded_and_evicts_whole_oldest_games(client):
-    store = ReplayStore(client, window_positions=100)
+    store = ReplayStore(client, record_bytes=ANY_BYTES, window_positions=100)
     lengths = [30, 30, 30, 30, 15, 50, 60, 120, 10]
     # Worked by hand: drop the oldest game while the total exceeds 100, never the newest.
     expected_windows = [
@@ -153,16 +160,16 @@ def test_window_is_bounded_and_evicts_whole_oldest_games(client):
 
 
 def test_counters_survive_a_new_store_object_on_the_same_server(client):
-    first = ReplayStore(client, window_positions=50)
+    first = ReplayStore(client, record_bytes=ANY_BYTES, window_positions=50)
     for g in range(6):
         first.add_game(_record(g, 16), 20)
-    again = ReplayStore(client, window_positions=50)
+    again = ReplayStore(client, record_bytes=ANY_BYTES, window_positions=50)
     assert again.stats() == first.stats()
     assert (again.stats().games_added, again.stats().positions_added) == (6, 120)
     assert again.add_game(b"next", 5) == 7
     s = first.stats()
     assert (s.games_added, s.positions_added, s.window_positions, s.window_games) == (7, 125, 45, 3)
-    other = ReplayStore(client, namespace="other", window_positions=50)
+    other = ReplayStore(client, namespace="other", record_bytes=ANY_BYTES, window_positions=50)
     assert other.stats().games_added == 0  # namespaces do not mix
     with pytest.raises(ReplayEmpty):
         sample(other, 1, np.random.default_rng(0))
@@ -174,7 +181,7 @@ def test_restarting_redis_on_the_same_dir_keeps_every_record(tmp_path):
     with EmbeddedRedis(run_dir) as srv:
         password = srv.password
         c = connect(srv.url, srv.password, retries=0, backoff_s=0)
-        store = ReplayStore(c, window_positions=1_000_000)
+        store = ReplayStore(c, record_bytes=ANY_BYTES, window_positions=1_000_000)
         for g in range(200):
             record = _record(g, 4096 if g % 2 else 300)
             written[store.add_game(record, 1 + g % 70)] = record
@@ -186,7 +193,7 @@ def test_restarting_redis_on_the_same_dir_keeps_every_record(tmp_path):
     with EmbeddedRedis(run_dir) as srv:
         assert srv.password == password  # reused, so clients configured before still connect
         c = connect(srv.url, srv.password, retries=0, backoff_s=0)
-        store = ReplayStore(c, window_positions=1_000_000)
+        store = ReplayStore(c, record_bytes=ANY_BYTES, window_positions=1_000_000)
         assert store.stats() == before
         for game_id, record in written.items():
             assert store.get(game_id) == record
@@ -199,7 +206,7 @@ def test_a_killed_redis_server_keeps_every_acknowledged_record(tmp_path):
     run_dir = tmp_path / "run"
     srv = EmbeddedRedis(run_dir).start()
     c = connect(srv.url, srv.password, retries=0, backoff_s=0)
-    store = ReplayStore(c, window_positions=1_000)
+    store = ReplayStore(c, record_bytes=ANY_BYTES, window_positions=1_000)
     written = {store.add_game(_record(g, 2048), 7): _record(g, 2048) for g in range(300)}
     before = store.stats()
     c.close()
@@ -207,7 +214,7 @@ def test_a_killed_redis_server_keeps_every_acknowledged_record(tmp_path):
     srv.stop()  # reaps the dead process, releases the directory
     with EmbeddedRedis(run_dir) as srv:
         c = connect(srv.url, srv.password, retries=0, backoff_s=0)
-        store = ReplayStore(c, window_positions=1_000)
+        store = ReplayStore(c, record_bytes=ANY_BYTES, window_positions=1_000)
         assert store.stats() == before
         window = range(301 - before.window_games, 301)
         assert all(store.get(gid) == written[gid] for gid in window)
@@ -227,7 +234,7 @@ def test_a_server_orphaned_by_a_killed_run_is_shut_down_before_restart(tmp_path)
         "from checkerzero.store.replay import ReplayStore, connect\n"
         "srv = EmbeddedRedis(sys.argv[1]).start()\n"
         "store = ReplayStore(connect(srv.url, srv.password, retries=0, backoff_s=0),"
-        " window_positions=100)\n"
+        " record_bytes=(0, 0), window_positions=100)\n"
         "store.add_game(b'from the killed run', 5)\n"
         "print(srv.pid, flush=True)\n"
         "time.sleep(120)\n"
@@ -286,7 +293,7 @@ def test_wrong_password_fails_at_once_without_leaking_it(server):
 def test_store_operations_on_a_dead_server_raise_replay_unavailable(tmp_path):
     srv = EmbeddedRedis(tmp_path / "run").start()
     c = connect(srv.url, srv.password, retries=1, backoff_s=TINY_BACKOFF_S)
-    store = ReplayStore(c, window_positions=100)
+    store = ReplayStore(c, record_bytes=ANY_BYTES, window_positions=100)
     store.add_game(b"x", 1)
     url = srv.url
     srv.stop()
@@ -297,8 +304,8 @@ def test_store_operations_on_a_dead_server_raise_replay_unavailable(tmp_path):
 
 def test_sampling_while_a_writer_evicts_returns_only_consistent_records(client):
     """A tiny window and a busy writer make games vanish between choosing and fetching."""
-    writer_store = ReplayStore(client, window_positions=4)
-    reader_store = ReplayStore(client, window_positions=4)
+    writer_store = ReplayStore(client, record_bytes=ANY_BYTES, window_positions=4)
+    reader_store = ReplayStore(client, record_bytes=ANY_BYTES, window_positions=4)
     writer_store.add_game(_record(0, 64), 2)
     stop = threading.Event()
 
@@ -381,8 +388,8 @@ def test_sample_ratio_paces_training_against_new_positions():
 
 def test_bad_arguments_are_rejected(client):
     with pytest.raises(ValueError, match="window_positions"):
-        ReplayStore(client, window_positions=0)
-    store = ReplayStore(client, window_positions=10)
+        ReplayStore(client, record_bytes=ANY_BYTES, window_positions=0)
+    store = ReplayStore(client, record_bytes=ANY_BYTES, window_positions=10)
     with pytest.raises(ValueError, match="n_positions"):
         store.add_game(b"x", 0)
     with pytest.raises(ValueError, match="empty"):
@@ -399,3 +406,28 @@ def test_server_starts_from_a_relative_run_dir(tmp_path, monkeypatch):
         client = connect(server.url, server.password, retries=1, backoff_s=0.05)
         assert client.ping()
     assert (tmp_path / "runs" / "relative" / "redis" / "redis.log").is_file()
+
+
+def test_a_record_claiming_more_positions_than_its_bytes_hold_is_refused(client):
+    """With the codec's bound (the default), a record that claims 10^9 positions is refused and
+    counted: the window keeps its games and `positions_added` (the learner's pace) is
+    untouched. A real record's length fits."""
+    store = ReplayStore(client, window_positions=1_000)
+    real = [_record(g, MIN_RECORD_BYTES + MIN_BYTES_PER_DECISION * 40) for g in range(5)]
+    for record in real:
+        store.add_game(record, 40)
+    before = store.stats()
+    assert (before.window_games, before.positions_added, before.games_refused) == (5, 200, 0)
+    liar = _record(99, 4096)
+    with pytest.raises(ValueError, match="claims 1,000,000,000 positions, more than it can hold"):
+        store.add_game(liar, 10**9)
+    with pytest.raises(ValueError, match="refused"):  # one position past what 4 KB can hold
+        store.add_game(liar, (len(liar) - MIN_RECORD_BYTES) // MIN_BYTES_PER_DECISION + 1)
+    after = store.stats()
+    assert after == ReplayStats(
+        window_positions=200, window_games=5, games_added=5, positions_added=200, games_refused=2
+    )
+    assert [store.get(g) for g in range(1, 6)] == real
+    assert client.keys("{cz}:staging:*") == []  # the refused records are not left behind
+    fits = (len(liar) - MIN_RECORD_BYTES) // MIN_BYTES_PER_DECISION
+    assert store.add_game(liar, fits) == 6

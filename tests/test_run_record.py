@@ -7,6 +7,7 @@ that prints the config it was given, so no Redis or Ray is started.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -214,3 +215,36 @@ def test_the_command_line_record_masks_a_redis_password(tmp_path, url):
         assert "***" in path.read_text(), path.name  # the URL is there, masked
         assert path.stat().st_mode & 0o777 == 0o600, path.name  # the run's owner's alone
     assert "s3cret" not in out.stdout + out.stderr
+
+
+def test_an_empty_run_dir_is_refused_and_nothing_lands_in_the_current_folder(tmp_path):
+    """`run_dir=` is Path(""), the current folder: refused before anything is written."""
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, "run_dir="],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: run_dir: '' names no folder; name one (the default is runs/<time>)"
+    ]
+    assert "RUN" not in done.stdout and list(tmp_path.iterdir()) == []
+    with pytest.raises(ConfigError, match="names no folder"):
+        prepare(composed("run_dir=  "), ["run_dir=  "])
+
+
+def test_a_folder_that_is_not_a_run_is_not_taken_for_a_new_one(tmp_path):
+    folder = tmp_path / "papers"
+    folder.mkdir()
+    (folder / "thesis.tex").write_text("mine\n")
+    done = learner(f"run_dir={folder}")
+    assert done.returncode == 2 and "RUN" not in done.stdout
+    assert f"run_dir: {folder} is a folder with other files in it, not a run" in done.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["thesis.tex"]
+    empty = tmp_path / "empty"
+    empty.mkdir()  # an empty folder made for the run is fine
+    done = learner(f"run_dir={empty}")
+    assert done.returncode == 0 and f"RUN {empty}" in done.stdout, done.stderr

@@ -12,8 +12,7 @@ import pytest
 
 from checkerzero.config import ConfigError
 from checkerzero.config_schema import SCHEMA
-from evaluation.players.network import _OPTIONS, _POLICY_ONLY, _switch
-from evaluation.players.spec import parse_spec
+from evaluation.players.spec import _POLICY_ONLY, OPTIONS, _integer, _number, _switch, parse_spec
 from game import _core
 from game.mcts import make_config, new_search
 from game.search_parameters import SEARCH_PARAMETERS, SearchParameter, yaml_text
@@ -126,13 +125,13 @@ def test_a_composed_config_refuses_what_make_config_refuses(config):
 
 
 # Spec option -> the declared kind its value converts to.
-_CONVERTS = {int: int, float: float, _switch: bool, str: str}
+_CONVERTS = {_integer: int, _number: float, _switch: bool, str: str}
 
 
 def test_the_players_search_options_take_the_declared_kinds_and_ranges():
     """Each spec option that sets a search key parses its value to the key's kind and refuses
     a value outside the key's range, naming the option; sims=0 stays the network's policy."""
-    search_options = {k: t for k, t in _OPTIONS.items() if t[0] in SEARCH_PARAMETERS}
+    search_options = {k: t for k, t in OPTIONS.items() if t[0] in SEARCH_PARAMETERS}
     assert {"sims", "leaves", "cpuct", "fpu", "pst", "solver", "root"} <= set(search_options)
     for option, (target, convert) in search_options.items():
         p = SEARCH_PARAMETERS[target]
@@ -140,14 +139,14 @@ def test_the_players_search_options_take_the_declared_kinds_and_ranges():
         allowed, refused = edge_values(p)
         for value in allowed:
             text = _spec_text(value)
-            assert parse_spec(f"net.safetensors:{option}={text}")[1][target] == value, option
+            assert parse_spec(f"net.safetensors:{option}={text}").options[target] == value, option
         for value in refused:
             if type(value) is not p.kind or (target, value) == _POLICY_ONLY:
                 continue  # a value of another kind is refused by its conversion already
             text = _spec_text(value)
             with pytest.raises(ValueError, match=rf"option {option}={re.escape(text)}: "):
                 parse_spec(f"net.safetensors:{option}={text}")
-    assert parse_spec("net.safetensors:sims=0")[1]["simulations"] == 0  # the policy alone
+    assert parse_spec("net.safetensors:sims=0").options["simulations"] == 0  # the policy alone
 
 
 def _spec_text(value: object) -> str:

@@ -43,6 +43,7 @@ from safetensors.torch import save as safetensors_save
 from torch import nn
 
 from checkerzero.network.model import CheckersNet, ModelConfig
+from game.json_header import parse_object
 from game.notation import BOARD_SIZES
 
 logger = logging.getLogger(__name__)
@@ -119,21 +120,16 @@ def read_header(
             f"{source}: truncated: header needs {header_len} bytes, "
             f"file has {len(data) - HEADER_LENGTH_BYTES} after the length field"
         )
-    try:
-        raw_header = json.loads(data[HEADER_LENGTH_BYTES : HEADER_LENGTH_BYTES + header_len])
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{source}: safetensors header is not valid JSON ({exc})") from exc
-    if not isinstance(raw_header, dict):
-        raise ValueError(f"{source}: safetensors header is not a JSON object")
+    raw_header = parse_object(
+        data[HEADER_LENGTH_BYTES : HEADER_LENGTH_BYTES + header_len],
+        f"{source}: safetensors header",
+    )
     metadata = raw_header.get("__metadata__") or {}
-    if METADATA_KEY not in metadata:
+    if not isinstance(metadata, dict) or METADATA_KEY not in metadata:
         raise ValueError(f"{source}: not a checkerzero file (no '{METADATA_KEY}' metadata)")
-    try:
-        header = json.loads(metadata[METADATA_KEY])
-    except (TypeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{source}: '{METADATA_KEY}' metadata is not valid JSON ({exc})") from exc
-    if not isinstance(header, dict):
-        raise ValueError(f"{source}: '{METADATA_KEY}' metadata is not a JSON object")
+    if not isinstance(metadata[METADATA_KEY], str):
+        raise ValueError(f"{source}: '{METADATA_KEY}' metadata is not a string")
+    header = parse_object(metadata[METADATA_KEY], f"{source}: '{METADATA_KEY}' metadata")
     schema = header.get("schema_version")
     if isinstance(schema, bool) or schema not in READABLE_SCHEMA_VERSIONS:
         raise ValueError(

@@ -8,10 +8,11 @@ verifies the checksum and every tensor when the run starts.
 
 from __future__ import annotations
 
-import json
 import struct
 from pathlib import Path
 from typing import Any
+
+from game.json_header import parse_object
 
 HEADER_LENGTH_BYTES = 8  # safetensors: little-endian u64 length, then the JSON header
 # A model file's header lists ~60 tensors in a few KB; a megabyte is far beyond any of ours, and
@@ -43,11 +44,14 @@ def read_model_shape(path: str | Path) -> dict[str, Any]:
         raw = f.read(length)
     if len(raw) < length:
         raise ValueError("truncated inside its header")
+    outer = parse_object(raw, "its header")
     try:
-        outer = json.loads(raw)
-        header = json.loads(outer["__metadata__"][METADATA_KEY])
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        inner = outer["__metadata__"][METADATA_KEY]
+    except (KeyError, TypeError) as exc:
         raise ValueError(f"not a checkerzero network file ({type(exc).__name__})") from None
+    if not isinstance(inner, str):
+        raise ValueError("not a checkerzero network file (its metadata is not a string)")
+    header = parse_object(inner, f"its '{METADATA_KEY}' metadata")
     if not isinstance(header, dict) or header.get("kind") != KIND_MODEL:
         kind = header.get("kind") if isinstance(header, dict) else None
         raise ValueError(f"holds a {kind!r}, not a network ({KIND_MODEL!r})")

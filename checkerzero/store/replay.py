@@ -42,6 +42,7 @@ from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.retry import Retry
 
 from checkerzero.store import keys
+from game.records import MIN_BYTES_PER_DECISION, MIN_RECORD_BYTES
 
 logger = logging.getLogger(__name__)
 
@@ -188,6 +189,13 @@ _ADD_GAME = """
 local staged, meta, lengths = KEYS[1], KEYS[2], KEYS[3]
 local prefix = ARGV[1]
 local n, window = tonumber(ARGV[2]), tonumber(ARGV[3])
+local per, fixed = tonumber(ARGV[4]), tonumber(ARGV[5])
+if n * per + fixed > redis.call('STRLEN', staged) then
+  -- more positions than its bytes can hold: refused, counted, nothing else touched
+  redis.call('DEL', staged)
+  redis.call('HINCRBY', meta, 'games_refused', 1)
+  return 0
+end
 local id = redis.call('HINCRBY', meta, 'last_id', 1)
 redis.call('RENAME', staged, prefix .. id)
 redis.call('PERSIST', prefix .. id)
@@ -224,12 +232,23 @@ class ReplayStats:
     window_games: int  # games in the window now
     games_added: int  # games ever added to this namespace
     positions_added: int  # positions ever added to this namespace
+    games_refused: int = 0  # records refused: more positions claimed than their bytes hold
 
 
 class ReplayStore:
     """A bounded window of game records in Redis. Thread-safe; one per process is enough."""
 
-    def __init__(self, client: redis.Redis, *, namespace: str = "cz", window_positions: int):
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        namespace: str = "cz",
+        window_positions: int,
+        record_bytes: tuple[int, int] = (MIN_RECORD_BYTES, MIN_BYTES_PER_DECISION),
+    ):
+        """``record_bytes``: (fixed, per position), the fewest bytes a record of n positions
+        takes (the record codec's, game.records); a record claiming more positions than its
+        bytes can hold is refused (`add_game`) and counted in `ReplayStats.games_refused`."""
         if window_positions < 1:
             raise ValueError(f"window_positions must be >= 1, got {window_positions}")
         if not namespace or any(ch in namespace for ch in "{}: \n"):
@@ -239,6 +258,7 @@ class ReplayStore:
         self._client = client
         self.namespace = namespace
         self.window_positions = window_positions
+        self.record_fixed_bytes, self.record_bytes_per_position = map(int, record_bytes)
         self._meta = keys.replay_meta_key(namespace)
         self._lengths = keys.replay_lengths_key(namespace)
         self._game_prefix = keys.replay_game_prefix(namespace)
@@ -252,7 +272,11 @@ class ReplayStore:
         return f"{self._game_prefix}{game_id}"
 
     def add_game(self, record: bytes, n_positions: int) -> int:
-        """Append one game; evict the oldest whole games beyond the window. Returns its id."""
+        """Append one game; evict the oldest whole games beyond the window. Returns its id.
+
+        ValueError when ``n_positions`` is more than ``record`` can hold (its length bounds it:
+        `__init__`'s ``record_bytes``); the store is then untouched but for its refusal count.
+        """
         if not isinstance(record, bytes | bytearray | memoryview):
             raise TypeError(f"record must be bytes, got {type(record).__name__}")
         if len(record) == 0:
@@ -274,8 +298,16 @@ class ReplayStore:
                 self._game_prefix,
                 int(n_positions),
                 self.window_positions,
+                self.record_bytes_per_position,
+                self.record_fixed_bytes,
             )
             _, game_id = pipe.execute()
+        if int(game_id) == 0:
+            raise ValueError(
+                f"replay record of {len(record):,} bytes claims {n_positions:,} positions, more "
+                f"than it can hold ({self.record_fixed_bytes} + "
+                f"{self.record_bytes_per_position} bytes a position); refused"
+            )
         return int(game_id)
 
     def get(self, game_id: int) -> bytes | None:
@@ -288,9 +320,18 @@ class ReplayStore:
         with self._unavailable_as_error("read the counters"):
             v = self._client.hmget(
                 self._meta,
-                ["first_id", "last_id", "window_positions", "games_added", "positions_added"],
+                [
+                    "first_id",
+                    "last_id",
+                    "window_positions",
+                    "games_added",
+                    "positions_added",
+                    "games_refused",
+                ],
             )
-        first, last, window, games, positions = (int(x) if x is not None else None for x in v)
+        first, last, window, games, positions, refused = (
+            int(x) if x is not None else None for x in v
+        )
         first = 1 if first is None else first
         last = 0 if last is None else last
         return ReplayStats(
@@ -298,6 +339,7 @@ class ReplayStore:
             window_games=last - first + 1,
             games_added=games or 0,
             positions_added=positions or 0,
+            games_refused=refused or 0,
         )
 
     def window(self) -> tuple[int, np.ndarray]:

@@ -20,7 +20,11 @@ from game.pdn import PdnGame
 EVENT = "checkerzero match"
 
 
-PAIR_POINTS = (0.0, 0.5, 1.0, 1.5, 2.0)  # the pentanomial categories: A's points over a pair
+PAIR_POINTS = (0.0, 0.5, 1.0, 1.5, 2.0)
+GAME_RESULTS = ("1-0", "0-1", "1/2-1/2")  # a finished game's (PDN's; "1-0": Black won)
+# A search counter summed over a pair's two games: 10^15 is past a week of a million nodes a
+# second; a count beyond it (or below 0) is a damaged record, not a search.
+MAX_STAT = 10**15  # the pentanomial categories: A's points over a pair
 
 
 # Search counters that are totals over the moves; a match reports them per move (the others,
@@ -65,15 +69,18 @@ class PlayedGame:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PlayedGame:
-        return cls(
-            black=str(d["black"]),
-            white=str(d["white"]),
-            opening=str(d["opening"]),
-            moves=tuple(str(m) for m in d["moves"]),
-            result=str(d["result"]),
-            end_reason=str(d["end_reason"]),
-            size=int(d["size"]),
-        )
+        """The game of ``to_dict``; ValueError for a result that is not a finished game's or
+        a field of the wrong type (a journal or a Redis list may hold anything)."""
+        if d["result"] not in GAME_RESULTS:
+            raise ValueError(f"game result {str(d['result'])[:40]!r} is not one of {GAME_RESULTS}")
+        if d["size"] not in (6, 8) or type(d["size"]) is not int:
+            raise ValueError(f"game board size {str(d['size'])[:40]!r} is not 6 or 8")
+        text = {k: d[k] for k in ("black", "white", "opening", "end_reason")}
+        if not isinstance(d["moves"], list) or not all(
+            isinstance(v, str) for v in (*text.values(), *d["moves"])
+        ):
+            raise ValueError("game names, opening, moves and end must be strings")
+        return cls(**text, moves=tuple(d["moves"]), result=d["result"], size=d["size"])
 
 
 @dataclass(frozen=True)
@@ -121,10 +128,15 @@ class PairRecord:
                 return None
             if not isinstance(value, Mapping):
                 raise ValueError(f"game pair {key} must be a mapping of counts, got {value!r}")
-            return {str(k): int(v) for k, v in value.items()}
+            for k, v in value.items():
+                if type(v) is not int or not 0 <= v <= MAX_STAT:
+                    raise ValueError(f"game pair {key}[{k!r}] is {str(v)[:40]}, not a count")
+            return {str(k): v for k, v in value.items()}
 
+        if type(d["index"]) is not int or d["index"] < 0:
+            raise ValueError(f"game pair index {str(d['index'])[:40]} is not a pair number")
         return cls(
-            index=int(d["index"]),
+            index=d["index"],
             opening=str(d["opening"]),
             a_black=PlayedGame.from_dict(d["a_black"]),
             a_white=PlayedGame.from_dict(d["a_white"]),

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from game.json_header import parse_object
 from game.position import Move, Position
 
 logger = logging.getLogger(__name__)
@@ -124,10 +125,6 @@ def _check_entry(fen: str, entry: Any, board: int) -> str | None:
     return None
 
 
-def _no_constant(name: str) -> Any:
-    raise json.JSONDecodeError(f"{name} is not strict JSON", name, 0)
-
-
 def load_book(path: str | Path, network: str | Path | None = None) -> Book:
     """The book in ``path``, every part checked (module docstring); ``network``: the network
     file it will play with (its SHA-256 must be the book's). BookError naming the file."""
@@ -141,10 +138,14 @@ def load_book(path: str | Path, network: str | Path | None = None) -> Book:
             raise refuse("not found (build it with: python -m evaluation.book build --network ...)")
         if path.stat().st_size > MAX_BOOK_BYTES:
             raise refuse(f"larger than {MAX_BOOK_BYTES} bytes; not a book")
-        data = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise refuse(f"not a readable JSON book ({type(e).__name__}: {e})") from None
-    if not isinstance(data, dict) or data.get("format") != BOOK_FORMAT:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise refuse(f"not readable ({e.strerror or e})") from None
+    try:
+        data = parse_object(raw, "not a readable JSON book")
+    except ValueError as e:
+        raise refuse(str(e)) from None
+    if data.get("format") != BOOK_FORMAT:
         raise refuse(f"not a {BOOK_FORMAT} file")
     if data.get("version") != BOOK_VERSION:
         raise refuse(f"format version {data.get('version')!r}; this program reads {BOOK_VERSION}")

@@ -25,10 +25,13 @@ from pathlib import Path
 
 from game import _core
 from game.egdb import EgdbError, Signature, check_file, signatures
+from game.json_header import parse_object
 
 MANIFEST_VERSION = 1
 FILE_FORMAT = 1  # the signature files' format version (kFormatVersion in game/cpp/egdb.h)
 MAX_MANIFEST_BYTES = 16 << 20  # a real one is a few hundred bytes a file; 8 pieces: ~100 KB
+HEADER_BYTES = 64  # kHeaderBytes in game/cpp/egdb.h
+POSITIONS_PER_BYTE = 4  # kPositionsPerByte: 2 bits a position
 MAX_FILE_PIECES = 12  # no signature file name with more pieces is taken for one
 
 _FILE = re.compile(r"(\d+)x(\d+)_(\d+)-(\d+)-(\d+)-(\d+)\.egdb")
@@ -83,6 +86,11 @@ def _open_regular(path: Path) -> int:
         os.close(fd)
         raise EgdbError(f"endgame database file {path}: not a regular file")
     return fd
+
+
+def file_bytes(size: int, sig: Signature) -> int:
+    """The size of a signature's file: its header, then 2 bits a position (game/cpp/egdb.h)."""
+    return HEADER_BYTES + -(-_core.egdb_index_size(size, sig) // POSITIONS_PER_BYTE)
 
 
 def sha256_of(path: Path) -> str:
@@ -168,10 +176,10 @@ def read_manifest(folder: str | Path, size: int) -> dict:
     if len(data) > MAX_MANIFEST_BYTES:
         raise bad(f"larger than {MAX_MANIFEST_BYTES:,} bytes")
     try:
-        m = json.loads(data)
-    except (ValueError, RecursionError):
-        raise bad("not valid JSON") from None
-    if not isinstance(m, dict) or m.get("manifest_version") != MANIFEST_VERSION:
+        m = parse_object(data, "the file")
+    except ValueError as e:
+        raise bad(str(e)) from None
+    if m.get("manifest_version") != MANIFEST_VERSION:
         raise bad(f"not a version {MANIFEST_VERSION} manifest")
     if m.get("board") != size:
         raise bad(f"for board {m.get('board')!r}, not {size}")
@@ -191,6 +199,9 @@ def read_manifest(folder: str | Path, size: int) -> dict:
             or not re.fullmatch(r"[0-9a-f]{64}", entry["sha256"])
         ):
             raise bad(f"a bad entry for {name}")
+        expected = file_bytes(size, signature_of_name(name, size))
+        if entry["bytes"] != expected:
+            raise bad(f"lists {name} at {entry['bytes']:,} bytes, a file of it has {expected:,}")
     if m.get("pieces") != covered_pieces(size, files):
         raise bad(f"says {m.get('pieces')!r} pieces, its files cover {covered_pieces(size, files)}")
     return m
@@ -243,10 +254,12 @@ def check_folder(folder: str | Path, size: int, max_pieces: int, checksums: bool
                 f"endgame database file {path}: {actual:,} bytes, its manifest says "
                 f"{listed['bytes']:,} ({what})"
             )
-        if checksums and sha256_of(path) != listed["sha256"]:
+    for name, listed in sorted(files.items()) if checksums else ():
+        # after every size is checked: hashing a file of a wrong size could take hours
+        if sha256_of(folder / name) != listed["sha256"]:
             raise EgdbError(
-                f"endgame database file {path}: its SHA-256 differs from the manifest's "
-                "(the file changed since it was built)"
+                f"endgame database file {folder / name}: its SHA-256 differs from the "
+                "manifest's (the file changed since it was built)"
             )
     return m
 
