@@ -47,6 +47,8 @@ from game.position import Position
 from play import runs as run_files
 from play.analysis import Cancelled, Stop, position_from
 from play.engines import Engines, LimitError, PlayerSpec
+from play.opponents import is_network_file
+from play.page_routes import add_page_routes
 from play.paths import CHECKPOINT_SUFFIX, NotFound, PathRefused, Roots
 from play.slots import Busy, Slots
 
@@ -385,12 +387,14 @@ def _add_config_routes(
             found += [
                 roots.relative(p)
                 for p in sorted(roots.models.glob(f"*{CHECKPOINT_SUFFIX}"))
-                if p.is_file() and p.resolve().is_relative_to(roots.models)
+                if p.is_file() and p.resolve().is_relative_to(roots.models) and is_network_file(p)
             ]
         for run in run_files.list_runs(roots, settings["runs"]["running_within_s"]):
             if run.get("network"):
                 found.append(run["network"])
         return found
+
+    add_page_routes(app, settings, networks)  # opponents by name, annotated PDN, favicon
 
     @app.get("/api/config")
     def config() -> dict[str, Any]:
@@ -403,16 +407,7 @@ def _add_config_routes(
             "analysis": settings["analysis"],
             "live_poll_s": settings["runs"]["live_poll_s"],
             "networks": networks(),
-            "players": [
-                "ab+nn:t200,tm",
-                "ab+nn:t1000,tm",
-                "ab+nn:t200",
-                "random",
-                "minimax:2",
-                "minimax:4",
-                "minimax:6",
-                "minimax:t200",
-            ],
+            "players": [o["spec"] for o in settings["opponents"]],  # named: /api/opponents
         }
 
     @app.get("/api/status")
