@@ -394,7 +394,7 @@ def _add_config_routes(
                 found.append(run["network"])
         return found
 
-    add_page_routes(app, settings, networks)  # opponents by name, annotated PDN, favicon
+    add_page_routes(app, settings, networks, roots)  # opponents, annotated PDN, Elo chart
 
     @app.get("/api/config")
     def config() -> dict[str, Any]:

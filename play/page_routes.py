@@ -6,6 +6,8 @@
   (comments, variations, NAGs, marks), and each bad game listed by number, names and move;
 - ``POST /api/pdn/save``: games with their annotated trees written as PDN, every move of every
   variation checked first;
+- ``GET /api/runs/{run}/elo``: the Training view's Elo chart: the run's eval/curve.csv and the
+  ladder's rungs (play.run_charts);
 - ``GET /favicon.ico``: the page's icon.
 """
 
@@ -25,6 +27,8 @@ from game.pdn_lines import check_line, count_moves, line_from_json, line_to_json
 from game.position import Position
 from play import opponents as opponent_list
 from play.engines import LimitError
+from play.paths import Roots
+from play.run_charts import elo_chart
 
 STATIC = Path(__file__).resolve().parent / "static"
 MAX_FEN_CHARS = 200  # as play.app's
@@ -72,7 +76,7 @@ def error_json(error: PdnError) -> dict[str, Any]:
 
 
 def add_page_routes(
-    app: FastAPI, settings: dict[str, Any], networks: Callable[[], list[str]]
+    app: FastAPI, settings: dict[str, Any], networks: Callable[[], list[str]], roots: Roots
 ) -> None:
     """The routes above, on ``app``; ``networks()`` lists the network files on offer."""
     limits = settings["limits"]
@@ -138,6 +142,12 @@ def add_page_routes(
                 game.tags["FEN"] = start.fen()
             out.append(game)
         return write_pdn(out)
+
+    @app.get("/api/runs/{run}/elo")
+    def run_elo(run: str) -> dict[str, Any]:
+        """The run's Elo chart: each rated candidate as its eval/curve.csv has it (version,
+        step, wall_s, positions, elo, lower, upper, games), and the ladder's rungs."""
+        return elo_chart(roots.run(run))
 
     @app.get("/favicon.ico", include_in_schema=False)
     def favicon() -> FileResponse:
