@@ -139,10 +139,10 @@ function clockTick() {
   renderClocks(left);
 }
 
-function shown(ms) {
-  const s = Math.max(0, Math.ceil(ms / 100) / 10);
-  const m = Math.floor(s / 60);
-  return m ? `${m}:${(s - 60 * m).toFixed(0).padStart(2, "0")}` : s.toFixed(1);
+function shown(ms) {  // 4:05, or 0:07.3 in the last ten seconds
+  const s = Math.max(0, ms / 1000), m = Math.floor(s / 60), rest = s - 60 * m;
+  if (s < 10) return `0:0${(Math.floor(rest * 10) / 10).toFixed(1)}`;
+  return `${m}:${String(Math.floor(rest)).padStart(2, "0")}`;
 }
 
 function renderClocks(runningLeft) {
