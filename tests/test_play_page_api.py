@@ -24,7 +24,10 @@ def server(tmp_path_factory):
     runs, models, _ = make_folders(root)
     # The learned evaluation of ab+nn beside the networks: a safetensors file, not a network.
     shutil.copy(REPO / "game" / "data" / "nneval-v1.safetensors", models / "nneval-v1.safetensors")
-    srv = Server(runs, models, root / "server.log", "default_simulations=8")
+    srv = Server(
+        runs, models, root / "server.log", "default_simulations=8", "runs.live_within_s=86400"
+    )
+    srv.runs_dir = runs
     yield srv
     srv.stop()
 
@@ -113,3 +116,15 @@ def test_a_collection_with_bad_games_is_read_whole(server):
 def test_the_favicon_is_served(server):
     status, body = server.request("GET", "/favicon.ico")
     assert status == 200 and body.startswith("<svg")
+
+
+def test_a_finished_run_has_no_live_game(server):
+    runs = server.runs_dir
+    finished = runs / "2025-11-11_00-00-00"
+    (finished / "games").mkdir(parents=True)
+    shutil.copy(runs / "2026-01-01_00-00-00" / "games" / "live.json", finished / "games")
+    status, _ = server.request("GET", "/api/runs/2026-01-01_00-00-00/live")
+    assert status == 200  # the stopped run's game of moments ago is live
+    (finished / "summary.json").write_text('{"steps": 9}\n')  # its last game, written as it ended
+    status, answer = server.request("GET", "/api/runs/2025-11-11_00-00-00/live")
+    assert status == 404 and "has finished" in answer["detail"]
