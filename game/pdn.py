@@ -140,11 +140,10 @@ class PdnError:
 
 @dataclass
 class _Line:
-    """A line being read: its moves, the position after them and before the last one."""
+    """A line being read: its moves and the position after them (None when not replayed)."""
 
     moves: list[PdnMove]
     pos: Position | None
-    before_last: Position | None = None
     first_ply: int = 0
     pending: str = ""  # a comment read before the line's first move
     opened_at: int = 0  # the offset of the '(' of a variation
@@ -158,7 +157,7 @@ class _GameReader:
     def __init__(self, game: PdnGame, index: int, replay: bool) -> None:
         self.game, self.index, self.replay = game, index, replay
         self.lines: list[_Line] = []
-        self.started = False
+        self.annotated = False  # anything besides moves read: the tree is kept
 
     @property
     def where(self) -> str:
@@ -175,34 +174,35 @@ class _GameReader:
             self.lines.append(_Line([], pos))
         return self.lines[-1]
 
+    def _label(self, line: _Line) -> str:
+        """The move about to be read in ``line``, as an error names it (made only then)."""
+        label = _move_label(line.first_ply + len(line.moves), self.game.start_white())
+        return f"variation, {label}" if len(self.lines) > 1 else label
+
     def move(self, text: str, mark: str) -> str | None:
-        line = self._main()
+        line = self.lines[-1] if self.lines else self._main()
         if line.dropped:
             return None
-        ply = line.first_ply + len(line.moves)
-        label = _move_label(ply, self.game.start_white())
-        if len(self.lines) > 1:
-            label = f"variation, {label}"
         strict, warning = text, None
         if self.replay:
-            before = line.pos.copy()
             try:
                 move, fixed = parse_tolerant(line.pos, text)
                 line.pos.play(move)
             except ValueError as e:
+                where = f"{self.where}, {self._label(line)} ({text!r}): {e}"
                 if len(self.lines) == 1:
-                    raise ValueError(f"{self.where}, {label} ({text!r}): {e}") from None
+                    raise ValueError(where) from None
                 line.dropped = True  # a side line's error costs the side line, not the game
-                return (
-                    f"{self.where}, {label} ({text!r}): {e}; the variation is not kept from there"
-                )
+                return f"{where}; the variation is not kept from there"
             strict = str(move)
-            line.before_last = before
             if fixed:
-                warning = f"{self.where}, {label}: {fixed}"
-        item = PdnMove(strict, mark=mark, before=line.pending)
-        line.pending = ""
-        line.moves.append(item)
+                warning = f"{self.where}, {self._label(line)}: {fixed}"
+        if mark or line.pending:
+            self.annotated = True
+            line.moves.append(PdnMove(strict, mark, before=line.pending))
+            line.pending = ""
+        else:
+            line.moves.append(PdnMove(strict))
         if len(self.lines) == 1:
             self.game.moves.append(strict)
         return warning
@@ -219,6 +219,7 @@ class _GameReader:
         text = clean_comment(text)
         if not text or line.dropped:
             return
+        self.annotated = True
         if line.moves:
             last = line.moves[-1]
             last.comment = f"{last.comment} {text}" if last.comment else text
@@ -229,17 +230,22 @@ class _GameReader:
         line = self._main()
         if line.moves and not line.dropped:  # a NAG before any move qualifies none: dropped
             line.moves[-1].nags.append(value)
+            self.annotated = True
 
     def open(self, offset: int) -> None:
         line = self._main()
         if not line.moves and not line.dropped:
             raise ValueError(f"{self.where}: variation '(' at offset {offset} before any move")
         variation: list[PdnMove] = []
+        self.annotated = True
         if not line.dropped:
             line.moves[-1].variations.append(variation)
-        pos = line.before_last.copy() if line.before_last is not None else None
+        pos = None
+        if line.pos is not None and not line.dropped:  # the position before the last move
+            pos = line.pos.copy()
+            pos.undo()
         first = line.first_ply + len(line.moves) - 1
-        self.lines.append(_Line(variation, pos, None, first, opened_at=offset))
+        self.lines.append(_Line(variation, pos, first, opened_at=offset))
         self.lines[-1].dropped = line.dropped
 
     def close(self, offset: int) -> None:
@@ -256,7 +262,7 @@ class _GameReader:
                 "is never closed"
             )
         main = self.lines[0] if self.lines else None
-        if main is not None and annotated(main.moves):
+        if main is not None and self.annotated and annotated(main.moves):
             self.game.line = main.moves
         elif main is not None and main.pending:  # a comment and no move
             self.game.comment = main.pending

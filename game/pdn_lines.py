@@ -32,7 +32,7 @@ _STRICT_MOVE = re.compile(r"[0-9]{1,2}(?:-[0-9]{1,2}|(?:x[0-9]{1,2})+)")
 _SPACE = re.compile(r"\s+")
 
 
-@dataclass
+@dataclass(slots=True)
 class PdnMove:
     """One move of a line and what was written with it."""
 
