@@ -249,3 +249,20 @@ def test_the_elo_chart_draws_the_runs_curve_csv(browser, server):
     rungs = page.texts("#elo text.elo-rung-label")
     assert rungs == ["minimax:2 610"]  # the run's rungs near its candidates (not random at 0)
     assert page.texts("#elo text.elo-y") and page.texts("#elo text.elo-x")
+
+
+def test_the_runs_table_fits_a_phone_without_scrolling(browser, server):
+    page = Page(browser, server)
+    size = browser.get_window_size()
+    browser.set_window_size(390, 844)
+    try:
+        page.d.get(server.url + "/?view=train#train")
+        page.wait.until(lambda d: page.text("run-title"), "a run shown")
+        table = page.find("#runs")
+        inner = browser.execute_script("return arguments[0].scrollWidth", table)
+        shown = browser.execute_script("return arguments[0].clientWidth", table)
+        assert inner <= shown, f"the runs table is {inner} px wide in {shown} px"
+        heads = [h.text for h in page.all("#runs th") if h.is_displayed()]
+        assert heads == ["run", "status", "step", "Elo"]
+    finally:
+        browser.set_window_size(size["width"], size["height"])
