@@ -8,7 +8,9 @@ Routes (all JSON unless said otherwise):
 - ``GET /api/openings``, ``POST /api/pdn/parse``, ``POST /api/pdn/write``: starts and PDN;
 - ``GET /api/runs`` and ``/api/runs/{run}/...``: runs, metrics, Elo, games (as PDN or JSON);
 - ``GET /api/config``, ``GET /api/status``: the limits and the searches under way;
-- ``GET /docs``: the OpenAPI schema (``/openapi.json``) in Swagger UI, from local files.
+- ``GET /docs``: the OpenAPI schema (``/openapi.json``) in Swagger UI, from local files;
+- the page's own routes (opponents by name, annotated PDN read and saved, the Elo chart, the
+  favicon): ``play.page_routes``.
 
 Bounds: a request whose Host header names another machine than the server's gets 400 (a web
 page of another site cannot reach the API through DNS rebinding); request bodies above
