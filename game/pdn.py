@@ -1,11 +1,15 @@
 """PDN (Portable Draughts Notation) for English checkers: reading and writing games.
 
 Reads single games and whole collections: tag pairs, ``{comments}``, ``;`` line comments,
-``(variations)`` (skipped, nested), NAGs and move marks (``!``, ``?``), move numbers (``12.``
-and ``12...``), results (``1-0``, ``0-1``, ``1/2-1/2``, ``*``, and the ``2-0`` style), and
-set-up positions through ``[SetUp "1"]`` / ``[FEN "..."]``. "1-0" means Black, the first mover,
-won. Every move is checked against the rules as it is read (``replay=True``); a bad game raises
-ValueError naming the game (its number and Event/players), the move number and the offending text.
+``(variations)`` (nested), NAGs (``$1``) and move marks (``!``, ``?``, ``!?``...), move numbers
+(``12.`` and ``12...``), results (``1-0``, ``0-1``, ``1/2-1/2``, ``*``, and the ``2-0`` style),
+and set-up positions through ``[SetUp "1"]`` / ``[FEN "..."]``. "1-0" means Black, the first
+mover, won. A game with any annotation keeps it in ``PdnGame.line`` (``game.pdn_lines``), and
+the writer writes it back, so open-then-save keeps a file's notes. Every move is checked against
+the rules as it is read (``replay=True``), variations' too: an illegal move in a variation drops
+the rest of that variation with a warning; a bad main line raises ValueError naming the game (its
+number and Event/players), the move number and the offending text, or, with an ``errors`` list,
+is listed there (``PdnError``) while reading goes on with the next game.
 Moves are ASCII digits with ``-`` for steps and ``x`` (or ``:``) for captures; a comment, tag or
 variation left open raises ValueError naming its offset.
 
@@ -24,6 +28,12 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from game.pdn_lines import (
+    PdnMove,
+    annotated,
+    clean_comment,
+    line_tokens,
+)
 from game.position import Move, Position
 
 RESULTS = {
@@ -77,6 +87,10 @@ class PdnGame:
     # What the reader accepted but would not write so (a move with the wrong separator), each
     # naming the game and the move; not part of the game's identity.
     warnings: list[str] = field(default_factory=list, compare=False)
+    # The main line with its marks, NAGs, comments and variations (game.pdn_lines), when the
+    # game has any; empty for a game of plain moves, which ``moves`` alone describes.
+    line: list[PdnMove] = field(default_factory=list)
+    comment: str = ""  # a comment of a game without moves
 
     @property
     def fen(self) -> str | None:
@@ -113,84 +127,270 @@ def _move_label(index: int, white_first: bool) -> str:
     return f"move {number}{'' if ply % 2 == 0 else '...'}"
 
 
+@dataclass(frozen=True)
+class PdnError:
+    """A game of a collection that could not be read: its number (1 for the first game of the
+    text), its players and event as tagged, the move where reading stopped, and why."""
+
+    number: int
+    names: str
+    move: str | None
+    message: str
+
+
+@dataclass
+class _Line:
+    """A line being read: its moves and the position after them (None when not replayed)."""
+
+    moves: list[PdnMove]
+    pos: Position | None
+    first_ply: int = 0
+    pending: str = ""  # a comment read before the line's first move
+    opened_at: int = 0  # the offset of the '(' of a variation
+    dropped: bool = False  # a variation with an illegal move: the rest of it is not kept
+
+
+class _GameReader:
+    """Reads one game's movetext token by token into ``game`` (its main line, and the annotated
+    tree in ``game.line`` when anything is annotated)."""
+
+    def __init__(self, game: PdnGame, index: int, replay: bool) -> None:
+        self.game, self.index, self.replay = game, index, replay
+        self.lines: list[_Line] = []
+        self.annotated = False  # anything besides moves read: the tree is kept
+
+    @property
+    def where(self) -> str:
+        return f"game {self.index}, {self.game.describe()}"
+
+    def _main(self) -> _Line:
+        if not self.lines:
+            pos = None
+            if self.replay:
+                try:
+                    pos = self.game.start()
+                except ValueError as e:
+                    raise ValueError(f"{self.where}: bad [FEN] tag: {e}") from None
+            self.lines.append(_Line([], pos))
+        return self.lines[-1]
+
+    def _label(self, line: _Line) -> str:
+        """The move about to be read in ``line``, as an error names it (made only then)."""
+        label = _move_label(line.first_ply + len(line.moves), self.game.start_white())
+        return f"variation, {label}" if len(self.lines) > 1 else label
+
+    def move(self, text: str, mark: str) -> str | None:
+        line = self.lines[-1] if self.lines else self._main()
+        if line.dropped:
+            return None
+        strict, warning = text, None
+        if self.replay:
+            try:
+                move, fixed = parse_tolerant(line.pos, text)
+                line.pos.play(move)
+            except ValueError as e:
+                where = f"{self.where}, {self._label(line)} ({text!r}): {e}"
+                if len(self.lines) == 1:
+                    raise ValueError(where) from None
+                line.dropped = True  # a side line's error costs the side line, not the game
+                return f"{where}; the variation is not kept from there"
+            strict = str(move)
+            if fixed:
+                warning = f"{self.where}, {self._label(line)}: {fixed}"
+        if mark or line.pending:
+            self.annotated = True
+            line.moves.append(PdnMove(strict, mark, before=line.pending))
+            line.pending = ""
+        else:
+            line.moves.append(PdnMove(strict))
+        if len(self.lines) == 1:
+            self.game.moves.append(strict)
+        return warning
+
+    def text(self, text: str, offset: int) -> None:
+        """Words that are no PDN: kept as a comment inside a variation, refused elsewhere."""
+        if len(self.lines) < 2:
+            raise ValueError(f"{self.where}: unexpected text {_excerpt(text)!r} at offset {offset}")
+        if not self.lines[-1].dropped:
+            self.comment(text)
+
+    def comment(self, text: str) -> None:
+        line = self._main()
+        text = clean_comment(text)
+        if not text or line.dropped:
+            return
+        self.annotated = True
+        if line.moves:
+            last = line.moves[-1]
+            last.comment = f"{last.comment} {text}" if last.comment else text
+        else:
+            line.pending = f"{line.pending} {text}" if line.pending else text
+
+    def nag(self, value: int) -> None:
+        line = self._main()
+        if line.moves and not line.dropped:  # a NAG before any move qualifies none: dropped
+            line.moves[-1].nags.append(value)
+            self.annotated = True
+
+    def open(self, offset: int) -> None:
+        line = self._main()
+        if not line.moves and not line.dropped:
+            raise ValueError(f"{self.where}: variation '(' at offset {offset} before any move")
+        variation: list[PdnMove] = []
+        self.annotated = True
+        if not line.dropped:
+            line.moves[-1].variations.append(variation)
+        pos = None
+        if line.pos is not None and not line.dropped:  # the position before the last move
+            pos = line.pos.copy()
+            pos.undo()
+        first = line.first_ply + len(line.moves) - 1
+        self.lines.append(_Line(variation, pos, first, opened_at=offset))
+        self.lines[-1].dropped = line.dropped
+
+    def close(self, offset: int) -> None:
+        if len(self.lines) < 2:
+            raise ValueError(f"{self.where}: ')' at offset {offset} closes no variation")
+        done = self.lines.pop()
+        if done.pending and done.moves:
+            done.moves[-1].comment = done.pending  # pragma: no cover - a comment before ')'
+
+    def finish(self) -> None:
+        if len(self.lines) > 1:
+            raise ValueError(
+                f"{self.where}: PDN variation '(' at offset {self.lines[1].opened_at} "
+                "is never closed"
+            )
+        main = self.lines[0] if self.lines else None
+        if main is not None and self.annotated and annotated(main.moves):
+            self.game.line = main.moves
+        elif main is not None and main.pending:  # a comment and no move
+            self.game.comment = main.pending
+        if self.replay and main is None and self.game.fen:  # no move: check the set-up alone
+            try:
+                self.game.start()
+            except ValueError as e:
+                raise ValueError(f"{self.where}: bad [FEN] tag: {e}") from None
+
+
 def iter_pdn(
-    text: str, *, size: int = 8, replay: bool = True, max_moves: int | None = None
+    text: str,
+    *,
+    size: int = 8,
+    replay: bool = True,
+    max_moves: int | None = None,
+    errors: list[PdnError] | None = None,
 ) -> Iterator[PdnGame]:
     """Yields the games of a PDN collection in order; see the module docstring.
 
-    ``max_moves`` bounds the moves read in all (ValueError naming it once more are found), so a
-    caller that also stops after some games bounds the work of one text.
+    ``max_moves`` bounds the moves read in all, variations included (PdnTooLong naming it once
+    more are found), so a caller that also stops after some games bounds the work of one text.
+    A bad game raises ValueError naming it; with an ``errors`` list, it is added there instead
+    (a PdnError) and reading goes on with the next game.
     """
-    game: PdnGame | None = None
-    pos: Position | None = None
-    index = 0
-    in_moves = False
-
-    def finish() -> Iterator[PdnGame]:
-        nonlocal game, pos, in_moves
-        if game is not None and (game.moves or game.tags):
-            if replay and pos is None and game.fen:  # no move was read: check the set-up alone
-                try:
-                    game.start()
-                except ValueError as e:
-                    where = f"game {index}, {game.describe()}"
-                    raise ValueError(f"{where}: bad [FEN] tag: {e}") from None
-            yield game
-        game, pos, in_moves = None, None, False
-
     if not isinstance(text, str):
         raise TypeError(f"PDN text is a str, got {type(text).__name__}")
-    opened: list[int] = []  # offsets of the "(" of the variations open here (nesting)
+    index = 0
+    reader: _GameReader | None = None
+    in_moves = False
+    skipping = False  # the rest of a bad game, up to its end
     moves_read = 0
+
+    def new_game() -> _GameReader:
+        nonlocal index
+        index += 1
+        return _GameReader(PdnGame(size=size), index, replay)
+
+    def failed(e: ValueError) -> None:
+        nonlocal reader, skipping, in_moves, index
+        if errors is None:
+            raise e
+        if reader is None:
+            index += 1
+        game = reader.game if reader is not None else PdnGame(size=size)
+        found = _MOVE_IN_ERROR.search(str(e))
+        errors.append(PdnError(index, game.describe(), found.group(1) if found else None, str(e)))
+        reader, skipping = None, True
+
+    def finish() -> Iterator[PdnGame]:
+        nonlocal reader, in_moves, skipping
+        if reader is not None and (reader.game.moves or reader.game.tags or reader.lines):
+            try:
+                reader.finish()
+            except ValueError as e:
+                failed(e)
+                skipping = False  # the game had ended
+                reader, in_moves = None, False
+                return
+            yield reader.game
+        reader, in_moves = None, False
+
     for m in _TOKEN.finditer(text):
         kind = _KIND_OF_GROUP.get(m.lastgroup, m.lastgroup)
-        _check_token(kind, m)
-        if kind in ("space", "comment", "line_comment", "nag"):
+        if kind == "space":
             continue
-        if kind == "open":
-            opened.append(m.start())
-            continue
-        if kind == "close":
-            if opened:
-                opened.pop()
-            continue
-        if opened:
-            continue
-        if kind == "tag":
-            if in_moves:  # a tag after movetext starts the next game (missing result)
+        if skipping:  # the rest of a bad game: up to its result or the next game's tags
+            if kind == "result":
+                skipping, in_moves = False, False
+                continue
+            if not (kind == "tag" and in_moves):
+                in_moves = in_moves or kind in ("number", "move")
+                continue
+            skipping, in_moves = False, False
+        try:
+            if kind == "tag":
+                if in_moves:  # a tag after movetext starts the next game (missing result)
+                    yield from finish()
+                _check_token(kind, m)
+                if reader is None:
+                    reader = new_game()
+                reader.game.tags[m.group("tag_name")] = _unescape(m.group("tag_value"))
+                continue
+            _check_token(kind, m)
+            if kind == "result" and reader is not None and len(reader.lines) > 1:
+                continue  # a result inside a variation ends it, not the game
+            if reader is None:
+                if kind in ("comment", "line_comment"):
+                    continue  # a comment between games belongs to none
+                reader = new_game()
+            if kind == "result":
+                reader.game.result = RESULTS[m.group("result")]
+                reader.game.tags.setdefault("Result", reader.game.result)
                 yield from finish()
-            if game is None:
-                index += 1
-                game = PdnGame(size=size)
-            game.tags[m.group("tag_name")] = _unescape(m.group("tag_value"))
-            continue
-        if game is None:
-            index += 1
-            game = PdnGame(size=size)
-        where = f"game {index}, {game.describe()}"
-        if kind == "result":
-            game.result = RESULTS[m.group("result")]
-            game.tags.setdefault("Result", game.result)
-            yield from finish()
-            continue
-        if kind == "number":
-            in_moves = True
-            continue
-        if kind == "move":
-            in_moves = True
-            moves_read += 1
-            if max_moves is not None and moves_read > max_moves:
-                raise PdnTooLong(f"{where}: more than {max_moves} moves in this PDN text")
-            text_move = m.group("move").replace(":", "x")
-            if replay:
-                pos = _replay_move(game, pos, text_move, where)
+            elif kind == "comment":
+                reader.comment(m.group(0)[1:-1])
+            elif kind == "line_comment":
+                reader.comment(m.group(0)[1:])
+            elif kind == "nag":
+                reader.nag(int(m.group(0)[1:]))
+            elif kind == "open":
+                reader.open(m.start())
+            elif kind == "close":
+                reader.close(m.start())
+            elif kind == "number":
+                in_moves = True
+            elif kind == "move":
+                in_moves = True
+                moves_read += 1
+                if max_moves is not None and moves_read > max_moves:
+                    raise PdnTooLong(
+                        f"{reader.where}: more than {max_moves} moves in this PDN text"
+                    )
+                warning = reader.move(m.group("move").replace(":", "x"), m.group("mark") or "")
+                if warning:
+                    reader.game.warnings.append(warning)
             else:
-                game.moves.append(text_move)
-            continue
-        raise ValueError(f"{where}: unexpected text {_excerpt(m.group(0))!r} at offset {m.start()}")
-    if opened:
-        raise ValueError(f"PDN variation '(' at offset {opened[0]} is never closed")
-    yield from finish()
+                reader.text(m.group(0), m.start())
+        except PdnTooLong:
+            raise
+        except ValueError as e:
+            failed(e)
+    if not skipping:
+        yield from finish()
+
+
+# The move named in a reader's error ("..., move 12... ('15x24'): ..."), for PdnError.move.
+_MOVE_IN_ERROR = re.compile(r"((?:variation, )?move [0-9]+(?:\.\.\.)? \('[^']*'\))")
 
 
 def _check_token(kind: str, m: re.Match[str]) -> None:
@@ -204,30 +404,10 @@ def _check_token(kind: str, m: re.Match[str]) -> None:
         )
 
 
-def _replay_move(game: PdnGame, pos: Position | None, text_move: str, where: str) -> Position:
-    """Plays `text_move` on `pos` (the game's set-up when None), appending it to `game` in full
-    notation; the position after it. ValueError naming `where` and the move when it is not
-    legal there."""
-    if pos is None:
-        try:
-            pos = game.start()
-        except ValueError as e:
-            raise ValueError(f"{where}: bad [FEN] tag: {e}") from None
-    label = _move_label(len(game.moves), game.start_white())
-    try:
-        move, fixed = parse_tolerant(pos, text_move)
-        pos.play(move)
-    except ValueError as e:
-        raise ValueError(f"{where}, {label} ({text_move!r}): {e}") from None
-    if fixed:
-        game.warnings.append(f"{where}, {label}: {fixed}")
-    # Store the move in full notation so written games are unambiguous.
-    game.moves.append(str(move))
-    return pos
-
-
-def read_pdn(text: str, *, size: int = 8, replay: bool = True) -> list[PdnGame]:
-    return list(iter_pdn(text, size=size, replay=replay))
+def read_pdn(
+    text: str, *, size: int = 8, replay: bool = True, errors: list[PdnError] | None = None
+) -> list[PdnGame]:
+    return list(iter_pdn(text, size=size, replay=replay, errors=errors))
 
 
 def parse_tolerant(pos: Position, text: str) -> tuple[Move, str | None]:
@@ -285,22 +465,16 @@ def write_game(game: PdnGame) -> str:
             )
     ordered = [k for k in TAG_ORDER if k in tags] + [k for k in tags if k not in TAG_ORDER]
     lines = [f'[{k} "{_escape(tags[k])}"]' for k in ordered]
-    tokens: list[str] = []
     white_first = game.start_white()
-    for i, move in enumerate(game.moves):
-        if not isinstance(move, str) or not _STRICT_MOVE.fullmatch(move):
-            raise ValueError(
-                f"{game.describe()}, {_move_label(i, white_first)}: {_excerpt(str(move))!r} is "
-                "not a move in PDN form (11-15, or 15x22x31 for a capture)"
-            )
-        ply = i + (1 if white_first else 0)
-        # A move number stays on the line of the move it numbers.
-        if ply % 2 == 0:
-            tokens.append(f"{ply // 2 + 1}. {move}")
-        elif i == 0:
-            tokens.append(f"{ply // 2 + 1}... {move}")
-        else:
-            tokens.append(move)
+    if game.line and [m.move for m in game.line] != list(game.moves):
+        raise ValueError(f"{game.describe()}: its annotated line is not its moves")
+    line = game.line or [PdnMove(m if isinstance(m, str) else repr(m)) for m in game.moves]
+    try:
+        tokens = line_tokens(line, 0, white_first)
+    except ValueError as e:
+        raise ValueError(f"{game.describe()}, {e}") from None
+    if game.comment:
+        tokens.insert(0, "{" + clean_comment(game.comment).replace("}", ")") + "}")
     tokens.append(game.result)
     lines.extend(_wrap(tokens))
     return "\n".join(lines) + "\n"

@@ -155,7 +155,8 @@ def add_analysis_routes(
             results = engines.analyse(positions, spec, budget, stop)
             return {
                 "engine": "network",
-                "network": spec.text,
+                # the spec as searched: a request's sims or ms replace the spec's own budget
+                "network": (engines.with_budget(spec, budget) if budget else spec).text,
                 "results": [
                     {"id": item.id, "engine": "network", **r.to_dict()}
                     for item, r in zip(q.positions, results, strict=True)

@@ -10,7 +10,9 @@ Routes (all JSON unless said otherwise):
 - ``GET /api/openings``, ``POST /api/pdn/parse``, ``POST /api/pdn/write``: starts and PDN;
 - ``GET /api/runs`` and ``/api/runs/{run}/...``: runs, metrics, Elo, games (as PDN or JSON);
 - ``GET /api/config``, ``GET /api/status``: the limits and the searches under way;
-- ``GET /docs``: the OpenAPI schema (``/openapi.json``) in Swagger UI, from local files.
+- ``GET /docs``: the OpenAPI schema (``/openapi.json``) in Swagger UI, from local files;
+- the page's own routes (opponents by name, annotated PDN read and saved, the Elo chart, the
+  favicon): ``play.page_routes``.
 
 Bounds: a request whose Host header names another machine than the server's gets 400 (a web
 page of another site cannot reach the API through DNS rebinding); request bodies above
@@ -49,6 +51,8 @@ from game.position import Position
 from play import runs as run_files
 from play.analysis import Cancelled, Stop, position_from
 from play.analysis_routes import add_analysis_routes
+from play.opponents import is_network_file
+from play.page_routes import add_page_routes
 from play.paths import CHECKPOINT_SUFFIX, NotFound, PathRefused, Roots
 from play.players import LimitError, Players
 from play.slots import Busy, Slots
@@ -377,12 +381,14 @@ def _add_config_routes(
             found += [
                 roots.relative(p)
                 for p in sorted(roots.models.glob(f"*{CHECKPOINT_SUFFIX}"))
-                if p.is_file() and p.resolve().is_relative_to(roots.models)
+                if p.is_file() and p.resolve().is_relative_to(roots.models) and is_network_file(p)
             ]
         for run in run_files.list_runs(roots, settings["runs"]["running_within_s"]):
             if run.get("network"):
                 found.append(run["network"])
         return found
+
+    add_page_routes(app, settings, networks, roots)  # opponents, annotated PDN, Elo chart
 
     @app.get("/api/config")
     def config() -> dict[str, Any]:
@@ -395,16 +401,7 @@ def _add_config_routes(
             "analysis": settings["analysis"],
             "live_poll_s": settings["runs"]["live_poll_s"],
             "networks": networks(),
-            "players": [
-                "ab+nn:t200,tm",
-                "ab+nn:t1000,tm",
-                "ab+nn:t200",
-                "random",
-                "minimax:2",
-                "minimax:4",
-                "minimax:6",
-                "minimax:t200",
-            ],
+            "players": [o["spec"] for o in settings["opponents"]],  # named: /api/opponents
         }
 
     @app.get("/api/status")

@@ -200,8 +200,12 @@ def games_json(path: Path, max_games: int) -> list[dict[str, Any]]:
 
 def live_game(roots: Roots, run: str, within_s: float) -> dict[str, Any]:
     """The run's live game (``games/live.json``, read through the path checks) with its age in
-    seconds; NotFound when there is none or it is older than ``within_s``."""
-    live = read_live_file(roots.run_file(run, LIVE_FILE))
+    seconds; NotFound when there is none, it is older than ``within_s`` or the run has
+    finished (its summary is written: the last game it left is not in progress)."""
+    path = roots.run_file(run, LIVE_FILE)  # the path checks first: a link out is refused
+    if (roots.run(run) / SUMMARY_FILE).is_file():
+        raise NotFound(f"run {run!r} has finished: no game in progress")
+    live = read_live_file(path)
     age = max(0.0, time.time() - live["updated"])
     if age > within_s:
         raise NotFound(f"run {run!r}: no game in progress (the newest is {age:.0f} s old)")

@@ -72,6 +72,8 @@ SCHEMA: dict[str, tuple[str, float, float]] = {
     "analysis.deepen_idle_s": (FLOAT, 0.1, 86400),
     "analysis.deepen_sessions": (INT, 1, 1024),
     "analysis.deepen_per_client": (INT, 1, 1024),
+    "draw_offer.accept_below_cp": (INT, -100_000, 100_000),
+    "draw_offer.accept_below_score": (FLOAT, 0, 1),
     "analysis.inaccuracy": (FLOAT, 0, 1),
     "analysis.mistake": (FLOAT, 0, 1),
     "analysis.blunder": (FLOAT, 0, 1),
@@ -127,6 +129,7 @@ def check_settings(settings: Mapping[str, Any]) -> None:
             f"setting play.default_simulations={settings['default_simulations']} is over "
             f"play.limits.max_simulations={limits['max_simulations']}"
         )
+    _check_opponents(settings)
     marks = settings["analysis"]
     if marks["engine"] not in ("ab", "network"):
         raise ValueError(
@@ -134,6 +137,26 @@ def check_settings(settings: Mapping[str, Any]) -> None:
         )
     if not marks["inaccuracy"] <= marks["mistake"] <= marks["blunder"]:
         raise ValueError("settings play.analysis: need inaccuracy <= mistake <= blunder")
+
+
+def _check_opponents(settings: Mapping[str, Any]) -> None:
+    """play.opponents: a list of {spec, name, measured?}; play.ratings_tables: a list of text."""
+    tables = settings.get("ratings_tables", [])
+    if not isinstance(tables, list) or not all(isinstance(t, str) and t for t in tables):
+        raise ValueError(
+            f"setting play.ratings_tables must be a list of paths, got {_shown(tables)}"
+        )
+    entries = settings.get("opponents", [])
+    if not isinstance(entries, list):
+        raise ValueError(f"setting play.opponents must be a list, got {_shown(entries)}")
+    for k, entry in enumerate(entries):
+        where = f"setting play.opponents[{k}]"
+        if not isinstance(entry, Mapping) or set(entry) - {"spec", "name", "measured"}:
+            raise ValueError(f"{where} must be a mapping of spec, name and measured")
+        for key in ("spec", "name", "measured"):
+            value = entry.get(key, "")
+            if (key != "measured" and not value) or not isinstance(value, str) or "\n" in value:
+                raise ValueError(f"{where}.{key} must be text on one line, got {_shown(value)}")
 
 
 def conf_file() -> Path:

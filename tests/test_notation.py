@@ -283,14 +283,14 @@ def test_tag_values_with_quotes_and_backslashes_round_trip() -> None:
     assert again.tags == {**tags, "Result": "1-0"}
 
 
-def test_comments_variations_and_nags_are_skipped() -> None:
+def test_comments_variations_and_nags_leave_the_main_line_alone() -> None:
     text = """
 [Event "Annotated"]
 [Black "Ann"]
 [White "Bob"]
 {A comment before the first move.}
 1. 11-15 {the Old Fourteenth? (not quite)} 23-19 $1
-2. 8-11! (2. 9-14 {a side line} 22-17 (2... 22-18 (nested 26-22)) 5-9) 22-17?!
+2. 8-11! (2. 9-14 {a side line} 22-17 (2... 22-18 ({nested} 26-23)) 5-9) 22-17?!
 ; a line comment with 1. 9-13 in it
 3. 4-8 $14 17-13 3... 15-18 (3... 9-14) 1/2-1/2
 """

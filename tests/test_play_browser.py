@@ -169,9 +169,9 @@ def test_the_live_view_shows_the_runs_game_in_progress_read_only(browser, server
         wait.until(lambda d: d.find_element(By.ID, "run-title").text.startswith(name), name)
 
     open_run("2026-01-01_00-00-00")
-    # One rated version: its label once under the chart (it read "weights v5weights v5").
-    labels = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "#elo text.elo-label")]
-    assert labels == ["weights v5"]
+    # One rated version: its step once under the chart (it read "weights v5weights v5").
+    labels = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "#elo text.elo-x")]
+    assert labels == ["100"]
     browser.find_element(By.ID, "live").click()
     wait.until(lambda d: "actor 3" in d.find_element(By.ID, "live-info").text, "the live game")
     info = browser.find_element(By.ID, "live-info").text
@@ -268,7 +268,11 @@ class Page:
     def text(self, element_id: str) -> str:
         return self.d.find_element(self.by.ID, element_id).text
 
-    def open(self) -> None:
+    def open(self, fresh: bool = True) -> None:
+        """The page; ``fresh``: as on a first visit (the game it keeps across reloads cleared)."""
+        if fresh:
+            self.d.get(self.server.url + "/favicon.ico")  # the same origin, without the page
+            self.d.execute_script("localStorage.clear()")
         self.d.get(self.server.url + "/")
         self.wait.until(lambda d: "to move" in self.text("status"), "the page's first position")
 
@@ -487,10 +491,10 @@ def test_the_board_turns_for_the_user_and_shows_square_numbers(browser, server):
     page.wait.until(lambda d: top(1) < top(32), "White's side at the bottom")
     page.find("#flip").click()
     assert top(1) > top(32)
-    assert page.all("#board text.num") == []
-    page.find("#numbers").click()
-    numbers = sorted(int(t) for t in page.texts("#board text.num"))
+    numbers = sorted(int(t) for t in page.texts("#board text.num"))  # on by default
     assert numbers == list(range(1, 33))
+    page.find("#numbers").click()
+    assert page.all("#board text.num") == []
 
 
 def test_a_multi_game_file_saved_as_strict_pdn(browser, server, collection, downloads):

@@ -1,5 +1,7 @@
-// The network's analysis: of the position shown (once, or deepening until stopped), of a whole
-// game, and the graph of Black's expected score along the line shown.
+// Analysis of the position shown (once, or deepening until stopped) and of a whole game, by
+// one of two engines: "ab", the alpha-beta with the learned evaluation (the best moves with
+// scores, depths and lines; exact results in the endgame database), or "network", the MCTS
+// network's view (W/D/L, visits). Also the graph of Black's expected score along the line.
 "use strict";
 
 const analysis = { serial: 0, deepening: false, deepSerial: 0, gameSerial: 0 };
@@ -13,16 +15,30 @@ function analysisNetwork(sims) {
   return `${source}:sims=${sims}`;
 }
 
+function engine() { return $("engine").value; }
+
+function engineOf(r) { return r.lines ? "ab" : "network"; }  // today's answers: the network's
+
+function effort(r) { return r.lines ? r.depth || 0 : r.visits || 0; }
+
 function store(n, r) {  // an answer kept on its node: the score for the graph, the deepest lines
-  if (r.score !== null) n.score = r.turn === "B" ? r.score : 1 - r.score;
+  if (r.score !== null && r.score !== undefined) n.score = r.turn === "B" ? r.score : 1 - r.score;
   else if (r.result) n.score = { "1-0": 1, "0-1": 0, "1/2-1/2": 0.5 }[r.result];
-  if (r.score !== null && (!n.analysis || r.visits >= n.analysis.visits)) n.analysis = r;
+  if (r.score === null || r.score === undefined) return;
+  n.analyses = n.analyses || {};
+  const kind = engineOf(r), old = n.analyses[kind];
+  if (!old || effort(r) >= effort(old)) n.analyses[kind] = r;
+  n.analysis = n.analyses[engine()] || n.analyses[kind];
 }
 
-async function analyseNodes(tree, nodes, sims) {
-  const answer = await api("/api/analyse", {
-    network: analysisNetwork(sims),
-    positions: nodes.map(n => ({ id: n.id, fen: tree.fen, moves: tree.moves(n) })) });
+async function analyseNodes(tree, nodes, budget) {
+  // budget: visits for the network; milliseconds a position for the alpha-beta (null: the
+  // server's default)
+  const positions = nodes.map(n => ({ id: n.id, fen: tree.fen, moves: tree.moves(n) }));
+  const body = engine() === "ab"
+    ? { engine: "ab", positions, ...(budget ? { ms: budget } : {}) }
+    : { engine: "network", network: analysisNetwork(budget || visits()), positions };
+  const answer = await api("/api/analyse", body);
   for (const r of answer.results) {
     const n = tree.byId.get(r.id);
     if (n) store(n, r);
@@ -30,10 +46,27 @@ async function analyseNodes(tree, nodes, sims) {
   return answer.results;
 }
 
+function shownAnalysis(n) {  // the analysis of the engine chosen, if it has one for n
+  return n.analyses ? n.analyses[engine()] || null : null;
+}
+
+function engineChanged() {
+  $("sims-label").hidden = engine() !== "network";
+  stopDeepening("");
+  const n = state.node;
+  if (!n) return;
+  n.analysis = shownAnalysis(n);
+  if (n.analysis) renderAnalysis(n.analysis);
+  else clearAnalysis("");
+  saveState();
+  analyseNow();
+}
+
 function positionChanged() {  // the board shows another position: nothing of the old one stays
   if (analysis.deepening) stopDeepening("stopped: the position changed");
   else $("deepen-status").textContent = "";
   const n = state.node;
+  n.analysis = shownAnalysis(n);
   if (n.analysis) renderAnalysis(n.analysis);
   else clearAnalysis(n.position.result ? "the game is over" : "");
   renderGraph();
@@ -43,11 +76,12 @@ function positionChanged() {  // the board shows another position: nothing of th
 async function analyseNow() {
   const n = state.node, tree = state.tree;
   if (!$("analyse-on").checked || !n || !n.position || n.position.result || state.setup) return;
-  if (analysis.deepening || (n.analysis && n.analysis.visits >= visits())) return;
+  const had = shownAnalysis(n);
+  if (analysis.deepening || (had && (engine() === "ab" || had.visits >= visits()))) return;
   const serial = ++analysis.serial;
-  if (!n.analysis) $("wdl-text").textContent = "analysing…";
+  if (!had) $("wdl-text").textContent = "analysing…";
   try {
-    const [r] = await analyseNodes(tree, [n], visits());
+    const [r] = await analyseNodes(tree, [n], engine() === "ab" ? null : visits());
     if (serial !== analysis.serial || n !== state.node) return;
     renderAnalysis(n.analysis || r);
     renderGraph();
@@ -61,10 +95,47 @@ function clearAnalysis(text) {
   for (const bar of $("wdl").children) bar.style.width = "0";
   $("wdl-text").textContent = text || "";
   $("top").tBodies[0].textContent = "";
+  $("lines").tBodies[0].textContent = "";
+  $("database").textContent = "";
   $("pv").textContent = "";
 }
 
+function men(cp) {  // a score in centi-men as a person reads it: +0.35 (a third of a man up)
+  return `${cp > 0 ? "+" : ""}${(cp / 100).toFixed(2)}`;
+}
+
+function renderLines(r) {  // the alpha-beta's best moves, best first, with their lines
+  $("lines").hidden = false;
+  $("top").hidden = true;
+  const side = r.turn === "B" ? "Black" : "White";
+  const s = r.score === null || r.score === undefined ? 0.5 : r.score;
+  const bar = $("wdl").children;
+  bar[0].style.width = `${s * 100}%`; bar[1].style.width = "0"; bar[2].style.width = `${(1 - s) * 100}%`;
+  $("wdl-text").textContent = `${side} to move: ${r.score_cp === null ? "–" : men(r.score_cp)} ` +
+    `(expects ${(s * 100).toFixed(0)}%), depth ${r.depth}, ${r.nodes} nodes in ${Math.round(r.ms)} ms`;
+  const db = r.database;
+  $("database").textContent = db ? `${db.result} in the endgame database` +
+    (db.distance !== null && db.distance !== undefined ? ` (in ${db.distance} plies)` : "") : "";
+  const body = $("lines").tBodies[0];
+  body.textContent = "";
+  r.lines.forEach((l, i) => {
+    const tr = body.insertRow();
+    if (i === 0) tr.className = "best";
+    tr.insertCell().textContent = l.move;
+    tr.insertCell().textContent = men(l.score_cp);
+    tr.insertCell().textContent = l.depth;
+    const line = tr.insertCell();
+    line.textContent = (l.line || []).join(" ");
+    line.className = "line";
+  });
+  $("pv").textContent = (r.pv || []).join(" ");
+}
+
 function renderAnalysis(r) {
+  if (r.lines) return renderLines(r);
+  $("lines").hidden = true;
+  $("top").hidden = false;
+  $("database").textContent = "";
   const [w, d, l] = r.wdl || [0, 1, 0];
   const bar = $("wdl").children;
   bar[0].style.width = `${w * 100}%`; bar[1].style.width = `${d * 100}%`; bar[2].style.width = `${l * 100}%`;
@@ -94,10 +165,14 @@ async function deepen() {
   const token = ++analysis.deepSerial;
   analysis.serial++;  // a single analysis under way is superseded
   $("deepen").textContent = "Stop";
-  const max = state.config.limits.max_simulations;
-  let sims = Math.min(max, n.analysis ? Math.max(visits(), 2 * n.analysis.visits) : visits());
+  const ab = engine() === "ab";
+  const max = ab ? state.config.limits.max_ms : state.config.limits.max_simulations;
+  const had = shownAnalysis(n);
+  let sims = ab ? Math.min(max, 1000) :
+    Math.min(max, had ? Math.max(visits(), 2 * had.visits) : visits());
   for (;;) {
-    $("deepen-status").textContent = `deepening: searching ${sims} visits…`;
+    $("deepen-status").textContent = ab ? `deepening: searching ${sims / 1000} s…`
+      : `deepening: searching ${sims} visits…`;
     let r;
     try {
       [r] = await analyseNodes(tree, [n], sims);
@@ -107,7 +182,10 @@ async function deepen() {
     }
     if (n === state.node) { renderAnalysis(n.analysis || r); renderGraph(); renderMoves(); }
     if (token !== analysis.deepSerial) return;  // stopped, or the position changed
-    if (sims >= max) { stopDeepening(`stopped at the limit of ${max} visits`); return; }
+    if (sims >= max) {
+      stopDeepening(`stopped at the limit of ${ab ? `${max / 1000} s` : `${max} visits`}`);
+      return;
+    }
     sims = Math.min(max, sims * 2);
   }
 }
@@ -124,8 +202,8 @@ function stopDeepening(why) {
 async function analyseGame() {
   const tree = state.tree, game = state.game, serial = ++analysis.gameSerial;
   const line = tree.line(state.node);
-  const sims = visits();
-  const chunk = Math.min(state.config.limits.max_batch_positions, 16);  // progress as it goes
+  const sims = engine() === "ab" ? null : visits();
+  const chunk = Math.min(state.config.limits.max_batch_positions, engine() === "ab" ? 4 : 16);
   const status = $("game-analysis");
   const button = $("analyse-game");
   button.disabled = true;
@@ -143,7 +221,8 @@ async function analyseGame() {
       const k = marks.filter(m => m === cls).length;
       return `${k} ${k === 1 ? one : many}`;
     };
-    status.textContent = `done: ${line.length} positions at ${sims} visits; ` +
+    const how = sims ? `at ${sims} visits` : "by the alpha-beta";
+    status.textContent = `done: ${line.length} positions ${how}; ` +
       `${count("mk blunder", "blunder", "blunders")}, ${count("mk mistake", "mistake", "mistakes")}, ` +
       `${count("mk inacc", "inaccuracy", "inaccuracies")}.`;
     if (state.node.analysis) renderAnalysis(state.node.analysis);
@@ -160,22 +239,38 @@ function gameAnalysisReset() {  // another game: its analysis (if any) is its ow
   $("game-analysis").textContent = "";
 }
 
-// --- the graph -------------------------------------------------------------------------------
-const GRAPH = { W: 400, H: 120, line: [] };
+// --- the graph: Black's expected score by ply, with axes, hover values and a cursor -------------
+const GRAPH = { W: 400, H: 140, L: 34, R: 6, T: 6, B: 20, line: [] };
+
+function graphX(i, n) { return GRAPH.L + (i / n) * (GRAPH.W - GRAPH.L - GRAPH.R); }
+function graphY(v) { return GRAPH.T + (1 - v) * (GRAPH.H - GRAPH.T - GRAPH.B); }
 
 function renderGraph() {
   const svg = $("graph");
   while (svg.firstChild) svg.removeChild(svg.firstChild);
   if (!state.node) return;
-  const { W, H } = GRAPH;
+  const { W, H, L, R, B } = GRAPH;
   const line = state.tree.line(state.node);
   GRAPH.line = line;
   const n = Math.max(line.length - 1, 10);
-  const x = i => 4 + (i / n) * (W - 8), y = v => H - 4 - v * (H - 8);
+  const x = i => graphX(i, n), y = graphY;
   el("rect", { x: 0, y: 0, width: W, height: H, fill: "#fafafa", stroke: "#ccc" }, svg);
-  el("line", { x1: 0, x2: W, y1: y(0.5), y2: y(0.5), stroke: "#bbb", "stroke-dasharray": "4 3" }, svg);
+  for (const [v, label] of [[1, "100%"], [0.75, "75%"], [0.5, "50%"], [0.25, "25%"], [0, "0%"]]) {
+    el("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), stroke: v === 0.5 ? "#999" : "#e4e4e4",
+                 "stroke-dasharray": v === 0.5 ? "4 3" : "" }, svg);
+    const t = el("text", { x: L - 4, y: y(v) + 4, "text-anchor": "end", class: "axis" }, svg);
+    t.textContent = label;
+  }
+  const step = n <= 20 ? 5 : n <= 60 ? 10 : n <= 150 ? 20 : 50;
+  for (let ply = 0; ply <= n; ply += step) {
+    el("line", { x1: x(ply), x2: x(ply), y1: H - B, y2: H - B + 3, stroke: "#999" }, svg);
+    const t = el("text", { x: x(ply), y: H - B + 14, "text-anchor": "middle", class: "axis" }, svg);
+    t.textContent = ply;
+  }
+  const unit = el("text", { x: W - R, y: H - B + 14, "text-anchor": "end", class: "axis" }, svg);
+  unit.textContent = "ply";
   const at = state.node.ply;
-  el("line", { x1: x(at), x2: x(at), y1: 0, y2: H, stroke: "#2a7de1", "stroke-width": 1.5,
+  el("line", { x1: x(at), x2: x(at), y1: 0, y2: H - B, stroke: "#2a7de1", "stroke-width": 1.5,
                class: "graph-cursor", "data-ply": at }, svg);
   const pts = [];
   line.forEach((node, i) => { if (node.score !== undefined) pts.push([i, node.score, node]); });
@@ -186,8 +281,12 @@ function renderGraph() {
   for (const [i, v, node] of pts) {
     const cls = markClass(node);
     const colour = { "mk blunder": "#c00", "mk mistake": "#e60", "mk inacc": "#c90" }[cls];
-    el("circle", { cx: x(i), cy: y(v), r: colour ? 4.5 : 2.5, fill: colour || "#333",
-                   "data-ply": i, class: cls ? "graph-mark" : "graph-point" }, svg);
+    const c = el("circle", { cx: x(i), cy: y(v), r: colour ? 4.5 : 2.5, fill: colour || "#333",
+                             "data-ply": i, "data-value": v.toFixed(3),
+                             class: cls ? "graph-mark" : "graph-point" }, svg);
+    const tip = el("title", {}, c);
+    tip.textContent = `ply ${i}${node.move ? ` (${node.move}${mark(node)})` : " (start)"}: ` +
+      `Black expects ${(v * 100).toFixed(1)}%`;
   }
 }
 
@@ -198,7 +297,7 @@ function graphClick(evt) {  // the ply nearest the click along the line shown
   const p = pt.matrixTransform(svg.getScreenCTM().inverse());
   const line = GRAPH.line;
   const n = Math.max(line.length - 1, 10);
-  const ply = Math.round(((p.x - 4) / (GRAPH.W - 8)) * n);
+  const ply = Math.round(((p.x - GRAPH.L) / (GRAPH.W - GRAPH.L - GRAPH.R)) * n);
   const target = line[Math.max(0, Math.min(line.length - 1, ply))];
   if (target && !state.setup) goTo(target);
 }

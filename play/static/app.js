@@ -1,5 +1,6 @@
-// The page's start: configuration, the controls wired to play.js, files.js, analysis.js and
-// train.js, and the keyboard (arrows, Home and End step through the game).
+// The page's start: configuration, the controls wired to play.js, files.js, clock.js, notes.js,
+// persist.js, analysis.js and train.js, and the keyboard (arrows, Home and End step through the
+// game). A link that names a game opens it; else the game of the last visit comes back.
 "use strict";
 
 async function hint() {
@@ -54,10 +55,17 @@ function wire() {
     state.opponent = $("opponent").value.trim() || state.config.default_opponent;
     opponentTurn();
   });
+  on("opponent", "change", saveState);
+  on("engine", "change", engineChanged);
+  on("share", "click", shareLink);
+  wireGameControls();
+  wireNotes();
   on("undo", "click", undo);
   on("flip", "click", () => { board.flipped = !board.flipped; board.draw(); });
   on("numbers", "change", () => {
-    board.numbers = viewer.numbers = $("numbers").checked; board.draw(); viewer.draw(); });
+    board.numbers = viewer.numbers = $("numbers").checked; board.draw(); viewer.draw();
+    saveState();
+  });
   on("hint", "click", hint);
   for (const [id, where] of [["nav-first", "first"], ["nav-prev", "prev"], ["nav-next", "next"],
                              ["nav-last", "last"]]) on(id, "click", () => step(where));
@@ -107,25 +115,30 @@ function wire() {
   on("v-next", "click", () => stepTo(watch.index + 1));
   on("v-last", "click", () => stepTo(Infinity));
   on("live", "click", () => { if (!watch.live) live(); });
+  on("play-run", "click", playRunNetwork);
   document.addEventListener("keydown", onKey);
 }
 
 async function init() {
   state.config = await api("/api/config");
-  const list = $("players");
-  for (const net of state.config.networks) {
-    list.appendChild(new Option(`${net}:sims=${state.config.default_simulations}`));
-    list.appendChild(new Option(`${net}:ms=200`));
-  }
-  for (const p of state.config.players) list.appendChild(new Option(p));
-  $("opponent").value = state.config.default_opponent;
+  state.opponents = await api("/api/opponents");
+  fillOpponents();
+  $("opponent").value = state.opponents.default || state.config.default_opponent;
   $("analysis-sims").value = state.config.default_simulations;
+  // The server's default engine (analysis.engine); a server without one analyses by network.
+  $("engine").value = state.config.analysis.engine || "network";
+  board.numbers = viewer.numbers = $("numbers").checked;
   state.openings = await api("/api/openings");
   state.openings.forEach((o, i) => $("ballot").add(new Option(`${o.name}: ${o.moves.join(" ")}`, i)));
   $("ballot").selectedIndex = Math.floor(Math.random() * state.openings.length);
   wire();
   if (location.hash === "#train") showView("train");
-  await newGame();
+  const opened = await openLink() || await restoreState();
+  if (!opened) await newGame();
+  else clockReset();  // a game put back: its clocks are not (they start again with a new game)
+  $("sims-label").hidden = engine() !== "network";
+  renderOpponent();
+  window.addEventListener("hashchange", () => { openLink(); });
 }
 
 init().catch(e => { $("status").textContent = `could not start: ${e.message}`; });

@@ -22,7 +22,7 @@ const board = new Board($("board"), {
 
 function userToMove() {
   const p = state.node && state.node.position;
-  if (!p || p.result || state.setup) return false;
+  if (!p || p.result || state.setup || gameOver()) return false;
   if (state.colour === "both") return true;
   return p.turn === state.colour;
 }
@@ -61,6 +61,8 @@ async function goTo(n) {
   renderStatus();
   renderMoves();
   renderFen();
+  renderNotes();
+  saveState();
   if (changed) positionChanged();  // analysis.js: stale panels cleared, the new one analysed
   else renderGraph();
 }
@@ -85,8 +87,13 @@ function renderStatus() {
     return;
   }
   const p = state.node.position;
-  s.classList.toggle("over", !!p.result);
+  const over = gameOver();
+  s.classList.toggle("over", !!p.result || !!over);
   const where = state.tree.isMain(state.node) ? "" : " (variation)";
+  if (over && !p.result) {
+    s.textContent = `${over.text} (${over.result})${where}`;
+    return;
+  }
   if (p.result) {
     const who = { "1-0": "Black wins", "0-1": "White wins", "1/2-1/2": "Draw" }[p.result];
     s.textContent = `${who} (${p.result}): ${p.end_reason}${where}`;
@@ -94,7 +101,7 @@ function renderStatus() {
   }
   const side = p.turn === "B" ? "Black" : "White";
   let text = `${side} to move`;
-  if (state.thinking) text += ": the opponent is thinking…";
+  if (state.thinking) text += `: ${opponentName(state.opponent)} is thinking…`;
   else if (userToMove()) text += " (you)";
   if (p.must_capture) text += ". A capture is compulsory";
   const quiet = Math.floor(p.no_progress / 2);
@@ -117,16 +124,30 @@ function renderMoves() {
     let numbered = true;  // a line, and the move after a variation, start with their number
     for (let n = first; n; n = n.children[0]) {
       const ply = n.ply - 1 + (tree.whiteFirst ? 1 : 0);  // plies before the move, Black first
+      if (n.before) {
+        into.appendChild(html("span", n.before, "comment"));
+        into.appendChild(document.createTextNode(" "));
+        numbered = true;
+      }
       if (ply % 2 === 0 || numbered) {
         into.appendChild(html("b", `${Math.floor(ply / 2) + 1}.${ply % 2 ? ".." : ""}`));
       }
-      const span = html("span", n.move + mark(n), `mv ${markClass(n)}`);
+      const span = html("span", n.move + (n.mark || mark(n)), `mv ${markClass(n)}`);
       span.dataset.node = n.id;
       span.dataset.ply = n.ply;
       if (n === state.node) { span.classList.add("current"); current = span; }
       into.appendChild(span);
       into.appendChild(document.createTextNode(" "));  // lines break between moves only
       numbered = false;
+      if (n.nags.length) {
+        into.appendChild(html("span", n.nags.map(x => `$${x}`).join(" "), "nag"));
+        into.appendChild(document.createTextNode(" "));
+      }
+      if (n.comment) {
+        into.appendChild(html("span", n.comment, "comment"));
+        into.appendChild(document.createTextNode(" "));
+        numbered = true;
+      }
       const siblings = n.parent.children;
       if (siblings[0] === n && siblings.length > 1) {
         for (const v of siblings.slice(1)) {
@@ -201,6 +222,7 @@ async function userMove(move) {
   const from = state.node;
   const played = from.position.legal.find(m => m.move === move);
   const child = state.tree.add(from, move, played ? played.squares : null);
+  clockMoved(from.position.turn);
   treeChanged();
   await goTo(child);
   opponentTurn();
@@ -209,6 +231,7 @@ async function userMove(move) {
 async function opponentTurn() {
   const at = state.node;
   if (!at || !at.position || at.position.result || state.setup || state.thinking) return;
+  if (gameOver()) return;
   if (state.colour === "both" || at.position.turn === state.colour) return;
   state.thinking = true;
   board.enabled = false;
@@ -217,13 +240,16 @@ async function opponentTurn() {
   try {
     const answer = await api("/api/move", { fen: tree.fen, moves: tree.moves(at),
                                             player: state.opponent });
-    if (game !== state.game) return;  // another game was opened meanwhile
+    if (game !== state.game || gameOver()) return;  // another game, or this one ended meanwhile
     if (answer.score !== undefined && answer.score !== null && at.score === undefined) {
       at.score = answer.turn === "B" ? answer.score : 1 - answer.score;
     }
     const played = at.position.legal.find(m => m.move === answer.move);
     const child = tree.add(at, answer.move, played ? played.squares : null);
     child.position = answer.position;
+    child.reply = { player: answer.player, score: answer.score, turn: answer.turn,
+                    minimax: answer.minimax || null };
+    clockMoved(at.position.turn);
     treeChanged();
     state.thinking = false;
     if (state.node === at) {  // the user stayed: show the reply (else it waits in the list)
@@ -262,6 +288,7 @@ async function undo() {
 function setColour(colour) {
   state.colour = colour;
   $("colour").value = colour;
+  saveState();
   board.flipped = colour === "B";  // the user's side at the bottom; else the printed diagram
   if (!state.node) return;
   board.enabled = userToMove() && !state.thinking;
@@ -278,7 +305,8 @@ async function openGame(entry, { at = "end" } = {}) {
     const root = await api("/api/position", { fen: entry.fen || null, moves: [] });  // bad FEN
     tree = new GameTree(entry.fen || null);
     tree.root.position = root;
-    const last = tree.addLine(entry.moves || []);
+    const last = entry.line && entry.line.length ? tree.addJSONLine(tree.root, entry.line)
+      : tree.addLine(entry.moves || []);
     if (last !== tree.root) {  // every move is checked
       last.position = await api("/api/position", { fen: tree.fen, moves: tree.moves(last) });
     }
@@ -291,7 +319,8 @@ async function openGame(entry, { at = "end" } = {}) {
   state.node = null;
   state.target = null;
   if (state.setup) endSetup();
-  const target = at === "start" ? tree.root : tree.mainLine().at(-1);
+  const target = Array.isArray(at) ? tree.at(at) : at === "start" ? tree.root
+    : tree.mainLine().at(-1);
   await goTo(target);
   renderTags();
   treeChanged();
@@ -303,6 +332,7 @@ async function newGame() {
   $("newgame-error").textContent = "";
   setColour($("colour").value);
   state.opponent = $("opponent").value.trim() || state.config.default_opponent;
+  clockReset();
   try {
     const start = $("start").value;
     if (start === "pdn") {
@@ -319,6 +349,7 @@ async function newGame() {
     }
     closeFile();
     await openGame(entry);
+    if (playingComputer()) clockStart(state.node.position.turn);
   } catch (e) { $("newgame-error").textContent = e.message; }
 }
 

@@ -16,9 +16,10 @@ async function loadRuns() {
     tr.insertCell().textContent = r.name;
     const st = tr.insertCell(); st.textContent = r.status; st.className = `status-${r.status}`;
     tr.insertCell().textContent = r.step;
-    tr.insertCell().textContent = fmt(r.weights_version);
-    tr.insertCell().textContent = fmt(r.games);
-    tr.insertCell().textContent = fmt(r.positions_per_s);
+    const wide = (text) => { const c = tr.insertCell(); c.textContent = text; c.className = "wide-only"; };
+    wide(fmt(r.weights_version));
+    wide(fmt(r.games));
+    wide(fmt(r.positions_per_s));
     tr.insertCell().textContent = fmt(r.elo);
     tr.addEventListener("click", () => openRun(r.name));
   }
@@ -30,7 +31,8 @@ async function openRun(name) {
   watch.run = run;
   $("run-detail").hidden = false;
   $("run-title").textContent = `${run.name} (${run.status})`;
-  drawElo(run.elo);
+  $("play-run").hidden = !run.network;
+  drawElo(await api(`/api/runs/${encodeURIComponent(name)}/elo`));
   const body = $("ratings").tBodies[0];
   body.textContent = "";
   for (const p of run.ratings) {
@@ -47,45 +49,79 @@ async function openRun(name) {
   if (run.games.length) await loadGameFile(run.games[0].file);
 }
 
-function drawElo(points) {
+function niceStep(span, ticks) {  // a round tick spacing: 1, 2 or 5 times a power of ten
+  const raw = Math.max(span, 1e-9) / ticks, power = 10 ** Math.floor(Math.log10(raw));
+  return [1, 2, 5, 10].map(k => k * power).find(k => k >= raw);
+}
+
+function drawElo(chart) {
+  // The run's rated candidates as eval/curve.csv has them (the server reads the file), with
+  // their 95% intervals, by training step (by weights version where a step is unknown), and
+  // the ladder's rungs near them as dashed lines. Hover a point for its values.
   const svg = $("elo");
   while (svg.firstChild) svg.removeChild(svg.firstChild);
-  const W = 480, H = 240, pad = 40;
+  const points = chart.points;
+  const W = 480, H = 240, L = 46, R = 86, T = 10, B = 34;
   el("rect", { x: 0, y: 0, width: W, height: H, fill: "#fff", stroke: "#ccc" }, svg);
   if (!points.length) {
     const t = el("text", { x: W / 2, y: H / 2, "text-anchor": "middle", fill: "#777" }, svg);
     t.textContent = "no rated candidates yet";
     return;
   }
+  const byStep = points.every(p => p.step !== null && p.step !== undefined);
+  const xOf = p => byStep ? p.step : p.version;
   const low = p => p.lower ?? p.elo, high = p => p.upper ?? p.elo;
-  const xs = points.map(p => p.version);
-  const lo = Math.min(...points.map(low)), hi = Math.max(...points.map(high));
-  const x0 = Math.min(...xs), x1 = Math.max(...xs);
-  const x = v => pad + (x1 === x0 ? 0.5 : (v - x0) / (x1 - x0)) * (W - 2 * pad);
-  const y = v => H - pad + (hi === lo ? -0.5 : -(v - lo) / (hi - lo)) * (H - 2 * pad);
-  const band = points.map(p => `${x(p.version)},${y(high(p))}`)
-    .concat([...points].reverse().map(p => `${x(p.version)},${y(low(p))}`));
-  el("polygon", { points: band.join(" "), fill: "#cde", stroke: "none" }, svg);
-  el("polyline", { points: points.map(p => `${x(p.version)},${y(p.elo)}`).join(" "), fill: "none",
-                   stroke: "#247", "stroke-width": 2 }, svg);
-  for (const p of points) {
-    el("line", { x1: x(p.version), x2: x(p.version), y1: y(low(p)), y2: y(high(p)), stroke: "#247" }, svg);
-    const c = el("circle", { cx: x(p.version), cy: y(p.elo), r: 3.5, fill: "#247" }, svg);
-    const tip = el("title", {}, c);
-    tip.textContent = `v${p.version}${p.step === null ? "" : ` (step ${p.step})`}: ` +
-      `${p.elo.toFixed(0)} [${low(p).toFixed(0)}, ${high(p).toFixed(0)}]`;
-  }
-  for (const v of [hi, lo]) {
-    const t = el("text", { x: 4, y: y(v) + 4, "font-size": 11, fill: "#555" }, svg);
+  let lo = Math.min(...points.map(low)), hi = Math.max(...points.map(high));
+  const margin = Math.max(50, (hi - lo) * 0.15);
+  const rungs = chart.rungs.filter(r => r.elo >= lo - margin && r.elo <= hi + margin);
+  for (const r of rungs) { lo = Math.min(lo, r.elo); hi = Math.max(hi, r.elo); }
+  if (hi - lo < 50) { lo -= 25; hi += 25; }
+  const xs = points.map(xOf), x0 = Math.min(...xs), x1 = Math.max(...xs);
+  const x = v => L + (x1 === x0 ? 0.5 : (v - x0) / (x1 - x0)) * (W - L - R);
+  const y = v => H - B - (v - lo) / (hi - lo) * (H - T - B);
+  const ystep = niceStep(hi - lo, 5);
+  for (let v = Math.ceil(lo / ystep) * ystep; v <= hi; v += ystep) {
+    el("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), stroke: "#eee" }, svg);
+    const t = el("text", { x: L - 4, y: y(v) + 4, "text-anchor": "end", class: "axis elo-y" }, svg);
     t.textContent = v.toFixed(0);
   }
-  // One label per version shown: a single rated version gets one, centred under its point.
-  const labels = x1 === x0 ? [[x0, "middle"]] : [[x0, "start"], [x1, "end"]];
-  for (const [v, anchor] of labels) {
-    const t = el("text", { x: x(v), y: H - 8, "font-size": 11, fill: "#555", "text-anchor": anchor,
-                           class: "elo-label" }, svg);
-    t.textContent = `weights v${v}`;
+  const xstep = x1 === x0 ? 1 : niceStep(x1 - x0, 5);
+  for (let v = Math.ceil(x0 / xstep) * xstep; v <= x1; v += xstep) {
+    el("line", { x1: x(v), x2: x(v), y1: H - B, y2: H - B + 4, stroke: "#999" }, svg);
+    const t = el("text", { x: x(v), y: H - B + 15, "text-anchor": "middle", class: "axis elo-x" }, svg);
+    t.textContent = v.toLocaleString("en");
   }
+  const title = el("text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle", class: "axis" }, svg);
+  title.textContent = `${byStep ? "training step" : "weights version"} (from ${chart.source})`;
+  const ytitle = el("text", { x: 10, y: T + 8, class: "axis" }, svg);
+  ytitle.textContent = "Elo";
+  for (const r of rungs) {
+    el("line", { x1: L, x2: W - R, y1: y(r.elo), y2: y(r.elo), class: "elo-rung" }, svg);
+    const t = el("text", { x: W - R + 3, y: y(r.elo) + 3, class: "elo-rung-label" }, svg);
+    t.textContent = `${r.player} ${r.elo.toFixed(0)}`;
+  }
+  const band = points.map(p => `${x(xOf(p))},${y(high(p))}`)
+    .concat([...points].reverse().map(p => `${x(xOf(p))},${y(low(p))}`));
+  el("polygon", { points: band.join(" "), fill: "#cde", stroke: "none", "fill-opacity": 0.7 }, svg);
+  el("polyline", { points: points.map(p => `${x(xOf(p))},${y(p.elo)}`).join(" "), fill: "none",
+                   stroke: "#247", "stroke-width": 2 }, svg);
+  for (const p of points) {
+    el("line", { x1: x(xOf(p)), x2: x(xOf(p)), y1: y(low(p)), y2: y(high(p)), stroke: "#247" }, svg);
+    const c = el("circle", { cx: x(xOf(p)), cy: y(p.elo), r: 3.5, fill: "#247", class: "elo-point",
+                             "data-version": p.version, "data-step": p.step ?? "",
+                             "data-elo": p.elo, "data-lower": low(p), "data-upper": high(p) }, svg);
+    const tip = el("title", {}, c);
+    tip.textContent = `v${p.version}${p.step === null || p.step === undefined ? "" : `, step ${p.step}`}: ` +
+      `Elo ${p.elo.toFixed(0)} [${low(p).toFixed(0)}, ${high(p).toFixed(0)}]` +
+      (p.games ? `, ${p.games} games` : "");
+  }
+}
+
+function playRunNetwork() {  // the run's newest network as the opponent of a new game
+  if (!watch.run || !watch.run.network) return;
+  $("opponent").value = `${watch.run.network}:sims=${state.config.default_simulations}`;
+  showView("play");
+  newGame().then(renderOpponent);
 }
 
 async function loadGameFile(file) {
@@ -95,7 +131,7 @@ async function loadGameFile(file) {
   const sel = $("game-index");
   sel.textContent = "";
   watch.games.forEach((g, i) => sel.add(new Option(
-    `game ${g.number} (${g.moves.length} moves, ${g.result})`, i)));
+    `game ${g.number} (${g.moves.length} plies, ${g.result})`, i)));
   if (watch.games.length) await viewGame(0);
 }
 
@@ -115,7 +151,7 @@ async function stepTo(index) {
   const position = await api("/api/position", { fen: g.fen, moves: g.moves.slice(0, index) });
   watch.index = index;
   viewer.set(position);
-  $("v-info").textContent = `move ${index} of ${g.moves.length}` +
+  $("v-info").textContent = `ply ${index} of ${g.moves.length}` +
     (index ? `: ${g.moves[index - 1]}` : "") + (position.result ? ` (${position.result})` : "");
 }
 

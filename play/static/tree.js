@@ -14,6 +14,11 @@ class MoveNode {
     this.position = null;      // the server's description, once fetched
     this.score = undefined;    // Black's expected score (win + draw/2), once analysed
     this.analysis = null;      // the newest analysis shown for this position
+    this.mark = "";            // the annotator's mark after the move: ! ? !! ?? !? ?!
+    this.nags = [];            // PDN's numeric annotations ($1 ...), as numbers
+    this.comment = "";         // the comment after the move
+    this.before = "";          // a comment before the move (the first move of a line)
+    this.reply = null;         // the opponent's answer that played this move (its evaluation)
   }
 
   get ply() { return this.parent ? this.parent.ply + 1 : 0; }
@@ -42,6 +47,50 @@ class GameTree {
   addLine(moves) {  // moves as the main line from the root; returns the last node
     let n = this.root;
     for (const m of moves) n = this.add(n, m, null);
+    return n;
+  }
+
+  addJSONLine(parent, items) {  // a PDN line as the server sends it, from parent; its last node
+    let n = parent;
+    for (const item of items || []) {
+      const child = this.add(n, item.move, null);
+      child.mark = item.mark || "";
+      child.nags = [...(item.nags || [])];
+      child.comment = item.comment || "";
+      child.before = item.before || "";
+      for (const v of item.variations || []) this.addJSONLine(n, v);  // alternatives to child
+      n = child;
+    }
+    return n;
+  }
+
+  lineJSON(first) {  // the line from first along first children, variations inside, for PDN
+    const out = [];
+    for (let n = first; n; n = n.children[0]) {
+      const item = { move: n.move };
+      if (n.mark) item.mark = n.mark;
+      if (n.nags.length) item.nags = [...n.nags];
+      if (n.comment) item.comment = n.comment;
+      if (n.before && !out.length) item.before = n.before;
+      const siblings = n.parent.children;
+      if (siblings[0] === n && siblings.length > 1) {
+        item.variations = siblings.slice(1).map(v => this.lineJSON(v));
+      }
+      out.push(item);
+    }
+    return out;
+  }
+
+  indices(n) {  // the child index of every step from the root to n (how a reload finds n)
+    return this.path(n).slice(1).map(x => x.parent.children.indexOf(x));
+  }
+
+  at(indices) {  // the node indices lead to, as far as they go
+    let n = this.root;
+    for (const i of indices || []) {
+      if (!n.children[i]) break;
+      n = n.children[i];
+    }
     return n;
   }
 
