@@ -453,7 +453,7 @@ def test_the_play_engines_use_the_book_and_the_database(tmp_path, db, monkeypatc
     after = ending.copy()
     after.play(answer["move"])
     assert db.value(after) == LOSS
-    with pytest.raises(ValueError, match="egdb must be 0 or 1"):
+    with pytest.raises(ValueError, match="egdb must be 1 or 0"):
         engines.parse("net.safetensors:sims=8:egdb=yes")
 
 

@@ -59,7 +59,7 @@ def test_mcts_options_are_typed_by_their_setting_names() -> None:
         ("minimax:65", "at most 64"),
         ("minimax:3:file.safetensors", "malformed"),
         ("uniform-mcts:sims=0", "at least 1"),
-        ("uniform-mcts:sims=5,book=1", "a book belongs to a network"),
+        ("uniform-mcts:sims=5,book=1", "uniform-mcts has none"),
         ("net.safetensors:sims=5,t100", "not both"),
         ("net.safetensors:tm=1", "needs a time"),
         ("net.safetensors:simz=3", "bad option 'simz=3'"),
