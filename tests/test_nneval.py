@@ -358,7 +358,7 @@ def test_play_engines_offer_the_learned_evaluation() -> None:
     reply = answer(engines, {"id": "n", "action": "move", "player": "ab+nn:3"}, "random")
     assert reply["player"] == "ab+nn:3" and reply["minimax"]["depth"] == 3
     assert reply["move"] in {str(m) for m in Position().legal_moves()}
-    with pytest.raises(ValueError, match="ab\\+nn:3:/etc/passwd'.*the server plays"):
+    with pytest.raises(ValueError, match=r"ab\+nn:3:/etc/passwd'.*the server plays"):
         engines.parse("ab+nn:3:/etc/passwd")  # the server reads no file a request names
 
 

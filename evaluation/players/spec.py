@@ -266,7 +266,9 @@ def _network(text: str, source: str, opts: str) -> PlayerSpec:
         if options.get("simulations") == 0:
             raise ValueError(f"player spec {text!r}: uniform-mcts needs sims of at least 1")
         if options.get("book"):
-            raise ValueError(f"player spec {text!r}: a book belongs to a network; uniform-mcts has none")
+            raise ValueError(
+                f"player spec {text!r}: a book belongs to a network; uniform-mcts has none"
+            )
         return PlayerSpec(text, "uniform", source=source, options=MappingProxyType(options))
     return PlayerSpec(text, "network", source=source, options=MappingProxyType(options))
 
