@@ -74,7 +74,7 @@ _SPEC = re.compile(
     rf"(?P<source>{re.escape(UNIFORM_SPEC)}|.+?{re.escape(CHECKPOINT_SUFFIX)})(?::(?P<opts>.*))?"
 )
 # A time budget written as an option without a key: t200 is 200 milliseconds per move.
-_TIME_OPTION = re.compile(r"t(?P<ms>\d+)")
+_TIME_OPTION = re.compile(r"t(?P<ms>\d+)", re.ASCII)
 
 
 def _switch(value: str) -> bool:
@@ -232,6 +232,8 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]] | None:
             raise ValueError(f"player spec {spec!r}: the time per move is given twice")
         target, kind = _OPTIONS[key]
         try:
+            if not value.isascii():  # int() and float() would read other scripts' digits
+                raise ValueError(value)
             options[target] = kind(value)
         except ValueError:
             kind_name = "1 or 0" if kind is _switch else kind.__name__

@@ -75,11 +75,14 @@ WEIGHT_NAMES = (
     "king_centre",
 )
 
-_MINIMAX_SPEC = re.compile(r"minimax(?P<db>\+db)?:(?:(?P<depth>\d+)|t(?P<time_ms>\d+)(?P<tm>,tm)?)")
-_NNEVAL_SPEC = re.compile(
-    r"ab\+nn(?P<db>\+db)?:(?:(?P<depth>\d+)|t(?P<time_ms>\d+)(?P<tm>,tm)?)(?::(?P<path>.+))?"
+_MINIMAX_SPEC = re.compile(
+    r"minimax(?P<db>\+db)?:(?:(?P<depth>\d+)|t(?P<time_ms>\d+)(?P<tm>,tm)?)", re.ASCII
 )
-_RANDOM_SPEC = re.compile(r"random(?::(?P<seed>\d+))?")
+_NNEVAL_SPEC = re.compile(
+    r"ab\+nn(?P<db>\+db)?:(?:(?P<depth>\d+)|t(?P<time_ms>\d+)(?P<tm>,tm)?)(?::(?P<path>.+))?",
+    re.ASCII,  # digits are 0-9: int() would also read other scripts' digits
+)
+_RANDOM_SPEC = re.compile(r"random(?::(?P<seed>\d+))?", re.ASCII)
 SPEC_FORMS = (
     "'minimax:D' (depth), 'minimax:tMS[,tm]' (milliseconds per move, ',tm': managed over the "
     "game), 'minimax+db:D' (with the endgame database), 'ab+nn:D' / 'ab+nn:tMS[,tm][:PATH]' "

@@ -54,9 +54,11 @@ logger = logging.getLogger(__name__)
 
 UNIFORM = "uniform-mcts"
 _NETWORK_SPEC = re.compile(rf"(?P<source>{UNIFORM}|.+?\.safetensors)(?::(?P<opts>.*))?")
-_MINIMAX_SPEC = re.compile(r"(?:minimax|ab\+nn):(?:(?P<depth>\d+)|t(?P<ms>\d+)(?:,tm)?)")
-_RANDOM_SPEC = re.compile(r"random(?::(?P<seed>\d+))?")
-_TIME_OPTION = re.compile(r"t(?P<ms>\d+)")  # t200: 200 ms, the match tool's form of ms=200
+_MINIMAX_SPEC = re.compile(r"(?:minimax|ab\+nn):(?:(?P<depth>\d+)|t(?P<ms>\d+)(?:,tm)?)", re.ASCII)
+_RANDOM_SPEC = re.compile(r"random(?::(?P<seed>\d+))?", re.ASCII)
+_TIME_OPTION = re.compile(
+    r"t(?P<ms>\d+)", re.ASCII
+)  # t200: 200 ms, the match tool's form of ms=200
 MAX_SPEC_CHARS = 500  # a longer player spec is not one
 MAX_REMEMBERED_REFUSALS = 256  # refused network files remembered (oldest forgotten first)
 
@@ -175,6 +177,8 @@ class Engines:
                     f"player {text!r}: bad option {item!r}; use sims=N, ms=N (or tN), cpuct=X, "
                     "egdb=0|1 or book=0|1"
                 )
+            if not value.isascii():  # int() and float() would read other scripts' digits
+                raise ValueError(f"player {text!r}: option {key} must be written in ASCII")
             if key in ("egdb", "book") and value not in ("0", "1"):
                 raise ValueError(f"player {text!r}: {key} must be 0 or 1, got {value!r}")
             options[key] = value
