@@ -98,7 +98,7 @@ class BoundedH11Protocol(H11Protocol):
         state = self.conn.their_state
         if state is h11.IDLE:
             self._arm("headers", self.header_timeout_s)
-        elif state is h11.SEND_BODY and not (self.cycle and self.cycle.response_complete):
+        elif state is h11.SEND_BODY:  # answered or not (a 429 or 413 before the body ended)
             self._arm("body", self.body_timeout_s)
         else:
             self._arm("", 0.0)
