@@ -67,6 +67,8 @@ def decode(data: bytes | str, source: str) -> dict[str, Any]:
         value = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise ValueError(f"{source}: not JSON ({e})") from None
+    except RecursionError:
+        raise ValueError(f"{source}: JSON nested too deeply for a live game") from None
     if not isinstance(value, dict):
         raise ValueError(f"{source}: not a JSON object")
     kinds = {
