@@ -9,9 +9,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import os
-import sys
-import threading
 from typing import Any
 
 import uvicorn
@@ -97,22 +94,12 @@ def serve(app: Any, settings: dict[str, Any], log_level: str) -> None:
         host=settings["host"],
         port=settings["port"],
         log_level=log_level,
-        http=make_protocol(limits, on_idle=release_memory),
+        http=make_protocol(limits, on_large_close=release_memory),
         timeout_keep_alive=math.ceil(float(limits["keep_alive_s"])),
         h11_max_incomplete_event_size=int(limits["max_header_bytes"]),
         timeout_graceful_shutdown=math.ceil(float(limits["shutdown_s"])),
     )
-    uvicorn.Server(config).run()
-    # A thread still inside a request (a read or a search that ignores its stop) must not keep
-    # the process alive: the interpreter would wait for it at exit.
-    lingering = [t for t in threading.enumerate() if t is not threading.main_thread()]
-    for thread in lingering:
-        thread.join(timeout=float(limits["shutdown_s"]) / max(1, len(lingering)))
-    if any(t.is_alive() and not t.daemon for t in lingering):
-        logging.getLogger(__name__).warning("threads still busy at shutdown; exiting anyway")
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+    uvicorn.Server(config).run()  # SIGTERM ends it (uvicorn re-raises the signal)
 
 
 if __name__ == "__main__":

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from itertools import islice
 from pathlib import Path
 from typing import Annotated, Any
@@ -43,7 +44,6 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTex
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
-from checkerzero.network.header import read_model_shape
 from checkerzero.run_files import GAME_FOLDERS
 from game.notation import squares_of
 from game.openings import acf_deck
@@ -55,7 +55,7 @@ from play.clients import SCOPE_KEY as CLIENT_KEY
 from play.clients import ClientLimit, client_of
 from play.connections import BodyLimit
 from play.engines import Engines, LimitError, PlayerSpec
-from play.paths import CHECKPOINT_SUFFIX, NotFound, PathRefused, Roots
+from play.paths import CHECKPOINT_SUFFIX, NotFound, PathRefused, Roots, is_network
 from play.slots import Busy, Slots
 
 logger = logging.getLogger(__name__)
@@ -65,7 +65,6 @@ MAX_FEN_CHARS = 200  # the longest FEN of 8x8 (24 pieces, all kings) is under 12
 MAX_ID_CHARS = 100  # query ids are echoed back
 DISCONNECT_POLL_S = 0.1  # how often a request with work under way asks whether its client left
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
-MAX_REMEMBERED_FILES = 1000  # network files whose kind is remembered (forgotten all at once)
 
 
 class PositionQuery(BaseModel):
@@ -211,7 +210,14 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
     }
     counts = {"served": 0, "cancelled": 0, "stopped": 0}
 
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        for _slots, threads in lanes.values():  # idle workers end; busy ones are cancelled
+            threads.shutdown(wait=False, cancel_futures=True)
+
     app = FastAPI(
+        lifespan=lifespan,
         title="checkerzero play",
         description="Play, analyse and watch a checkers network. Read-only over its folders.",
         version="1",
@@ -356,25 +362,6 @@ def _add_config_routes(
 ) -> None:
     """The defaults, limits and networks the page offers, and the searches under way."""
     limits = settings["limits"]
-    is_network: dict[tuple[str, int, int], bool] = {}  # by (path, mtime, size)
-
-    def playable(path: Path) -> bool:
-        """Whether ``path`` is a network checkpoint (its header says so), not another
-        safetensors file such as the alpha-beta's learned evaluation: only those are offered."""
-        try:
-            st = path.stat()
-            key = (str(path), st.st_mtime_ns, st.st_size)
-            if key not in is_network:
-                if len(is_network) > MAX_REMEMBERED_FILES:
-                    is_network.clear()
-                try:
-                    read_model_shape(path)
-                    is_network[key] = True
-                except (ValueError, RecursionError):
-                    is_network[key] = False
-            return is_network[key]
-        except OSError:
-            return False
 
     def networks() -> list[str]:
         found = []
@@ -382,7 +369,7 @@ def _add_config_routes(
             found += [
                 roots.relative(p)
                 for p in sorted(roots.models.glob(f"*{CHECKPOINT_SUFFIX}"))
-                if p.is_file() and p.resolve().is_relative_to(roots.models) and playable(p)
+                if p.is_file() and p.resolve().is_relative_to(roots.models) and is_network(p)
             ]
         runs = settings["runs"]
         for run in run_files.list_runs(roots, runs["running_within_s"], runs["max_file_bytes"]):

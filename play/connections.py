@@ -17,8 +17,9 @@ once a whole request has arrived, leaving every connection it counts open. So:
   413 as soon as its declared length or the bytes streamed so far pass the cap; nothing is
   buffered here (uvicorn holds at most 64 KiB of a body the application has not read yet, and
   stops reading the socket beyond that).
-- ``release_memory``: the C allocator keeps freed blocks of a burst of requests (RSS stayed at
-  the burst's peak); after each burst the server hands them back to the system.
+- ``release_memory``: the C allocator keeps the freed blocks of a burst of large bodies (RSS
+  stayed at the burst's peak); a second after connections that carried large bodies close, the
+  server hands the free memory back to the system (at most once a second).
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ class BoundedH11Protocol(H11Protocol):
     max_connections = 0
     header_timeout_s = 0.0
     body_timeout_s = 0.0
-    on_idle: Any = None  # called when the last open connection closes
+    on_large_close: Any = None  # called a second after a connection that read much closes
+    _received = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -76,11 +78,15 @@ class BoundedH11Protocol(H11Protocol):
             return
         self._track()
 
+    def data_received(self, data: bytes) -> None:
+        self._received += len(data)
+        super().data_received(data)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._arm("", 0.0)
         super().connection_lost(exc)
-        if not self.connections and self.on_idle is not None:
-            self.on_idle()
+        if self._received >= LARGE_BYTES and self.on_large_close is not None:
+            _release_soon(self.loop, self.on_large_close)
 
     def handle_events(self) -> None:
         super().handle_events()
@@ -130,8 +136,23 @@ class BoundedH11Protocol(H11Protocol):
         self.transport.close()
 
 
-def make_protocol(limits: Mapping[str, Any], on_idle: Any = None) -> type[BoundedH11Protocol]:
-    """The protocol class for uvicorn's ``http`` option, with the bounds of ``limits``."""
+LARGE_BYTES = 256 * 1024  # a connection that read this much leaves memory worth returning
+RELEASE_AFTER_S = 1.0  # the wait before returning it, so a burst is returned once, at its end
+_pending: list[asyncio.TimerHandle] = []
+
+
+def _release_soon(loop: asyncio.AbstractEventLoop, release: Any) -> None:
+    """``release()`` RELEASE_AFTER_S from now, unless one is already due."""
+    if _pending and not _pending[0].cancelled() and _pending[0].when() > loop.time():
+        return
+    _pending[:] = [loop.call_later(RELEASE_AFTER_S, release)]
+
+
+def make_protocol(
+    limits: Mapping[str, Any], on_large_close: Any = None
+) -> type[BoundedH11Protocol]:
+    """The protocol class for uvicorn's ``http`` option, with the bounds of ``limits``;
+    ``on_large_close`` (e.g. ``release_memory``) runs after connections that read much close."""
     return type(
         "PlayH11Protocol",
         (BoundedH11Protocol,),
@@ -139,7 +160,7 @@ def make_protocol(limits: Mapping[str, Any], on_idle: Any = None) -> type[Bounde
             "max_connections": int(limits["max_connections"]),
             "header_timeout_s": float(limits["header_timeout_s"]),
             "body_timeout_s": float(limits["body_timeout_s"]),
-            "on_idle": staticmethod(on_idle) if on_idle is not None else None,
+            "on_large_close": staticmethod(on_large_close) if on_large_close else None,
         },
     )
 
