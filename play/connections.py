@@ -18,8 +18,9 @@ once a whole request has arrived, leaving every connection it counts open. So:
   buffered here (uvicorn holds at most 64 KiB of a body the application has not read yet, and
   stops reading the socket beyond that).
 - ``release_memory``: the C allocator keeps the freed blocks of a burst of large bodies (RSS
-  stayed at the burst's peak); a second after connections that carried large bodies close, the
-  server hands the free memory back to the system (at most once a second).
+  stayed at the burst's peak); a second after a request with a large body is done, or after a
+  connection that carried one closes, the server hands the free memory back to the system (at
+  most once a second).
 """
 
 from __future__ import annotations
@@ -212,6 +213,9 @@ class BodyLimit:
         except Exception:
             if not over:
                 raise
+        finally:
+            if seen >= LARGE_BYTES:  # the body's chunks are free now: give them back soon
+                _release_soon(asyncio.get_running_loop(), release_memory)
         if over and not started:
             await self._refuse(send)
 
