@@ -8,7 +8,9 @@ headers, or half its body, stays open for ever), and its ``limit_concurrency`` a
 once a whole request has arrived, leaving every connection it counts open. So:
 
 - ``BoundedH11Protocol`` (uvicorn's h11 protocol, ``make_protocol``): a new connection beyond
-  ``limits.max_connections`` is answered 503 and closed at once; a request's headers must have
+  ``limits.max_connections_per_client`` of its client (``play.clients``), or beyond
+  ``limits.max_connections`` in all, is answered 503 and closed at once (so one client's flood
+  of connections leaves room for the others); a request's headers must have
   arrived ``limits.header_timeout_s`` after the connection opened (or the previous answer was
   sent), its body ``limits.body_timeout_s`` after its headers, else the connection is closed.
   While a route works the connection has no read deadline (``limits.max_request_s`` bounds
@@ -31,10 +33,12 @@ import ctypes.util
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from play.clients import client_of
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +58,8 @@ class BoundedH11Protocol(H11Protocol):
     The bounds are class attributes, set by ``make_protocol``."""
 
     max_connections = 0
+    max_per_client = 0
+    per_client: ClassVar[dict[str, int]] = {}  # open connections by client, one per class
     header_timeout_s = 0.0
     body_timeout_s = 0.0
     on_large_close: Any = None  # called a second after a connection that read much closes
@@ -63,21 +69,24 @@ class BoundedH11Protocol(H11Protocol):
         super().connection_made(transport)
         self._deadline: asyncio.TimerHandle | None = None
         self._phase = ""
-        if len(self.connections) > self.max_connections:
-            logger.warning(
-                "connection refused: %d open (limits.max_connections)", len(self.connections) - 1
+        self._client = client_of({"client": self.client, "server": self.server})
+        held = self.per_client.get(self._client, 0)
+        self.per_client[self._client] = held + 1
+        if held >= self.max_per_client:
+            self._refuse(
+                f"this client has {held} connections open (limits.max_connections_per_client)"
             )
-            transport.write(
-                _refusal(
-                    503,
-                    "Service Unavailable",
-                    f"the server has {self.max_connections} connections open "
-                    "(limits.max_connections); try again",
-                )
+        elif len(self.connections) > self.max_connections:
+            self._refuse(
+                f"the server has {self.max_connections} connections open (limits.max_connections)"
             )
-            transport.close()
-            return
-        self._track()
+        else:
+            self._track()
+
+    def _refuse(self, why: str) -> None:
+        logger.warning("connection from %s refused: %s", self._client, why)
+        self.transport.write(_refusal(503, "Service Unavailable", f"{why}; try again"))
+        self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         self._received += len(data)
@@ -85,6 +94,11 @@ class BoundedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._arm("", 0.0)
+        left = self.per_client.get(self._client, 1) - 1
+        if left > 0:
+            self.per_client[self._client] = left
+        else:
+            self.per_client.pop(self._client, None)
         super().connection_lost(exc)
         if self._received >= LARGE_BYTES and self.on_large_close is not None:
             _release_soon(self.loop, self.on_large_close)
@@ -159,6 +173,8 @@ def make_protocol(
         (BoundedH11Protocol,),
         {
             "max_connections": int(limits["max_connections"]),
+            "max_per_client": int(limits["max_connections_per_client"]),
+            "per_client": {},
             "header_timeout_s": float(limits["header_timeout_s"]),
             "body_timeout_s": float(limits["body_timeout_s"]),
             "on_large_close": staticmethod(on_large_close) if on_large_close else None,

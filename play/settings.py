@@ -56,6 +56,7 @@ SCHEMA: dict[str, tuple[str, float, float]] = {
     "limits.max_concurrent_quick": (INT, 1, 1024),
     "limits.max_requests_per_client": (INT, 1, 100_000),
     "limits.max_connections": (INT, 1, 100_000),
+    "limits.max_connections_per_client": (INT, 1, 100_000),
     "limits.header_timeout_s": (FLOAT, 0.01, 3600),
     "limits.body_timeout_s": (FLOAT, 0.01, 3600),
     "limits.keep_alive_s": (FLOAT, 0.01, 3600),
