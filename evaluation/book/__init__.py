@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from game.files import read_regular_file
+from game.files import FileRefused, read_regular_file
 from game.position import Move, Position
 
 logger = logging.getLogger(__name__)
@@ -144,6 +144,8 @@ def load_book(path: str | Path, network: str | Path | None = None) -> Book:
             raise refuse(f"larger than {MAX_BOOK_BYTES} bytes; not a book")
         raw = read_regular_file(path, MAX_BOOK_BYTES, "book")  # a FIFO swapped in is refused
         data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except FileRefused as e:
+        raise BookError(str(e)) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise refuse(f"not a readable JSON book ({type(e).__name__}: {e})") from None
     if not isinstance(data, dict) or data.get("format") != BOOK_FORMAT:
