@@ -37,6 +37,7 @@ from checkerzero.run_files import (
     THROUGHPUT_PNG,
 )
 from checkerzero.store.replay import redact_url
+from game.files import open_regular_text
 
 logger = logging.getLogger(__name__)
 
@@ -258,12 +259,16 @@ def redact_urls(value: Any) -> Any:
     return value
 
 
-def read_metrics(csv_path: Path) -> dict[str, list[tuple[int, float, float]]]:
-    """key -> [(step, time_s, value)] from a metrics CSV."""
+def read_metrics(
+    csv_path: Path, max_bytes: int | None = None
+) -> dict[str, list[tuple[int, float, float]]]:
+    """key -> [(step, time_s, value)] from a metrics CSV (none when it is absent). A path that
+    is not a regular file, or one over ``max_bytes``, is a ``game.files.FileRefused``."""
     series: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
     if not Path(csv_path).exists():
         return series
-    with open(csv_path, newline="") as f:
+    cap = sys.maxsize if max_bytes is None else max_bytes
+    with open_regular_text(csv_path, cap, "metrics file", errors="replace") as f:
         for row in csv.DictReader(f):
             try:
                 series[row["key"]].append(

@@ -41,6 +41,7 @@ import numpy as np
 from safetensors.numpy import save as st_save
 
 from game import _core
+from game.files import FileRefused, read_regular_file
 from game.json_header import int_value, parse_object
 
 FORMAT = "checkerzero-nneval"
@@ -162,13 +163,12 @@ def load(path: Path | str) -> NNEvalNet:
     """Read and check a learned-evaluation file; NNEvalFileError naming it on any fault."""
     path = Path(path)
     where = f"learned evaluation {path}"
-    try:
-        with path.open("rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
+    try:  # a regular file only: a FIFO or device given as the path would block or stream
+        data = read_regular_file(path, MAX_FILE_BYTES, "learned evaluation")
+    except FileRefused as err:
+        raise NNEvalFileError(str(err)) from None
     except OSError as err:
         raise NNEvalFileError(f"{where}: cannot read: {err.strerror or err}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise NNEvalFileError(f"{where}: larger than the {MAX_FILE_BYTES}-byte cap")
     tensors, meta = _parse(data, where)
     if meta.get("format") != FORMAT:
         raise NNEvalFileError(f"{where}: format {meta.get('format')!r}, expected {FORMAT!r}")

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 from typing import Any
 
 import uvicorn
 import yaml
 
 from play.app import create_app
+from play.connections import make_protocol, release_memory
 from play.paths import Roots
 from play.settings import load_settings, models_dir
 
@@ -99,7 +101,24 @@ def main(argv: list[str] | None = None) -> None:
         f"networks from {roots.models}, runs from {roots.runs}",
         flush=True,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    serve(app, settings, args.log_level)
+
+
+def serve(app: Any, settings: dict[str, Any], log_level: str) -> None:
+    """Serves ``app`` with uvicorn within the connection bounds of ``settings`` (play.connections)
+    until SIGTERM or Ctrl-C; work still running ``limits.shutdown_s`` later is cancelled."""
+    limits = settings["limits"]
+    config = uvicorn.Config(
+        app,
+        host=settings["host"],
+        port=settings["port"],
+        log_level=log_level,
+        http=make_protocol(limits, on_large_close=release_memory),
+        timeout_keep_alive=math.ceil(float(limits["keep_alive_s"])),
+        h11_max_incomplete_event_size=int(limits["max_header_bytes"]),
+        timeout_graceful_shutdown=math.ceil(float(limits["shutdown_s"])),
+    )
+    uvicorn.Server(config).run()  # SIGTERM ends it (uvicorn re-raises the signal)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,10 @@ from game.egdb import EndgameDatabase, describe
 from game.mcts import Inference, new_search, search_until, step
 from game.position import Move, Position
 
+# The longest move in notation takes all 12 pieces: 13 squares of up to 2 digits and 12
+# separators, 38 characters; a longer text is not a move, and an error shows only its start.
+MAX_MOVE_CHARS = 64
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -122,7 +126,12 @@ def position_from(
     pos = Position.from_fen(fen) if fen else Position()
     for i, text in enumerate(moves):
         if not isinstance(text, str):
-            raise ValueError(f"move {i + 1}: expected a string like '11-15', got {text!r}")
+            raise ValueError(f"move {i + 1}: expected a string like '11-15', got {text!r:.40}")
+        if len(text) > MAX_MOVE_CHARS:
+            raise ValueError(
+                f"move {i + 1}: {len(text)} characters, not a move (at most {MAX_MOVE_CHARS}; "
+                f"it begins {text[:20]!r})"
+            )
         try:
             pos.play(text)
         except ValueError as e:

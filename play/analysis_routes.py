@@ -52,7 +52,10 @@ class AnalyseRequest(BaseModel):
         None, description="ab (alpha-beta + learned evaluation, the default) or network"
     )
     network: str | None = Field(None, description="network spec; the default network if none")
-    sims: int | None = Field(None, description="network: simulations per position")
+    sims: int | None = Field(
+        None,
+        description="network: simulations per position, 1 to limits.max_simulations (0 is refused)",
+    )
     ms: int | None = Field(
         None, description="ab: milliseconds per position; network: for the whole batch"
     )
@@ -170,7 +173,8 @@ def add_analysis_routes(
         if q.depth is not None or q.lines is not None:
             raise ValueError("engine network takes sims or ms; depth and lines are the ab's")
         spec = engines.parse(q.network or settings["default_player"])
-        budget = engines.budget(q.sims, q.ms) if (q.sims or q.ms) else None
+        given = q.sims is not None or q.ms is not None  # 0 is refused, not the default
+        budget = engines.budget(q.sims, q.ms) if given else None
         return spec, budget, positions_of(q)
 
     def client_of(request: Request) -> str:

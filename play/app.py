@@ -21,17 +21,22 @@ page of another site cannot reach the API through DNS rebinding); request bodies
 ``limits.max_searches_per_client`` per client, freed slots shared round robin); a request that
 waits ``limits.queue_wait_s`` for a slot gets 503. A search stops after ``limits.max_request_s``
 seconds (its answer says ``"stopped": "time"``) or as soon as its client disconnects. Players
-that do not search (random, a network at one visit) and the cheap routes never wait for a
-slot. Paths from requests are checked by ``play.paths.Roots``, and errors name them relative
-to their folder; the server never writes a file.
+that do not search (random, a network at one visit) run in slots of their own
+(``limits.max_concurrent_quick``, shared between clients the same way), so they never wait
+behind a search and are bounded all the same. Every request counts against its client's
+``limits.max_requests_per_client`` (``play.clients``: 429 beyond), and connections are capped
+and given read deadlines (``play.connections``). Paths from requests are checked by
+``play.paths.Roots``, files are read through ``game.files`` (regular files, size-capped),
+and errors name paths relative to their folder; the server never writes a file.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from itertools import islice
 from pathlib import Path
 from typing import Annotated, Any
@@ -51,9 +56,11 @@ from game.position import Position
 from play import runs as run_files
 from play.analysis import Cancelled, Stop, position_from
 from play.analysis_routes import add_analysis_routes
-from play.opponents import is_network_file
+from play.clients import SCOPE_KEY as CLIENT_KEY
+from play.clients import ClientLimit, client_of
+from play.connections import BodyLimit
 from play.page_routes import add_page_routes
-from play.paths import CHECKPOINT_SUFFIX, NotFound, PathRefused, Roots
+from play.paths import CHECKPOINT_SUFFIX, NotFound, PathRefused, Roots, is_network
 from play.players import LimitError, Players
 from play.slots import Busy, Slots
 
@@ -83,54 +90,6 @@ class PdnText(BaseModel):
 class PdnGameIn(PositionQuery):
     result: str = "*"
     tags: dict[str, str] = Field(default_factory=dict)
-
-
-class BodyLimit:
-    """ASGI middleware: 413 for a request body over ``limit`` bytes, declared or streamed."""
-
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
-                await self._refuse(send)
-                return
-        seen = 0
-        body = []
-        while (
-            True
-        ):  # read the whole (bounded) body first, so an oversized one never reaches a route
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                await self._refuse(send)
-                return
-            body.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        replayed = False
-
-        async def replay() -> dict:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": b"".join(body), "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-    async def _refuse(self, send: Any) -> None:
-        response = JSONResponse(
-            {"detail": f"request body larger than {self.limit} bytes"}, status_code=413
-        )
-        await response({"type": "http"}, None, send)
 
 
 class HostCheck:
@@ -227,45 +186,61 @@ def create_app(settings: dict[str, Any], roots: Roots) -> FastAPI:
         int(limits["max_waiting_per_client"]),
         float(limits["queue_wait_s"]),
     )
+    # Work that needs no search (a random move, one visit per position) has slots of its own,
+    # shared between clients the same way, so it never waits behind a search and is bounded.
+    quick = Slots(
+        int(limits["max_concurrent_quick"]),
+        int(limits["max_searches_per_client"]),
+        int(limits["max_waiting_per_client"]),
+        float(limits["queue_wait_s"]),
+    )
     # Searches run on threads of their own, so the threads that serve the other routes are
     # never all busy with searches, and waiting for a slot takes no thread at all.
-    search_threads = ThreadPoolExecutor(
-        int(limits["max_concurrent_searches"]), thread_name_prefix="search"
-    )
+    lanes = {
+        False: (slots, ThreadPoolExecutor(int(slots.total), thread_name_prefix="search")),
+        True: (quick, ThreadPoolExecutor(int(quick.total), thread_name_prefix="quick")),
+    }
     counts = {"served": 0, "cancelled": 0, "stopped": 0}
 
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        for _slots, threads in lanes.values():  # idle workers end; busy ones are cancelled
+            threads.shutdown(wait=False, cancel_futures=True)
+
     app = FastAPI(
+        lifespan=lifespan,
         title="checkerzero play",
         description="Play, analyse and watch a checkers network. Read-only over its folders.",
         version="1",
         docs_url=None,  # served below from local copies of Swagger UI (no CDN)
         redoc_url=None,
     )
-    run_work = _search_runner(limits, slots, search_threads, counts)
+    run_work = _search_runner(limits, lanes, counts)
     _add_error_handlers(app, roots)
 
     def position(q: PositionQuery) -> Position:
         return position_from(q.fen, q.moves, max_moves=int(limits["max_moves"]))
 
     _add_page(app)
-    _add_config_routes(app, settings, roots, slots, counts)
+    _add_config_routes(app, settings, roots, slots, quick, counts)
     _add_position_routes(app, settings, engines, run_work, position)
     add_analysis_routes(app, settings, engines, run_work, position)
     _add_pdn_routes(app, limits, position)
     _add_run_routes(app, settings, roots)
     app.add_middleware(BodyLimit, limit=int(limits["max_request_bytes"]))
+    app.add_middleware(ClientLimit, limit=int(limits["max_requests_per_client"]))
     app.add_middleware(HostCheck, allowed=allowed_hosts(settings))  # outermost: checked first
     return app
 
 
 def _search_runner(
     limits: dict[str, Any],
-    slots: Slots,
-    search_threads: ThreadPoolExecutor,
+    lanes: dict[bool, tuple[Slots, ThreadPoolExecutor]],
     counts: dict[str, int],
 ) -> RunWork:
-    """How a route runs its work: a search on a thread of its own within a slot, stopped when
-    its client leaves or its time is up (`run_work`)."""
+    """How a route runs its work: on a thread of its lane (searches, or quick work) within a
+    slot of that lane, stopped when its client leaves or its time is up (`run_work`)."""
 
     async def watch(request: Request, stop: Stop, gone: asyncio.Event) -> None:
         while not await request.is_disconnected():
@@ -276,26 +251,27 @@ def _search_runner(
     async def run_work(
         request: Request, work: Callable[[Stop], dict[str, Any]], cheap: bool
     ) -> dict[str, Any]:
-        """``work(stop)`` on a thread: a search within a slot (cheap work without), ended by
+        """``work(stop)`` on a thread within a slot (cheap work: a quick slot), ended by
         ``stop`` when its client disconnects or ``limits.max_request_s`` has passed."""
         stop = Stop(float(limits["max_request_s"]))
-        if cheap:
-            return await run_in_threadpool(work, stop)
-        client = request.client.host if request.client else ""
+        slots, threads = lanes[cheap]
+        client = request.scope.get(CLIENT_KEY) or client_of(request.scope)
         gone = asyncio.Event()
         watcher = asyncio.create_task(watch(request, stop, gone))
         try:
             if not await slots.acquire(client, gone):
-                counts["cancelled"] += 1
+                counts["cancelled"] += 0 if cheap else 1
                 raise Cancelled("the client left while waiting for a search slot")
             if gone.is_set() or await request.is_disconnected():  # left as the slot came
                 slots.release(client)
-                counts["cancelled"] += 1
+                counts["cancelled"] += 0 if cheap else 1
                 raise Cancelled("the client left while waiting for a search slot")
-            future = asyncio.get_running_loop().run_in_executor(search_threads, work, stop)
+            future = asyncio.get_running_loop().run_in_executor(threads, work, stop)
 
             def finished(_: Any) -> None:  # the slot is held until the thread is done
                 slots.release(client)
+                if cheap:  # the counts are the searches'
+                    return
                 counts["served"] += 1
                 if stop.reason is not None:
                     counts["cancelled" if stop.reason == "cancelled" else "stopped"] += 1
@@ -370,7 +346,12 @@ def _add_page(app: FastAPI) -> None:
 
 
 def _add_config_routes(
-    app: FastAPI, settings: dict[str, Any], roots: Roots, slots: Slots, counts: dict[str, int]
+    app: FastAPI,
+    settings: dict[str, Any],
+    roots: Roots,
+    slots: Slots,
+    quick: Slots,
+    counts: dict[str, int],
 ) -> None:
     """The defaults, limits and networks the page offers, and the searches under way."""
     limits = settings["limits"]
@@ -381,9 +362,10 @@ def _add_config_routes(
             found += [
                 roots.relative(p)
                 for p in sorted(roots.models.glob(f"*{CHECKPOINT_SUFFIX}"))
-                if p.is_file() and p.resolve().is_relative_to(roots.models) and is_network_file(p)
+                if p.is_file() and p.resolve().is_relative_to(roots.models) and is_network(p)
             ]
-        for run in run_files.list_runs(roots, settings["runs"]["running_within_s"]):
+        runs = settings["runs"]
+        for run in run_files.list_runs(roots, runs["running_within_s"], runs["max_file_bytes"]):
             if run.get("network"):
                 found.append(run["network"])
         return found
@@ -407,11 +389,14 @@ def _add_config_routes(
     @app.get("/api/status")
     async def status() -> dict[str, Any]:
         """Searches running now, waiting for a slot, served so far, cancelled because their
-        client left, and stopped at the time cap (answered on the event loop: never queued)."""
+        client left, and stopped at the time cap; quick work (no search) running and waiting
+        (answered on the event loop: never queued)."""
         return {
             "searches": slots.busy,
             "queued": slots.queued,
             "slots": slots.total,
+            "quick": quick.busy,
+            "quick_queued": quick.queued,
             **counts,
         }
 
@@ -495,20 +480,24 @@ def _add_pdn_routes(app: FastAPI, limits: dict[str, Any], position: PositionOf) 
 def _add_run_routes(app: FastAPI, settings: dict[str, Any], roots: Roots) -> None:
     """The runs in the runs folder: status, metrics, Elo, games and the live game."""
     limits = settings["limits"]
+    within_s, max_bytes = (
+        settings["runs"]["running_within_s"],
+        int(settings["runs"]["max_file_bytes"]),
+    )
 
     @app.get("/api/runs")
     def runs() -> list[dict[str, Any]]:
         """Every run in the runs folder with its status, newest first."""
-        return run_files.list_runs(roots, settings["runs"]["running_within_s"])
+        return run_files.list_runs(roots, within_s, max_bytes)
 
     @app.get("/api/runs/{run}")
     def run(run: str) -> dict[str, Any]:
         """One run: status, the Elo curve with intervals, the ratings table, its PDN files."""
         path = roots.run(run)
         return {
-            **run_files.run_status(path, roots, settings["runs"]["running_within_s"]),
-            "elo": run_files.elo_curve(path),
-            "ratings": run_files.ratings(path),
+            **run_files.run_status(path, roots, within_s, max_bytes),
+            "elo": run_files.elo_curve(path, max_bytes),
+            "ratings": run_files.ratings(path, max_bytes),
             "games": run_files.game_files(path),
         }
 
@@ -518,7 +507,7 @@ def _add_run_routes(app: FastAPI, settings: dict[str, Any], roots: Roots) -> Non
         keys: Annotated[list[str] | None, Query(description="metric keys; all if none")] = None,
     ) -> dict[str, list[list[float]]]:
         """Metric series as [step, time_s, value] rows."""
-        return run_files.metrics(roots.run(run), keys)
+        return run_files.metrics(roots.run(run), max_bytes, keys)
 
     @app.get("/api/runs/{run}/games/{file:path}")
     def games(
@@ -529,8 +518,8 @@ def _add_run_routes(app: FastAPI, settings: dict[str, Any], roots: Roots) -> Non
             raise PathRefused(f"file {file!r}: only games/*.pdn and eval/*.pdn are served")
         path = roots.run_file(run, file)
         if format == "json":
-            return run_files.games_json(path, int(limits["max_pdn_games"]))
-        return PlainTextResponse(path.read_text(errors="replace"))
+            return run_files.games_json(path, int(limits["max_pdn_games"]), max_bytes)
+        return PlainTextResponse(run_files.pdn_text(path, max_bytes))
 
     @app.get("/api/runs/{run}/live")
     def live(run: str) -> dict[str, Any]:

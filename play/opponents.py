@@ -15,9 +15,7 @@ user's first move, when the opponent was first asked.
 
 from __future__ import annotations
 
-import json
 import logging
-import struct
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,22 +26,6 @@ logger = logging.getLogger(__name__)
 
 MAX_HEADER_BYTES = 1 << 20  # a checkpoint's safetensors header is a few KB; more is no network
 MODEL_KEY = "checkerzero"  # the header metadata key a checkerzero checkpoint carries
-
-
-def is_network_file(path: Path) -> bool:
-    """Whether ``path`` is a checkerzero model checkpoint, from its safetensors header alone
-    (the first bytes: no tensor is read). A file that cannot be read is not one."""
-    try:
-        with path.open("rb") as f:
-            (size,) = struct.unpack("<Q", f.read(8))
-            if not 0 < size <= MAX_HEADER_BYTES:
-                return False
-            header = json.loads(f.read(size))
-        meta = header.get("__metadata__") or {}
-        model = json.loads(meta.get(MODEL_KEY, "{}"))
-    except (OSError, ValueError, struct.error, AttributeError):
-        return False
-    return isinstance(model, dict) and model.get("kind") == "model"
 
 
 def ladder_ratings(settings: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -115,4 +97,4 @@ def suggested(
     return out
 
 
-__all__ = ["is_network_file", "ladder_ratings", "strength_text", "suggested"]
+__all__ = ["ladder_ratings", "strength_text", "suggested"]

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
+from checkerzero.network.header import read_model_shape
+
 CHECKPOINT_SUFFIX = ".safetensors"
 MAX_PATH_CHARS = 400  # a longer relative path is not one a root holds
+MAX_REMEMBERED_FILES = 1000  # network files whose kind is remembered (forgotten all at once)
+_is_network: dict[tuple[str, int, int], bool] = {}  # by (path, mtime, size)
 
 
 class PathRefused(ValueError):
@@ -102,4 +106,23 @@ class Roots:
         raise PathRefused(f"{path.name}: outside the models and runs folders")
 
 
-__all__ = ["CHECKPOINT_SUFFIX", "NotFound", "PathRefused", "Roots"]
+def is_network(path: Path) -> bool:
+    """Whether ``path`` is a network checkpoint (its header says so), not another safetensors
+    file such as the alpha-beta's learned evaluation: only those are offered to play."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _is_network:
+        if len(_is_network) >= MAX_REMEMBERED_FILES:
+            _is_network.clear()
+        try:
+            read_model_shape(path)
+            _is_network[key] = True
+        except (OSError, ValueError, RecursionError):
+            _is_network[key] = False
+    return _is_network[key]
+
+
+__all__ = ["CHECKPOINT_SUFFIX", "NotFound", "PathRefused", "Roots", "is_network"]

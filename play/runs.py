@@ -5,12 +5,18 @@ value), ``summary.json`` once it has ended, ``eval/ratings.csv`` (the Elo fit), 
 ``games/`` (self-play samples) and ``eval/`` (gate and ladder games), and checkpoints under
 ``checkpoints/``. A run is *finished* when summary.json is there, *running* when metrics.csv
 changed recently, else *stopped* (killed, or waiting to be resumed).
+
+Every file is read through ``game.files``: regular files only, at most ``max_bytes`` each
+(``runs.max_file_bytes``). A run one of whose files is refused (a FIFO, a device, a file over
+the cap) or unreadable (deeply nested JSON) is listed without what that file would say, and
+the route that serves the file itself answers with one line naming it.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import re
 import time
@@ -29,8 +35,11 @@ from checkerzero.run_files import (
     SUMMARY_FILE,
 )
 from checkerzero.store.live import read_live_file
+from game.files import FileRefused, open_regular_text, read_regular_file, read_regular_text
 from game.pdn import read_pdn
 from play.paths import NotFound, Roots
+
+logger = logging.getLogger(__name__)
 
 # The numbers a run's line shows: label -> metric key (its newest value).
 STATUS_KEYS = {
@@ -52,11 +61,33 @@ def is_run(path: Path) -> bool:
     return path.is_dir() and any((path / name).is_file() for name in (METRICS_CSV, SUMMARY_FILE))
 
 
-def run_status(run_dir: Path, roots: Roots, running_within_s: float) -> dict[str, Any]:
+def _quiet_series(run_dir: Path, max_bytes: int) -> dict[str, list[tuple[int, float, float]]]:
+    """The run's metrics for its line in a listing: none (and a warning) when the file is
+    refused, so one bad run folder does not hide the others."""
+    try:
+        return read_metrics(run_dir / METRICS_CSV, max_bytes)
+    except (OSError, FileRefused) as e:
+        logger.warning("run %s: metrics not read: %s", run_dir.name, e)
+        return {}
+
+
+def _summary(path: Path, max_bytes: int) -> Any:
+    """summary.json's contents; None when it is refused or not JSON this reader can hold."""
+    try:
+        return json.loads(read_regular_file(path, max_bytes, "summary"))
+    except (OSError, ValueError, RecursionError) as e:  # FileRefused is a ValueError
+        reason = "nested too deeply" if isinstance(e, RecursionError) else e
+        logger.warning("run %s: summary.json not read: %s", path.parent.name, reason)
+        return None
+
+
+def run_status(
+    run_dir: Path, roots: Roots, running_within_s: float, max_bytes: int
+) -> dict[str, Any]:
     """One run's line: status, step, weights version, games, positions/s, newest Elo."""
     metrics = run_dir / METRICS_CSV
     summary_file = run_dir / SUMMARY_FILE
-    series = read_metrics(metrics)
+    series = _quiet_series(run_dir, max_bytes)
     out: dict[str, Any] = {"name": run_dir.name, "step": 0}
     steps = [points[-1][0] for points in series.values() if points]
     if steps:
@@ -66,17 +97,18 @@ def run_status(run_dir: Path, roots: Roots, running_within_s: float) -> dict[str
             out[label] = _finite(series[key][-1][2])
     if summary_file.is_file():
         out["status"] = "finished"
-        try:
-            out["summary"] = json.loads(summary_file.read_text())
-        except (OSError, ValueError):
-            out["summary"] = None
+        out["summary"] = _summary(summary_file, max_bytes)
     elif metrics.is_file() and time.time() - metrics.stat().st_mtime < running_within_s:
         out["status"] = "running"
     else:
         out["status"] = "stopped"
     if metrics.is_file():
         out["updated"] = metrics.stat().st_mtime
-    curve = elo_curve(run_dir)
+    try:
+        curve = elo_curve(run_dir, max_bytes, series)
+    except (OSError, FileRefused) as e:
+        logger.warning("run %s: ratings not read: %s", run_dir.name, e)
+        curve = []
     if curve:  # the newest fit of the newest rated candidate (metrics.csv may lag behind it)
         out["elo"], out["elo_version"] = curve[-1]["elo"], curve[-1]["version"]
     latest = run_dir / MODEL_PATH
@@ -88,30 +120,35 @@ def run_status(run_dir: Path, roots: Roots, running_within_s: float) -> dict[str
     return out
 
 
-def list_runs(roots: Roots, running_within_s: float) -> list[dict[str, Any]]:
+def list_runs(roots: Roots, running_within_s: float, max_bytes: int) -> list[dict[str, Any]]:
     """Every run in the runs folder, newest first."""
     if not roots.runs.is_dir():
         return []
     runs = [p for p in roots.runs.iterdir() if is_run(p)]
-    lines = [run_status(p, roots, running_within_s) for p in runs]
+    lines = [run_status(p, roots, running_within_s, max_bytes) for p in runs]
     lines.sort(key=lambda r: r.get("updated", 0.0), reverse=True)
     return lines
 
 
-def metrics(run_dir: Path, keys: list[str] | None = None) -> dict[str, list[list[float]]]:
+def metrics(
+    run_dir: Path, max_bytes: int, keys: list[str] | None = None
+) -> dict[str, list[list[float]]]:
     """key -> [[step, time_s, value], ...] for the wanted keys (all when None)."""
-    series = read_metrics(run_dir / METRICS_CSV)
+    series = read_metrics(run_dir / METRICS_CSV, max_bytes)
     wanted = keys if keys is not None else sorted(series)
     return {k: [[s, t, v] for s, t, v in series.get(k, []) if math.isfinite(v)] for k in wanted}
 
 
-def elo_curve(run_dir: Path) -> list[dict[str, float | int | None]]:
+def elo_curve(
+    run_dir: Path, max_bytes: int, series: dict[str, list[tuple[int, float, float]]] | None = None
+) -> list[dict[str, float | int | None]]:
     """Each rated candidate by weights version: Elo, its interval, the step it was published at.
 
     The newest fit (eval/ratings.csv, rows ``vN``) wins over the figures metrics.csv logged when
     each candidate was first rated, since every later game refines the whole fit.
     """
-    series = read_metrics(run_dir / METRICS_CSV)
+    if series is None:
+        series = read_metrics(run_dir / METRICS_CSV, max_bytes)
     first_step: dict[int, int] = {}
     for step, _t, value in series.get(M.WEIGHTS_VERSION, []):
         if math.isfinite(value):
@@ -128,7 +165,7 @@ def elo_curve(run_dir: Path) -> list[dict[str, float | int | None]]:
                 "lower": row.get("elo_lower"),
                 "upper": row.get("elo_upper"),
             }
-    for row in ratings(run_dir):
+    for row in ratings(run_dir, max_bytes):
         if re.fullmatch(r"v\d+", row["player"]):
             points[int(row["player"][1:])] = {
                 "elo": _finite(row["elo"]),
@@ -142,13 +179,13 @@ def elo_curve(run_dir: Path) -> list[dict[str, float | int | None]]:
     ]
 
 
-def ratings(run_dir: Path) -> list[dict[str, Any]]:
+def ratings(run_dir: Path, max_bytes: int) -> list[dict[str, Any]]:
     """The rows of eval/ratings.csv (player, elo, lower, upper, games, points, anchored)."""
     path = run_dir / RATINGS_PATH
-    if not path.is_file():
+    if not path.exists():
         return []
     rows = []
-    with path.open(newline="") as f:
+    with open_regular_text(path, max_bytes, "ratings", errors="replace") as f:
         for row in csv.DictReader(f):
             try:
                 rows.append(
@@ -181,10 +218,15 @@ def game_files(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def games_json(path: Path, max_games: int) -> list[dict[str, Any]]:
+def pdn_text(path: Path, max_bytes: int) -> str:
+    """A PDN file's text (undecodable bytes replaced)."""
+    return read_regular_text(path, max_bytes, "games", errors="replace")
+
+
+def games_json(path: Path, max_games: int, max_bytes: int) -> list[dict[str, Any]]:
     """The newest ``max_games`` games of a PDN file, newest first (self-play appends to one
     file), each with its number in the file, tags, start FEN and moves."""
-    games = read_pdn(path.read_text(errors="replace"))
+    games = read_pdn(pdn_text(path, max_bytes))
     first = max(0, len(games) - max_games)
     return [
         {
@@ -220,6 +262,7 @@ __all__ = [
     "list_runs",
     "live_game",
     "metrics",
+    "pdn_text",
     "ratings",
     "run_status",
 ]

@@ -89,7 +89,9 @@ def test_a_header_claiming_thousands_of_blocks_is_refused_before_any_tensor_is_r
 
 def test_the_size_cap_refuses_a_file_or_blob_unread(tmp_path):
     data = SHIPPED.read_bytes()
-    with pytest.raises(ValueError, match=f"{len(data)} bytes is over the 100000-byte"):
+    with pytest.raises(
+        ValueError, match=f"checkpoint .*: {len(data)} bytes, over the 100000-byte cap"
+    ):
         load_checkpoint(SHIPPED, max_bytes=100_000)
     with pytest.raises(ValueError, match=r"weights v3: .* over the 1000-byte checkpoint cap"):
         decode_checkpoint(data, source="weights v3", max_bytes=1000)

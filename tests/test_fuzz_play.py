@@ -1,4 +1,5 @@
-"""Fuzzing the play surfaces: API bodies, PDN write fields, engine lines and play settings.
+"""Fuzzing the play surfaces: API bodies, PDN write fields, engine lines, play settings, run
+folders of hostile files and slow clients.
 
 Every case is random (seeded, so a failure replays): valid requests with fields replaced,
 dropped or added, values of every JSON kind and absurd size, move and FEN look-alikes. The
@@ -6,6 +7,13 @@ server is called in process (the ASGI app through httpx's ASGI transport, which 
 exception a route lets out), the engine through its line handler, the settings through the
 loader. The only outcomes allowed are an answer or a clean error: a JSON error object with a
 4xx status (never a 500), an engine error line, a one-line ValueError for a setting.
+
+Run folders are filled at random with the files a hostile user can leave (FIFOs, sparse
+terabytes, JSON nested 10^5 deep, devices, links out, folders where files belong, garbage) and
+every run route is called on them: each answers or refuses within seconds. Slow clients are
+raw sockets given random prefixes of valid requests (cut headers, cut bodies, nothing at all)
+against a real server with one-second read deadlines: every connection is answered or closed,
+and the server then answers as before, its memory back near where it was.
 
 The default lane runs 10^4 cases in all (under a minute here); ``-m slow`` runs 10^5.
 """
@@ -15,15 +23,22 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import random
+import select
+import shutil
+import socket
 import string
+import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from play_helpers import SHIPPED
+from play_helpers import SHIPPED, Server, make_folders
 
+from checkerzero.store.live import encode, make_live
 from game.pdn import read_pdn
 from play.__main__ import parse_overrides
 from play.app import create_app
@@ -34,6 +49,8 @@ from play.settings import SCHEMA, load_settings
 
 # Default lane: 10^4 cases in all; the slow lane ten times as many of each kind.
 CASES = {"api": 4000, "pdn_write": 2000, "engine": 2000, "settings": 2000}
+RUN_CASES, HOSTILE_RUNS = 300, 12  # run-route calls, and the run folders they read
+SLOW_CLIENTS = 200  # raw sockets of the slow-client case (the slow lane: 10 waves of them)
 SLOW_FACTOR = 10
 NETWORK = SHIPPED.name
 # Small bounds, so that every request the fuzzer makes valid costs milliseconds.
@@ -304,6 +321,215 @@ def fuzz_settings(cases: int, seed: int) -> None:
                 assert c.get("/api/config").json()["limits"] == settings["limits"]
 
 
+# --- hostile run folders --------------------------------------------------------------------
+
+RUN_FILES = [
+    "metrics.csv",
+    "summary.json",
+    "eval/ratings.csv",
+    "games/selfplay.pdn",
+    "games/live.json",
+    "checkpoints/latest.safetensors",
+]
+FILE_KINDS = [
+    "good",
+    "fifo",
+    "sparse",
+    "nested",
+    "device",
+    "link_out",
+    "folder",
+    "garbage",
+    "empty",
+]
+
+
+def hostile_file(path: Path, kind: str, rng: random.Random) -> None:
+    """``path`` made a file of ``kind``: one a run could hold, or one a hostile user left."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "good":
+        good = {
+            "metrics.csv": "time_s,step,key,value\n1.0,5,learner/weights_version,1\n",
+            "summary.json": '{"steps": 5}',
+            "ratings.csv": "player,elo,lower,upper,games,points,anchored\nv1,5,1,9,2,1,False\n",
+            "selfplay.pdn": "1. 11-15 23-19 *\n",
+        }
+        if path.name == "live.json":
+            live = make_live(
+                actor=3,
+                version=1,
+                opening="ACF 1",
+                fen="B:W21,22:B1,2",
+                moves=["1-5"],
+                opening_plies=0,
+                updated=time.time(),
+            )
+            path.write_bytes(encode(live))
+        elif path.name == "latest.safetensors":
+            shutil.copy(SHIPPED, path)
+        else:
+            path.write_text(good[path.name])
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "sparse":
+        with path.open("wb") as f:
+            f.truncate(1 << 40)
+    elif kind == "nested":
+        depth = rng.choice([1000, 100_000])
+        path.write_text("[" * depth + "]" * depth if rng.random() < 0.5 else '{"a":' * depth)
+    elif kind == "device":
+        os.symlink("/dev/zero", path)
+    elif kind == "link_out":
+        os.symlink("/etc/hostname", path)
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "garbage":
+        path.write_bytes(rng.randbytes(rng.randrange(1, 5000)))
+    else:
+        path.write_bytes(b"")
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory) -> tuple[Any, list[str]]:
+    """An app over a runs folder of HOSTILE_RUNS runs whose files are of random kinds."""
+    runs = tmp_path_factory.mktemp("hostile-runs")
+    rng = random.Random(5)
+    names = []
+    for k in range(HOSTILE_RUNS):
+        name = f"run-{k}"
+        (runs / name).mkdir()
+        for rel in RUN_FILES:
+            kind = rng.choice([*FILE_KINDS, "absent"])
+            if kind != "absent":
+                hostile_file(runs / name / rel, kind, rng)
+        names.append(name)
+    settings = load_settings(
+        {
+            "allowed_hosts": ["testserver"],
+            "default_player": f"{NETWORK}:sims=1",
+            "default_opponent": "random",
+            "default_simulations": 1,
+            "limits": LIMITS,
+            "runs": {"live_within_s": 10**9, "max_file_bytes": 10**6},
+        }
+    )
+    return create_app(settings, Roots(runs, SHIPPED.parent)), names
+
+
+ROUTE_S = 20  # a run route that takes longer is hung on a file
+
+
+async def fuzz_run_files(client: httpx.AsyncClient, cases: int, seed: int, names: list[str]):
+    rng = random.Random(seed)
+    for _ in range(cases):
+        run = rng.choice([*names, "../x", "nope", "run-0/..", "%2e%2e"])
+        path = rng.choice(
+            [
+                "/api/runs",
+                "/api/config",
+                f"/api/runs/{run}",
+                f"/api/runs/{run}/metrics",
+                f"/api/runs/{run}/live",
+                f"/api/runs/{run}/games/games/selfplay.pdn",
+                f"/api/runs/{run}/games/games/selfplay.pdn?format=json",
+                "move",
+            ]
+        )
+        if path == "move":
+            body = {"player": f"{run}/checkpoints/latest.safetensors:sims=1"}
+            call = client.post("/api/move", json=body)
+        else:
+            call = client.get(path)
+        r = await asyncio.wait_for(call, ROUTE_S)
+        check_answer(r, path)
+
+
+def test_hostile_run_files(hostile):
+    app, names = hostile
+
+    async def fuzz(client: httpx.AsyncClient, cases: int, seed: int) -> None:
+        await fuzz_run_files(client, cases, seed, names)
+
+    calling(app, fuzz, RUN_CASES, seed=6)
+
+
+# --- slow clients -----------------------------------------------------------------------------
+
+CLOSE_WAIT_S = 90  # every slow connection must be answered or closed by then (a busy machine)
+
+
+def slow_request(rng: random.Random, port: int) -> bytes:
+    """A random prefix of a valid request, or garbage, or nothing (the client then stalls)."""
+    body = json.dumps(valid_body(rng.choice(ROUTES), rng)).encode()
+    if rng.random() < 0.2:
+        body = b'{"pdn": "' + b"1" * rng.randrange(10_000, 19_000)  # large and never ended
+    whole = (
+        f"POST {rng.choice(ROUTES)} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body) + rng.randrange(2)}\r\n"
+        "\r\n"
+    ).encode() + body
+    kind = rng.randrange(4)
+    if kind == 0:
+        return b""
+    if kind == 1:
+        return rng.randbytes(rng.randrange(1, 200))
+    return whole[: rng.randrange(1, len(whole) + 1)]
+
+
+def rss_mb(pid: int) -> float:
+    line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if "VmRSS" in x)
+    return int(line.split()[1]) / 1024
+
+
+def fuzz_slow_clients(server: Server, cases: int, seed: int) -> None:
+    rng = random.Random(seed)
+    socks = []
+    for _ in range(cases):
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=CLOSE_WAIT_S)
+        data = slow_request(rng, server.port)
+        if data:
+            sock.sendall(data)
+        socks.append(sock)
+    left, deadline = list(socks), time.monotonic() + CLOSE_WAIT_S
+    while left and time.monotonic() < deadline:
+        ready, _, _ = select.select(left, [], [], 0.5)
+        for sock in ready:
+            try:
+                more = sock.recv(65536)
+            except OSError:
+                more = b""
+            if not more:
+                left.remove(sock)
+    for sock in socks:
+        sock.close()
+    assert not left, f"{len(left)} of {cases} slow connections neither answered nor closed"
+    assert server.post("/api/position", {})["turn"] == "B"
+
+
+@pytest.fixture(scope="module")
+def slow_server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fuzz-slow")
+    runs, models, _ = make_folders(root)
+    srv = Server(
+        runs,
+        models,
+        root / "server.log",
+        "limits.header_timeout_s=1",
+        "limits.body_timeout_s=1",
+        "limits.max_request_bytes=20000",
+        "limits.max_connections=1000",
+    )
+    yield srv
+    srv.stop()
+
+
+def test_slow_clients(slow_server):
+    slow_server.post("/api/position", {})
+    before = rss_mb(slow_server.proc.pid)
+    fuzz_slow_clients(slow_server, SLOW_CLIENTS, seed=7)
+    assert rss_mb(slow_server.proc.pid) - before < 100, "memory kept after slow clients"
+
+
 @pytest.fixture(scope="module")
 def engines() -> Players:
     settings = load_settings({"torch_threads": 1, "default_simulations": 2, "limits": LIMITS})
@@ -333,3 +559,18 @@ def test_slow_lane(app, engines):
     calling(app, fuzz_pdn_write, CASES["pdn_write"] * SLOW_FACTOR, seed=12)
     fuzz_engine(engines, CASES["engine"] * SLOW_FACTOR, seed=13)
     fuzz_settings(CASES["settings"] * SLOW_FACTOR, seed=14)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_slow_lane_files_and_clients(hostile, slow_server):
+    app, names = hostile
+
+    async def fuzz(client: httpx.AsyncClient, cases: int, seed: int) -> None:
+        await fuzz_run_files(client, cases, seed, names)
+
+    calling(app, fuzz, RUN_CASES * SLOW_FACTOR, seed=16)
+    before = rss_mb(slow_server.proc.pid)
+    for wave in range(SLOW_FACTOR):
+        fuzz_slow_clients(slow_server, SLOW_CLIENTS, seed=17 + wave)
+    assert rss_mb(slow_server.proc.pid) - before < 100, "memory kept after slow clients"

@@ -95,7 +95,7 @@ def test_engine_answers_lines_python_will_not_read_and_carries_on():
     assert "Exceeds the limit (4300 digits)" in errors[0]
     assert errors[1] == "not a query: JSON nested too deep"
     assert errors[2] == "line longer than 1000000 bytes; a query is a short JSON object"
-    assert errors[3].startswith("move 1 ('1111") and errors[3].endswith("characters)")
+    assert errors[3].startswith("move 1: 500000 characters, not a move (at most 64; it begins")
     assert len(errors[3]) < 600  # the message quoted the move twice, a megabyte
     assert errors[4] == "id must be a number or a string of at most 100 characters"
     assert errors[5].startswith("not UTF-8")

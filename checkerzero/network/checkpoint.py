@@ -43,6 +43,7 @@ from safetensors.torch import save as safetensors_save
 from torch import nn
 
 from checkerzero.network.model import CheckersNet, ModelConfig
+from game.files import read_regular_file
 from game.json_header import parse_object
 from game.notation import BOARD_SIZES
 
@@ -212,13 +213,7 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 def read_capped(path: Path, max_bytes: int = MAX_CHECKPOINT_BYTES) -> bytes:
     """The file's bytes; its size is checked against ``max_bytes`` before it is read."""
-    try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise ValueError(f"{path}: {size} bytes is over the {max_bytes}-byte checkpoint cap")
-        return path.read_bytes()
-    except IsADirectoryError as exc:
-        raise ValueError(f"{path}: is a directory, not a checkpoint file") from exc
+    return read_regular_file(path, max_bytes, "checkpoint")  # no FIFO, device or folder
 
 
 def expect_kind(header: Mapping[str, Any], kind: str, source: str) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 
 from checkerzero.run_files import LIVE_FILE
 from checkerzero.store.keys import live_key, live_pattern
+from game.files import read_regular_file
 
 MAX_LIVE_BYTES = 64 * 1024  # a live game larger than this is refused (max_plies bounds it anyway)
 
@@ -66,6 +67,8 @@ def decode(data: bytes | str, source: str) -> dict[str, Any]:
         value = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise ValueError(f"{source}: not JSON ({e})") from None
+    except RecursionError:
+        raise ValueError(f"{source}: JSON nested too deeply for a live game") from None
     if not isinstance(value, dict):
         raise ValueError(f"{source}: not a JSON object")
     kinds = {
@@ -138,7 +141,4 @@ def copy_live(client: Any, namespace: str, run_dir: Path) -> dict[str, Any] | No
 
 def read_live_file(path: Path) -> dict[str, Any]:
     """A ``live.json`` checked as :func:`decode` does (ValueError naming the file)."""
-    size = path.stat().st_size
-    if size > MAX_LIVE_BYTES:
-        raise ValueError(f"{path}: {size} bytes, more than {MAX_LIVE_BYTES}")
-    return decode(path.read_bytes(), str(path))
+    return decode(read_regular_file(path, MAX_LIVE_BYTES, "live game"), str(path))

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from game.files import FileRefused, read_regular_file
 from game.json_header import parse_object
 from game.position import Move, Position
 
@@ -138,7 +139,9 @@ def load_book(path: str | Path, network: str | Path | None = None) -> Book:
             raise refuse("not found (build it with: python -m evaluation.book build --network ...)")
         if path.stat().st_size > MAX_BOOK_BYTES:
             raise refuse(f"larger than {MAX_BOOK_BYTES} bytes; not a book")
-        raw = path.read_bytes()
+        raw = read_regular_file(path, MAX_BOOK_BYTES, "book")  # a FIFO swapped in is refused
+    except FileRefused as e:
+        raise BookError(str(e)) from None
     except OSError as e:
         raise refuse(f"not readable ({e.strerror or e})") from None
     try:
