@@ -55,10 +55,12 @@ CZ_TARGET_AVX2 inline __m128i dot_rows(const uint8_t* x, const int8_t* w, size_t
 // One dense layer: out[o] = clip((bias[o] + x . row_o) >> kWeightShift) for `rows` rows (a
 // multiple of kRowBlock) of n int8 weights, as int32 written kRowBlock at a time. (Whole-register
 // stores read back whole: narrower stores read back wider would stall store forwarding.)
-template <int kChunks>
+// kRows is `rows` when known when compiled, else 0.
+template <int kChunks, int kRows = 0>
 CZ_TARGET_AVX2 inline void dense(const uint8_t* x, const int8_t* w, const int32_t* bias, int rows, int n,
                                  int32_t* out) {
   const __m128i zero = _mm_setzero_si128(), top = _mm_set1_epi32(kActivationOne);
+  if (kRows > 0) rows = kRows;
   for (int o = 0; o < rows; o += kRowBlock) {
     __m128i v = _mm_add_epi32(dot_rows<kChunks>(x, w + size_t(o) * n, size_t(n), n),
                               _mm_loadu_si128(reinterpret_cast<const __m128i*>(bias + o)));
@@ -94,8 +96,16 @@ bool cpu_has_avx2() {
   return has;
 }
 
-CZ_TARGET_AVX2 int evaluate_avx2(const Weights& w, const Accumulator& a, Color side) {
-  const int H = w.hidden;
+namespace {
+
+// The network's score with the AVX2 kernels. kH, kRows1 and kRows2 are the accumulator width and
+// the padded dense widths when known when compiled (the loops unroll and the layers' outputs stay
+// in registers), 0 for any width at run time.
+template <int kH, int kRows1, int kRows2>
+CZ_TARGET_AVX2 inline int evaluate_shape(const Weights& w, const Accumulator& a, Color side) {
+  const int H = kH > 0 ? kH : w.hidden;
+  const int rows1 = kRows1 > 0 ? kRows1 : w.dense1_rows, rows2 = kRows2 > 0 ? kRows2 : w.dense2_rows;
+  const int inputs2 = kRows1 > 0 ? (kRows1 + kByteLanes - 1) / kByteLanes * kByteLanes : w.dense2_inputs;
   const int us = index(side);
   // Clipped accumulators as bytes: the mover's then the other side's. packus clips below at 0
   // and interleaves the 128-bit halves of its two inputs; the permute puts them back in order.
@@ -112,28 +122,31 @@ CZ_TARGET_AVX2 int evaluate_avx2(const Weights& w, const Accumulator& a, Color s
     }
   }
   alignas(32) int32_t h1[kMaxDense];
-  switch (H / kWordLanes) {  // 2 * H inputs in chunks of kByteLanes
-    case 2: layer1<2>(x, w, h1); break;
-    case 4: layer1<4>(x, w, h1); break;
-    case 8: layer1<8>(x, w, h1); break;
-    case 16: layer1<16>(x, w, h1); break;
-    default: layer1<0>(x, w, h1);
+  if (kH > 0) {
+    dense<kH / kWordLanes, kRows1>(x, w.l1_w8.data(), w.l1_b8.data(), rows1, 2 * H, h1);
+  } else {
+    switch (H / kWordLanes) {  // 2 * H inputs in chunks of kByteLanes
+      case 2: layer1<2>(x, w, h1); break;
+      case 4: layer1<4>(x, w, h1); break;
+      case 8: layer1<8>(x, w, h1); break;
+      case 16: layer1<16>(x, w, h1); break;
+      default: layer1<0>(x, w, h1);
+    }
   }
   alignas(32) uint8_t x2[kMaxDense];
-  to_bytes(h1, w.dense1_rows, w.dense2_inputs, x2);
+  to_bytes(h1, rows1, inputs2, x2);
   alignas(32) int32_t h2[kMaxDense];
-  if (w.dense2_inputs == kByteLanes)
-    dense<1>(x2, w.l2_w8.data(), w.l2_b8.data(), w.dense2_rows, kByteLanes, h2);
+  if (inputs2 == kByteLanes)
+    dense<1, kRows2>(x2, w.l2_w8.data(), w.l2_b8.data(), rows2, kByteLanes, h2);
   else
-    dense<0>(x2, w.l2_w8.data(), w.l2_b8.data(), w.dense2_rows, w.dense2_inputs, h2);
+    dense<0, kRows2>(x2, w.l2_w8.data(), w.l2_b8.data(), rows2, inputs2, h2);
   // Output unit: activations packed to int16 eight at a time times the int16 weights, paired into
   // int32 by pmaddwd (exact: 2 * 127 * 32768 fits int32).
   __m128i t = _mm_setzero_si128();
-  for (int i = 0; i < w.dense2_rows; i += 2 * kRowBlock) {
+  for (int i = 0; i < rows2; i += 2 * kRowBlock) {
     const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(h2 + i));
-    const __m128i hi = i + kRowBlock < w.dense2_rows
-                           ? _mm_load_si128(reinterpret_cast<const __m128i*>(h2 + i + kRowBlock))
-                           : _mm_setzero_si128();
+    const __m128i hi = i + kRowBlock < rows2 ? _mm_load_si128(reinterpret_cast<const __m128i*>(h2 + i + kRowBlock))
+                                             : _mm_setzero_si128();
     t = _mm_add_epi32(t, _mm_madd_epi16(_mm_packs_epi32(lo, hi),
                                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.out_w8.data() + i))));
   }
@@ -142,6 +155,14 @@ CZ_TARGET_AVX2 int evaluate_avx2(const Weights& w, const Accumulator& a, Color s
   const int32_t out = w.out_b + _mm_cvtsi128_si32(t);
   const int64_t score = int64_t(out) * w.output_scale / (int64_t(kActivationOne) << kWeightShift);
   return int(std::clamp<int64_t>(score, -kScoreLimit, kScoreLimit));
+}
+
+}  // namespace
+
+CZ_TARGET_AVX2 int evaluate_avx2(const Weights& w, const Accumulator& a, Color side) {
+  // The shipped network's shape gets its own unrolled copy; every other shape the general one.
+  if (w.hidden == 64 && w.dense1_rows == 16 && w.dense2_rows == 16) return evaluate_shape<64, 16, 16>(w, a, side);
+  return evaluate_shape<0, 0, 0>(w, a, side);
 }
 
 namespace {
