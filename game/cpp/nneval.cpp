@@ -107,7 +107,9 @@ void check_weights(const Weights& w) {
 
 namespace {
 
-int round_up(int n, int step) { return (n + step - 1) / step * step; }
+int round_up(int n, int step) {
+  return (n + step - 1) / step * step;
+}
 
 // FNV-1a over the values of some arrays and numbers (any change to a weight changes it).
 struct Fingerprint {
@@ -238,7 +240,8 @@ int evaluate(const Weights& w, const Accumulator& a, Color side) {
   return w.kernels == Kernels::Avx2 ? detail::evaluate_avx2(w, a, side) : detail::evaluate_scalar(w, a, side);
 }
 
-void detail::update_scalar(const Weights& w, const Accumulator& parent, const Changes& c, Accumulator& child) {
+void detail::update_scalar(const Weights& w, const Accumulator& parent, const Changes& c,
+                           Accumulator& child) {
   for (int view = 0; view < 2; ++view) {
     int16_t* acc = child.v[view].data();
     std::copy(parent.v[view].begin(), parent.v[view].begin() + w.hidden, acc);

@@ -72,20 +72,19 @@ struct Weights {
   std::vector<int32_t> l2_b;   // [dense2]
   std::vector<int16_t> out_w;  // [dense2]
   int32_t out_b = 0;
-  // Set by prepare() (plain kernels and no copies until then). The AVX2 copies are padded with
-  // zeros: rows to a multiple of kRowBlock, a row's inputs to a multiple of kByteLanes.
-  Kernels kernels = Kernels::Scalar;
   // A hash of every number above: the search's score cache tells weights apart by it (set by
   // prepare(); call it again after changing any weight).
   uint64_t fingerprint = 0;
+  // Set by prepare() (plain kernels and no copies until then). The AVX2 copies are padded with
+  // zeros: rows to a multiple of kRowBlock, a row's inputs to a multiple of kByteLanes.
+  Kernels kernels = Kernels::Scalar;
   int dense1_rows = 0, dense2_rows = 0, dense2_inputs = 0;  // padded sizes
-  std::vector<int8_t> l1_w8;   // [dense1_rows][2 * hidden]
-  std::vector<int32_t> l1_b8;  // [dense1_rows]
-  std::vector<int8_t> l2_w8;   // [dense2_rows][dense2_inputs]
-  std::vector<int32_t> l2_b8;  // [dense2_rows]
-  std::vector<int16_t> out_w8;  // [dense2_rows padded to kWordLanes]
+  std::vector<int8_t> l1_w8;                                // [dense1_rows][2 * hidden]
+  std::vector<int32_t> l1_b8;                               // [dense1_rows]
+  std::vector<int8_t> l2_w8;                                // [dense2_rows][dense2_inputs]
+  std::vector<int32_t> l2_b8;                               // [dense2_rows]
+  std::vector<int16_t> out_w8;                              // [dense2_rows padded to kWordLanes]
 };
-
 
 // Throws std::invalid_argument naming the first fault: a size or width out of range, an array of
 // the wrong length, an int8 weight out of range, or first-layer weights whose worst-case sum over

@@ -115,8 +115,8 @@ CZ_TARGET_AVX2 inline int evaluate_shape(const Weights& w, const Accumulator& a,
     const int16_t* acc = a.v[half == 0 ? us : us ^ 1].data();
     for (int j = 0; j < H; j += kByteLanes) {
       const __m256i lo = _mm256_min_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(acc + j)), top);
-      const __m256i hi = _mm256_min_epi16(
-          _mm256_load_si256(reinterpret_cast<const __m256i*>(acc + j + kWordLanes)), top);
+      const __m256i hi =
+          _mm256_min_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(acc + j + kWordLanes)), top);
       const __m256i bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(lo, hi), 0xD8);
       _mm256_store_si256(reinterpret_cast<__m256i*>(x + half * H + j), bytes);
     }
@@ -126,11 +126,20 @@ CZ_TARGET_AVX2 inline int evaluate_shape(const Weights& w, const Accumulator& a,
     dense<kH / kWordLanes, kRows1>(x, w.l1_w8.data(), w.l1_b8.data(), rows1, 2 * H, h1);
   } else {
     switch (H / kWordLanes) {  // 2 * H inputs in chunks of kByteLanes
-      case 2: layer1<2>(x, w, h1); break;
-      case 4: layer1<4>(x, w, h1); break;
-      case 8: layer1<8>(x, w, h1); break;
-      case 16: layer1<16>(x, w, h1); break;
-      default: layer1<0>(x, w, h1);
+      case 2:
+        layer1<2>(x, w, h1);
+        break;
+      case 4:
+        layer1<4>(x, w, h1);
+        break;
+      case 8:
+        layer1<8>(x, w, h1);
+        break;
+      case 16:
+        layer1<16>(x, w, h1);
+        break;
+      default:
+        layer1<0>(x, w, h1);
     }
   }
   alignas(32) uint8_t x2[kMaxDense];
@@ -145,10 +154,12 @@ CZ_TARGET_AVX2 inline int evaluate_shape(const Weights& w, const Accumulator& a,
   __m128i t = _mm_setzero_si128();
   for (int i = 0; i < rows2; i += 2 * kRowBlock) {
     const __m128i lo = _mm_load_si128(reinterpret_cast<const __m128i*>(h2 + i));
-    const __m128i hi = i + kRowBlock < rows2 ? _mm_load_si128(reinterpret_cast<const __m128i*>(h2 + i + kRowBlock))
-                                             : _mm_setzero_si128();
-    t = _mm_add_epi32(t, _mm_madd_epi16(_mm_packs_epi32(lo, hi),
-                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.out_w8.data() + i))));
+    const __m128i hi = i + kRowBlock < rows2
+                           ? _mm_load_si128(reinterpret_cast<const __m128i*>(h2 + i + kRowBlock))
+                           : _mm_setzero_si128();
+    t = _mm_add_epi32(t,
+                      _mm_madd_epi16(_mm_packs_epi32(lo, hi),
+                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.out_w8.data() + i))));
   }
   t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
   t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
@@ -161,7 +172,8 @@ CZ_TARGET_AVX2 inline int evaluate_shape(const Weights& w, const Accumulator& a,
 
 CZ_TARGET_AVX2 int evaluate_avx2(const Weights& w, const Accumulator& a, Color side) {
   // The shipped network's shape gets its own unrolled copy; every other shape the general one.
-  if (w.hidden == 64 && w.dense1_rows == 16 && w.dense2_rows == 16) return evaluate_shape<64, 16, 16>(w, a, side);
+  if (w.hidden == 64 && w.dense1_rows == 16 && w.dense2_rows == 16)
+    return evaluate_shape<64, 16, 16>(w, a, side);
   return evaluate_shape<0, 0, 0>(w, a, side);
 }
 
@@ -172,7 +184,8 @@ namespace {
 // kWidth is the accumulator width when known when compiled (0: `width` at run time).
 template <int kRegs, int kWidth>
 CZ_TARGET_AVX2 inline void update_view(const int16_t* from, int16_t* to, const int16_t* ft, int width,
-                                       const int* removed, int n_removed, const int* added, int n_added, int j) {
+                                       const int* removed, int n_removed, const int* added, int n_added,
+                                       int j) {
   const size_t stride = size_t(kWidth > 0 ? kWidth : width);
   __m256i r[kRegs];
   for (int k = 0; k < kRegs; ++k) r[k] = _mm256_load_si256(reinterpret_cast<const __m256i*>(from + j) + k);
@@ -192,8 +205,9 @@ template <int kWidth>
 CZ_TARGET_AVX2 inline void update_whole(const Weights& w, const Accumulator& parent, const Changes& c,
                                         Accumulator& child) {
   for (int view = 0; view < 2; ++view)
-    update_view<kWidth / kWordLanes, kWidth>(parent.v[view].data(), child.v[view].data(), w.ft_w.data(), kWidth,
-                                             c.removed[view], c.n_removed, c.added[view], c.n_added, 0);
+    update_view<kWidth / kWordLanes, kWidth>(parent.v[view].data(), child.v[view].data(), w.ft_w.data(),
+                                             kWidth, c.removed[view], c.n_removed, c.added[view], c.n_added,
+                                             0);
 }
 
 // Registers an accumulator block of a wider accumulator keeps at once (8 of the 16: 128 values).
@@ -204,11 +218,16 @@ constexpr int kBlockRegs = 8;
 CZ_TARGET_AVX2 void update_avx2(const Weights& w, const Accumulator& parent, const Changes& c,
                                 Accumulator& child) {
   switch (w.hidden) {
-    case 32: return update_whole<32>(w, parent, c, child);
-    case 64: return update_whole<64>(w, parent, c, child);
-    case 96: return update_whole<96>(w, parent, c, child);
-    case 128: return update_whole<128>(w, parent, c, child);
-    default: break;
+    case 32:
+      return update_whole<32>(w, parent, c, child);
+    case 64:
+      return update_whole<64>(w, parent, c, child);
+    case 96:
+      return update_whole<96>(w, parent, c, child);
+    case 128:
+      return update_whole<128>(w, parent, c, child);
+    default:
+      break;
   }
   // Wider: blocks of kBlockRegs registers, then the rest (H is a multiple of 2 * kWordLanes).
   const int H = w.hidden;
@@ -220,7 +239,8 @@ CZ_TARGET_AVX2 void update_avx2(const Weights& w, const Accumulator& parent, con
       update_view<kBlockRegs, 0>(from, to, w.ft_w.data(), H, c.removed[view], c.n_removed, c.added[view],
                                  c.n_added, j);
     for (; j < H; j += 2 * kWordLanes)
-      update_view<2, 0>(from, to, w.ft_w.data(), H, c.removed[view], c.n_removed, c.added[view], c.n_added, j);
+      update_view<2, 0>(from, to, w.ft_w.data(), H, c.removed[view], c.n_removed, c.added[view], c.n_added,
+                        j);
   }
 }
 
@@ -228,8 +248,12 @@ CZ_TARGET_AVX2 void update_avx2(const Weights& w, const Accumulator& parent, con
 
 #else  // no AVX2 kernels in this build
 
-bool cpu_has_avx2() { return false; }
-int evaluate_avx2(const Weights& w, const Accumulator& a, Color side) { return evaluate_scalar(w, a, side); }
+bool cpu_has_avx2() {
+  return false;
+}
+int evaluate_avx2(const Weights& w, const Accumulator& a, Color side) {
+  return evaluate_scalar(w, a, side);
+}
 void update_avx2(const Weights& w, const Accumulator& parent, const Changes& c, Accumulator& child) {
   update_scalar(w, parent, c, child);
 }
