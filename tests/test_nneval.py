@@ -61,10 +61,39 @@ def material_net() -> nneval.NNEvalNet:
     return nneval.NNEvalNet(8, 1270, tensors)
 
 
-@pytest.mark.parametrize("size", [8, 6])
-def test_incremental_updates_equal_a_full_recompute(size: int) -> None:
-    net = random_net(1, size=size)
+GOLDEN_SEARCHES = Path(__file__).parent / "golden" / "nneval_search_depth8.txt"
+
+
+def _kernels() -> list[bool]:
+    """The kernels this machine runs: the plain ones always, AVX2 where the CPU has it."""
+    probe = random_net(0).core()
+    return [False, True] if probe.simd_unusable == "" else [False]
+
+
+def with_kernels(net: nneval.NNEvalNet, simd: bool) -> _core.NNEvalWeights:
     core = net.core()
+    core.simd = simd
+    return core
+
+
+def random_positions(rng: random.Random, count: int, size: int = 8) -> list[_core.Game]:
+    games = []
+    for _ in range(count):
+        game = _core.Game(size)
+        for _ in range(rng.randrange(0, 70)):
+            moves = game.legal_moves()
+            if not moves or game.result() != 0:
+                break
+            game.make(rng.choice(moves))
+        games.append(game)
+    return games
+
+
+@pytest.mark.parametrize("size", [8, 6])
+@pytest.mark.parametrize("simd", _kernels())
+def test_incremental_updates_equal_a_full_recompute(size: int, simd: bool) -> None:
+    net = random_net(1, size=size)
+    core = with_kernels(net, simd)
     rng = random.Random(7)
     checked = 0
     for _ in range(30):  # games
@@ -109,6 +138,93 @@ def test_quantised_core_equals_the_numpy_reference() -> None:
             assert _core.nneval_evaluate(core, game) == want
             scores.add(want)
         assert len(scores) > 50  # the positions really differ in score
+
+
+@pytest.mark.parametrize(
+    ("hidden", "dense1", "dense2"),
+    [(64, 16, 16), (32, 16, 8), (96, 12, 5), (128, 64, 64), (256, 7, 3)],
+)
+def test_simd_and_plain_kernels_agree_with_the_reference(
+    hidden: int, dense1: int, dense2: int
+) -> None:
+    """Every width the AVX2 kernels pad (rows to 4, inputs to 32) and every block size of the
+    accumulator update, against the plain kernels and the NumPy reference."""
+    if True not in _kernels():
+        pytest.skip(f"no AVX2 kernels here: {random_net(0).core().simd_unusable}")
+    net = random_net(hidden + dense1, hidden=hidden, dense1=dense1, dense2=dense2)
+    plain, simd = with_kernels(net, False), with_kernels(net, True)
+    assert simd.simd and not plain.simd
+    rng = random.Random(hidden)
+    scores = set()
+    for game in random_positions(rng, 120):
+        want = nneval.reference_evaluate(
+            net, game.black, game.white, game.kings, game.white_to_move
+        )
+        assert _core.nneval_evaluate(plain, game) == want
+        assert _core.nneval_evaluate(simd, game) == want
+        scores.add(want)
+    assert len(scores) > 40
+    # Incremental updates along random games: both kernels equal a full recompute.
+    for game_index in range(10):
+        game = _core.Game(8)
+        trackers = [_core.NNEvalTracker(k, game) for k in (plain, simd)]
+        for _ in range(rng.randrange(20, 90)):
+            moves = game.legal_moves()
+            if not moves or game.result() != 0:
+                break
+            game.make(rng.choice(moves))
+            full = _core.nneval_accumulator(plain, game)
+            for t, k in zip(trackers, (plain, simd), strict=True):
+                t.push(game)
+                assert np.array_equal(t.accumulator(k), full), game_index
+                assert t.evaluate() == _core.nneval_evaluate(plain, game)
+
+
+def test_simd_switch_refuses_what_it_cannot_run() -> None:
+    core = random_net(2, hidden=48).core()  # not a multiple of 32: the plain kernels only
+    assert not core.simd
+    assert "multiple of 32" in core.simd_unusable
+    with pytest.raises(ValueError, match="multiple of 32, this one is 48"):
+        core.simd = True
+    core.simd = False  # always allowed
+
+
+def golden_searches() -> list[tuple[str, int, str, int]]:
+    rows = []
+    for line in GOLDEN_SEARCHES.read_text().splitlines():
+        if line and not line.startswith("#"):
+            fen, depth, move, score = line.split()
+            rows.append((fen, int(depth), move, int(score)))
+    return rows
+
+
+@pytest.mark.parametrize("simd", _kernels())
+def test_fixed_depth_searches_are_unchanged_by_the_speed_work(simd: bool) -> None:
+    """The shipped evaluation's best move and score at depth 8 on positions from real games, as
+    the search gave them before its accumulators became lazy, its scores cached and its kernels
+    vectorised (tests/golden/nneval_search_depth8.txt)."""
+    core = with_kernels(nneval.load(nneval.DEFAULT_PATH), simd)
+    rows = golden_searches()
+    assert len(rows) == 15
+    for fen, depth, move, score in rows:
+        result = _core.alphabeta_search(Position.from_fen(fen).game, depth, 0, None, 4, None, core)
+        assert (str(result.move), result.score) == (move, score), fen
+
+
+def test_both_kernels_search_the_same_tree() -> None:
+    """Same move, score, principal variation and node count with either kernel and whatever the
+    score cache holds from earlier searches (a random net whose scores spread widely)."""
+    if True not in _kernels():
+        pytest.skip("no AVX2 kernels here")
+    net = random_net(21, hidden=64, dense1=16, dense2=16)
+    plain, simd = with_kernels(net, False), with_kernels(net, True)
+    for fen, *_ in golden_searches()[:6]:
+        game = Position.from_fen(fen).game
+        found = []
+        for core in (plain, simd, plain):  # the third search meets a warm cache
+            r = _core.alphabeta_search(game, 7, 0, None, 4, None, core)
+            found.append((str(r.move), r.score, [str(m) for m in r.pv], r.nodes))
+        assert found[0] == found[1] == found[2], fen
 
 
 def test_material_net_scores_material() -> None:

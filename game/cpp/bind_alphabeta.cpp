@@ -109,7 +109,7 @@ void bind_nneval(nb::module_& m) {
                    std::to_string(l2_w.shape(1)) + ") on a board of side " + std::to_string(size))
                       .c_str());
             try {
-              nn::check_weights(w);
+              nn::prepare(w);
             } catch (const std::invalid_argument& e) {
               throw nb::value_error(e.what());
             }
@@ -122,6 +122,20 @@ void bind_nneval(nb::module_& m) {
       .def_ro("dense1", &nn::Weights::dense1)
       .def_ro("dense2", &nn::Weights::dense2)
       .def_ro("output_scale", &nn::Weights::output_scale)
+      .def_prop_rw(
+          "simd", [](const nn::Weights& w) { return w.kernels == nn::Kernels::Avx2; },
+          [](nn::Weights& w, bool on) {
+            try {
+              nn::set_kernels(w, on ? nn::Kernels::Avx2 : nn::Kernels::Scalar);
+            } catch (const std::invalid_argument& e) {
+              throw nb::value_error(e.what());
+            }
+          },
+          "True when the AVX2 kernels run (the default where the CPU has AVX2), False for the plain "
+          "ones; both compute the same integers. Setting True raises ValueError where they cannot run.")
+      .def_prop_ro(
+          "simd_unusable", [](const nn::Weights& w) { return nn::avx2_unusable(w); },
+          "Why the AVX2 kernels cannot run these weights here, or '' when they can.")
       .def("__repr__", [](const nn::Weights& w) {
         return "NNEvalWeights(size=" + std::to_string(w.size) + ", hidden=" + std::to_string(w.hidden) +
                ", dense1=" + std::to_string(w.dense1) + ", dense2=" + std::to_string(w.dense2) + ")";

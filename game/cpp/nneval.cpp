@@ -105,6 +105,73 @@ void check_weights(const Weights& w) {
   check_bias("out_b", std::vector<int32_t>{w.out_b});
 }
 
+namespace {
+
+int round_up(int n, int step) {
+  return (n + step - 1) / step * step;
+}
+
+// FNV-1a over the values of some arrays and numbers (any change to a weight changes it).
+struct Fingerprint {
+  static constexpr uint64_t kOffset = 1469598103934665603ULL, kPrime = 1099511628211ULL;
+  uint64_t h = kOffset;
+  void add(int64_t x) {
+    for (int i = 0; i < 8; ++i, x >>= 8) h = (h ^ uint64_t(x & 0xFF)) * kPrime;
+  }
+  template <typename T>
+  void add(const std::vector<T>& v) {
+    add(int64_t(v.size()));
+    for (T x : v) add(int64_t(x));
+  }
+};
+
+}  // namespace
+
+void prepare(Weights& w) {
+  check_weights(w);
+  Fingerprint f;
+  for (int x : {w.size, w.hidden, w.dense1, w.dense2, w.output_scale, int(w.out_b)}) f.add(x);
+  f.add(w.ft_w), f.add(w.ft_b), f.add(w.l1_w), f.add(w.l1_b), f.add(w.l2_w), f.add(w.l2_b), f.add(w.out_w);
+  w.fingerprint = f.h;
+  const int in1 = 2 * w.hidden;
+  w.dense1_rows = round_up(w.dense1, kRowBlock);
+  w.dense2_rows = round_up(w.dense2, kRowBlock);
+  w.dense2_inputs = round_up(w.dense1_rows, kByteLanes);
+  w.l1_w8.assign(size_t(w.dense1_rows) * in1, 0);
+  w.l1_b8.assign(size_t(w.dense1_rows), 0);
+  for (int o = 0; o < w.dense1; ++o) {
+    for (int i = 0; i < in1; ++i) w.l1_w8[size_t(o) * in1 + i] = int8_t(w.l1_w[size_t(o) * in1 + i]);
+    w.l1_b8[o] = w.l1_b[o];
+  }
+  w.l2_w8.assign(size_t(w.dense2_rows) * w.dense2_inputs, 0);
+  w.l2_b8.assign(size_t(w.dense2_rows), 0);
+  for (int o = 0; o < w.dense2; ++o) {
+    for (int i = 0; i < w.dense1; ++i)
+      w.l2_w8[size_t(o) * w.dense2_inputs + i] = int8_t(w.l2_w[size_t(o) * w.dense1 + i]);
+    w.l2_b8[o] = w.l2_b[o];
+  }
+  w.out_w8.assign(size_t(round_up(w.dense2_rows, kWordLanes)), 0);
+  std::copy(w.out_w.begin(), w.out_w.end(), w.out_w8.begin());
+  w.kernels = avx2_unusable(w).empty() ? Kernels::Avx2 : Kernels::Scalar;
+}
+
+std::string avx2_unusable(const Weights& w) {
+  if (!detail::cpu_has_avx2()) return "this build or CPU has no AVX2";
+  if (w.l1_w8.empty()) return "the weights were not prepared for the AVX2 kernels";
+  if (w.hidden % kByteLanes != 0)
+    return "the AVX2 kernels need an accumulator width that is a multiple of " + std::to_string(kByteLanes) +
+           ", this one is " + std::to_string(w.hidden);
+  return "";
+}
+
+void set_kernels(Weights& w, Kernels k) {
+  if (k == Kernels::Avx2) {
+    const std::string why = avx2_unusable(w);
+    if (!why.empty()) throw std::invalid_argument("learned evaluation: " + why);
+  }
+  w.kernels = k;
+}
+
 void refresh(const Weights& w, const Board& b, Accumulator& out) {
   const Planes planes(b);
   for (int view = 0; view < 2; ++view) {
@@ -117,23 +184,73 @@ void refresh(const Weights& w, const Board& b, Accumulator& out) {
   }
 }
 
-void update(const Weights& w, const Accumulator& parent, const Board& parent_board, const Board& child_board,
-            Accumulator& child) {
-  const Planes before(parent_board), after(child_board);
-  for (int view = 0; view < 2; ++view) {
-    int16_t* acc = child.v[view].data();
-    std::copy(parent.v[view].begin(), parent.v[view].begin() + w.hidden, acc);
-    for (int c = 0; c < 2; ++c)
-      for (int king = 0; king < 2; ++king) {
-        for (Bitboard gone = before.b[c][king] & ~after.b[c][king]; gone;)
-          apply_column(w, acc, feature(w, view, c, king, pop_lsb(gone)), -1);
-        for (Bitboard added = after.b[c][king] & ~before.b[c][king]; added;)
-          apply_column(w, acc, feature(w, view, c, king, pop_lsb(added)), +1);
-      }
+namespace {
+
+// The features a move removes and adds, in both views: feature(w, view, colour, king, square)
+// written out, Black's view (0) reading colour c as kind 2c + king, White's swapping the colours
+// and turning the board.
+struct FeatureOf {
+  int n;
+  void operator()(int colour, bool king, int sq, int* out) const {
+    out[0] = (2 * colour + king) * n + sq;
+    out[1] = (2 * (colour ^ 1) + king) * n + n - 1 - sq;
+  }
+};
+
+// The changes from `parent_board` to `child_board`, one move later: the mover's piece leaves its
+// square (as a man or a king) and arrives (as a king when it was one or was crowned), unless a
+// king's capture loop ended where it began; each captured piece leaves.
+void changes(const Weights& w, const Board& parent_board, const Board& child_board, detail::Changes& out) {
+  const FeatureOf feature_of{w.squares};
+  const int us = index(parent_board.side), them = us ^ 1;
+  int removed[2], added[2];
+  out.n_removed = out.n_added = 0;
+  auto remove = [&](int colour, bool king, int sq) {
+    feature_of(colour, king, sq, removed);
+    out.removed[0][out.n_removed] = removed[0];
+    out.removed[1][out.n_removed++] = removed[1];
+  };
+  if (const Bitboard moved = parent_board.pieces[us] ^ child_board.pieces[us]) {
+    const int from = lsb(moved & parent_board.pieces[us]), to = lsb(moved & child_board.pieces[us]);
+    remove(us, parent_board.kings & bit(from), from);
+    feature_of(us, child_board.kings & bit(to), to, added);
+    out.added[0][0] = added[0];
+    out.added[1][0] = added[1];
+    out.n_added = 1;
+  }
+  for (Bitboard taken = parent_board.pieces[them] & ~child_board.pieces[them]; taken;) {
+    const int sq = pop_lsb(taken);
+    remove(them, parent_board.kings & bit(sq), sq);
   }
 }
 
+}  // namespace
+
+void update(const Weights& w, const Accumulator& parent, const Board& parent_board, const Board& child_board,
+            Accumulator& child) {
+  detail::Changes c;
+  changes(w, parent_board, child_board, c);
+  if (w.kernels == Kernels::Avx2)
+    detail::update_avx2(w, parent, c, child);
+  else
+    detail::update_scalar(w, parent, c, child);
+}
+
 int evaluate(const Weights& w, const Accumulator& a, Color side) {
+  return w.kernels == Kernels::Avx2 ? detail::evaluate_avx2(w, a, side) : detail::evaluate_scalar(w, a, side);
+}
+
+void detail::update_scalar(const Weights& w, const Accumulator& parent, const Changes& c,
+                           Accumulator& child) {
+  for (int view = 0; view < 2; ++view) {
+    int16_t* acc = child.v[view].data();
+    std::copy(parent.v[view].begin(), parent.v[view].begin() + w.hidden, acc);
+    for (int i = 0; i < c.n_removed; ++i) apply_column(w, acc, c.removed[view][i], -1);
+    for (int i = 0; i < c.n_added; ++i) apply_column(w, acc, c.added[view][i], +1);
+  }
+}
+
+int detail::evaluate_scalar(const Weights& w, const Accumulator& a, Color side) {
   const int H = w.hidden;
   alignas(64) int16_t x[2 * kMaxHidden];
   const int us = index(side);

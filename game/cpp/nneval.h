@@ -14,11 +14,20 @@
 // dense layer's int32 sum shifted right by kWeightShift is again in activation units. The output
 // sum z * kActivationOne * 2^kWeightShift is a logit z; the score is z * output_scale centi-men.
 // evaluation/nneval reference code (game/nneval.py) mirrors every rounding step exactly.
+//
+// Two sets of kernels compute the same integers: plain C++ (any CPU) and AVX2 intrinsics
+// (nneval_avx2.cpp, chosen at run time on x86-64 CPUs that have AVX2). The arithmetic is exact in
+// both (int16 accumulators that check_weights() keeps from overflowing, int32 dot products), so
+// the order of the additions cannot change a result; the AVX2 dense layers multiply the clipped
+// activations as unsigned bytes with the int8 weights (pmaddubsw: a pair of products is at most
+// 2 * 127 * 128 = 32512, inside int16), which is the same product. Tests compare both kernels
+// with each other and with the NumPy reference on many positions.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "movegen.h"
@@ -38,8 +47,15 @@ constexpr int kScoreLimit = 10000;
 // Centi-men per unit of logit: between 1 and this (the file's output_scale).
 constexpr int kMaxOutputScale = 2000;
 
+constexpr int kByteLanes = 32;  // bytes in an AVX2 register
+constexpr int kWordLanes = 16;  // int16 values in an AVX2 register
+constexpr int kRowBlock = 4;    // dense rows the AVX2 kernel sums at once (four horizontal sums)
+
+// Which kernels evaluate() and update() run. Both give the same results to the bit.
+enum class Kernels : uint8_t { Scalar = 0, Avx2 = 1 };
+
 // Quantised weights, row-major. Dense weights are stored as int8 in the file and widened to
-// int16 here so that the dot products vectorise (pmaddwd).
+// int16 here for the plain kernels; prepare() adds the AVX2 kernels' int8 copies.
 struct Weights {
   int size = 8;                // board side (6 or 8)
   int squares = 32;            // size * size / 2
@@ -56,12 +72,32 @@ struct Weights {
   std::vector<int32_t> l2_b;   // [dense2]
   std::vector<int16_t> out_w;  // [dense2]
   int32_t out_b = 0;
+  // A hash of every number above: the search's score cache tells weights apart by it (set by
+  // prepare(); call it again after changing any weight).
+  uint64_t fingerprint = 0;
+  // Set by prepare() (plain kernels and no copies until then). The AVX2 copies are padded with
+  // zeros: rows to a multiple of kRowBlock, a row's inputs to a multiple of kByteLanes.
+  Kernels kernels = Kernels::Scalar;
+  int dense1_rows = 0, dense2_rows = 0, dense2_inputs = 0;  // padded sizes
+  std::vector<int8_t> l1_w8;                                // [dense1_rows][2 * hidden]
+  std::vector<int32_t> l1_b8;                               // [dense1_rows]
+  std::vector<int8_t> l2_w8;                                // [dense2_rows][dense2_inputs]
+  std::vector<int32_t> l2_b8;                               // [dense2_rows]
+  std::vector<int16_t> out_w8;                              // [dense2_rows padded to kWordLanes]
 };
 
 // Throws std::invalid_argument naming the first fault: a size or width out of range, an array of
 // the wrong length, an int8 weight out of range, or first-layer weights whose worst-case sum over
 // a full board could overflow the int16 accumulator.
 void check_weights(const Weights& w);
+// check_weights(), then the fingerprint, the AVX2 copies, and the AVX2 kernels where
+// avx2_unusable() is "".
+void prepare(Weights& w);
+// Why the AVX2 kernels cannot run `w` on this machine ("" when they can): a build or CPU without
+// AVX2, weights not prepare()d, or an accumulator width that is not a multiple of kByteLanes.
+std::string avx2_unusable(const Weights& w);
+// Chooses the kernels; throws std::invalid_argument with avx2_unusable()'s reason.
+void set_kernels(Weights& w, Kernels k);
 
 struct alignas(64) Accumulator {
   std::array<std::array<int16_t, kMaxHidden>, 2> v;  // [colour][hidden]
@@ -76,8 +112,9 @@ inline int feature(const Weights& w, int view, int colour, bool king, int square
 
 // The accumulators of a board computed from scratch.
 void refresh(const Weights& w, const Board& b, Accumulator& out);
-// The accumulators of `child` from those of `parent` and the features that differ between the two
-// boards (a step changes 2 per colour, a capture 2 plus the captured pieces).
+// The accumulators of `child` from those of `parent`, where `child_board` is `parent_board` after
+// one move of its side to move: the moving piece's feature leaves its square and arrives on its
+// destination (a step changes 2 features per view, a capture also removes the captured pieces').
 void update(const Weights& w, const Accumulator& parent, const Board& parent_board, const Board& child_board,
             Accumulator& child);
 // Score of the board whose accumulators are `a`, in centi-men from `side`'s (the mover's) view,
@@ -102,5 +139,21 @@ class Tracker {
   std::vector<Accumulator> accs_;
   std::vector<Board> boards_;
 };
+
+// The kernels behind evaluate() and update(), one set per Kernels value.
+namespace detail {
+// Feature indices a move removes and adds, for each view.
+struct Changes {
+  static constexpr int kMost = kMaxSquares;  // a move removes or adds at most one per square
+  int removed[2][kMost];
+  int added[2][kMost];
+  int n_removed = 0, n_added = 0;
+};
+int evaluate_scalar(const Weights& w, const Accumulator& a, Color side);
+void update_scalar(const Weights& w, const Accumulator& parent, const Changes& c, Accumulator& child);
+bool cpu_has_avx2();
+int evaluate_avx2(const Weights& w, const Accumulator& a, Color side);
+void update_avx2(const Weights& w, const Accumulator& parent, const Changes& c, Accumulator& child);
+}  // namespace detail
 
 }  // namespace cz::nn
