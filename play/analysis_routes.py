@@ -75,7 +75,7 @@ def engine_of(q: AnalyseRequest, default: str = "ab") -> str:
     else ``default`` (``analysis.engine``)."""
     if q.engine is not None:
         return q.engine
-    return "network" if (q.network or q.sims) else default
+    return "network" if (q.network or q.sims is not None) else default
 
 
 def add_analysis_routes(
