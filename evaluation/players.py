@@ -24,7 +24,7 @@ driven from the command line and from config:
 ``ab+nn:D`` / ``ab+nn:tMS`` / ``ab+nn:D:PATH``
     the same search with the learned evaluation (:mod:`game.nneval`) scoring its leaves instead
     of the hand-written one: the shipped weights file, or the one at PATH
-    (``python -m evaluation.train_nneval`` writes one). ``ab+nn+db:...`` adds the database.
+    (``python -m learner.nneval.train`` writes one). ``ab+nn+db:...`` adds the database.
 ``random`` / ``random:SEED``
     a uniformly random legal move (the anchor of the Elo ladder, rated 0).
 ``uniform-mcts:...`` or a checkpoint path

@@ -1,7 +1,7 @@
-"""`python -m evaluation.train_nneval`: train the learned alpha-beta evaluation and write its file.
+"""`python -m learner.nneval.train`: train the learned alpha-beta evaluation from PDN games.
 
-    python -m evaluation.train_nneval --out game/data/nneval-v1.safetensors
-    python -m evaluation.train_nneval --run runs/2026-11-20_10-00-00 --no-archive --out my.nn
+    python -m learner.nneval.train --out game/data/nneval-v1.safetensors
+    python -m learner.nneval.train --run runs/2026-11-20_10-00-00 --no-archive --out my.nn
 
 Positions come from PDN games: a run's self-play games (``games/selfplay.pdn`` under each
 ``--run`` folder) and the OCA expert archive that ships in game/data (``--no-archive`` leaves it
@@ -42,7 +42,7 @@ from game.position import Position
 logger = logging.getLogger(__name__)
 
 RUN_GAMES = "games/selfplay.pdn"  # a run's self-play games, under its folder (learner.run)
-DEFAULT_TEACHER = Path(__file__).resolve().parents[1] / "game" / "data" / "long-320min.safetensors"
+DEFAULT_TEACHER = Path(__file__).resolve().parents[2] / "game" / "data" / "long-320min.safetensors"
 RESULT_FOR_BLACK = {"1-0": 1.0, "0-1": -1.0, "1/2-1/2": 0.0}  # decided games only
 
 
@@ -56,6 +56,7 @@ class Positions:
     white_to_move: np.ndarray  # bool (n,)
     packed: np.ndarray  # uint32 (n, HISTORY, 4): the network's input
     result: np.ndarray  # float32 (n,): +1 the mover won, 0 draw, -1 lost
+    game: np.ndarray  # int64 (n,): which game each position comes from (held out by game)
 
     def __len__(self) -> int:
         return len(self.black)
@@ -68,7 +69,7 @@ def collect_positions(
     in all when > 0), after the first ``skip_plies`` plies of each, up to where the rules end the
     game (a game played on past a repetition or the 40-move rule ends there); a game with an
     illegal move is skipped with a warning."""
-    rows: list[tuple[int, int, int, bool, float]] = []
+    rows: list[tuple[int, int, int, bool, float, int]] = []
     packed: list[np.ndarray] = []
     games = 0
     for text in texts:
@@ -83,7 +84,7 @@ def collect_positions(
                 for plies, move in enumerate(game.moves):
                     if pos.is_over():  # played on past a draw by our rules (repetition, 40 moves)
                         break
-                    _keep(pos, plies, skip_plies, black_result, rows, packed)
+                    _keep(pos, plies, skip_plies, black_result, games, rows, packed)
                     pos.play(move)
             except ValueError as err:
                 logger.warning("skipping %s: %s", game.describe(), err)
@@ -92,7 +93,7 @@ def collect_positions(
     if not rows:
         raise ValueError("no finished game with a quiet position in the given PDN")
     logger.info("%d quiet positions from %d games", len(rows), games)
-    b, w, k, side, result = (np.array(col) for col in zip(*rows, strict=True))
+    b, w, k, side, result, game = (np.array(col) for col in zip(*rows, strict=True))
     return Positions(
         b.astype(np.uint32),
         w.astype(np.uint32),
@@ -100,6 +101,7 @@ def collect_positions(
         side.astype(bool),
         np.stack(packed).astype(np.uint32),
         result.astype(np.float32),
+        game.astype(np.int64),
     )
 
 
@@ -108,7 +110,8 @@ def _keep(
     plies: int,
     skip_plies: int,
     black_result: float,
-    rows: list[tuple[int, int, int, bool, float]],
+    game_index: int,
+    rows: list[tuple[int, int, int, bool, float, int]],
     packed: list[np.ndarray],
 ) -> None:
     g = pos.game
@@ -118,7 +121,7 @@ def _keep(
     if not moves or moves[0].is_capture:
         return
     mover_result = -black_result if g.white_to_move else black_result
-    rows.append((g.black, g.white, g.kings, g.white_to_move, mover_result))
+    rows.append((g.black, g.white, g.kings, g.white_to_move, mover_result, game_index))
     packed.append(g.pack_history())
 
 
@@ -229,7 +232,7 @@ class TrainSettings:
     epochs: int = 6  # passes over the training positions
     batch: int = 1024  # positions per step
     lr: float = 2e-3  # Adam learning rate (decayed to a tenth over the run)
-    validation: float = 0.05  # fraction of positions held out
+    validation: float = 0.05  # fraction of games held out, with all their positions
     seed: int = 0
     output_scale: int = 200  # centi-men per unit of logit: +200 predicts a 73% expected score
 
@@ -241,10 +244,23 @@ SETTING_HELP = {
     "epochs": "passes over the training positions",
     "batch": "positions per optimiser step",
     "lr": "Adam learning rate, decayed to a tenth over the run",
-    "validation": "fraction of the positions held out to measure the loss",
+    "validation": "fraction of the games held out (all their positions) to measure the loss",
     "seed": "seed of the split, the shuffles and the initial weights",
     "output_scale": "centi-men per unit of logit in the file (+200: a 73%% expected score)",
 }
+
+
+def held_out_games(game: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Boolean mask of the positions held out: those of a seeded ``fraction`` of the games (at
+    least one game, and at least one kept when there are two). Positions of one game are close
+    to each other, so a split by position would measure the loss on near-copies of training
+    positions and overstate how well the evaluation generalises."""
+    ids = np.unique(game)
+    n = max(1, round(len(ids) * fraction))
+    if len(ids) > 1:
+        n = min(n, len(ids) - 1)
+    chosen = np.random.default_rng(seed).choice(ids, n, replace=False)
+    return np.isin(game, chosen)
 
 
 def train(
@@ -253,9 +269,9 @@ def train(
     """Fits the float model; returns it with the held-out losses (float and per-epoch)."""
     torch.manual_seed(settings.seed)
     rng = np.random.default_rng(settings.seed)
-    order = rng.permutation(len(positions))
-    n_val = max(1, int(len(order) * settings.validation))
-    val, tr = order[:n_val], order[n_val:]
+    held = held_out_games(positions.game, settings.validation, settings.seed)
+    val, tr = np.flatnonzero(held), np.flatnonzero(~held)
+    n_val = len(val)
     prob = torch.from_numpy(((target + 1.0) / 2.0).astype(np.float32))
     model = NNEvalModel(size, settings.hidden, settings.dense1, settings.dense2)
     opt = torch.optim.Adam(model.parameters(), lr=settings.lr)
@@ -321,7 +337,7 @@ def quantised_agreement(
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m evaluation.train_nneval", description=__doc__.split("\n")[0]
+        prog="python -m learner.nneval.train", description=__doc__.split("\n")[0]
     )
     p.add_argument("--out", type=Path, default=nneval.DEFAULT_PATH, help="weights file to write")
     p.add_argument(
