@@ -157,6 +157,11 @@ def load(path: Path | str) -> NNEvalNet:
             data = f.read(MAX_FILE_BYTES + 1)
     except OSError as err:
         raise NNEvalFileError(f"{where}: cannot read: {err.strerror or err}") from None
+    return loads(data, where)
+
+
+def loads(data: bytes, where: str) -> NNEvalNet:
+    """``load`` of a file's bytes (from Redis, say); ``where`` names them in every error."""
     if len(data) > MAX_FILE_BYTES:
         raise NNEvalFileError(f"{where}: larger than the {MAX_FILE_BYTES}-byte cap")
     tensors, meta = _parse(data, where)

@@ -38,6 +38,7 @@ from game import _core, encoding, nneval
 from game.archive import read_archive
 from game.pdn import iter_pdn
 from game.position import Position
+from learner.nneval.model import NNEvalModel
 
 logger = logging.getLogger(__name__)
 
@@ -165,51 +166,6 @@ def blended_targets(
     values = teacher_values(teacher, positions.packed[idx], size=size)
     target[idx] = (1 - weight) * target[idx] + weight * values
     return target, len(idx)
-
-
-class NNEvalModel(nn.Module):
-    """The float twin of the core's learned evaluation (same layers, same clips)."""
-
-    def __init__(self, size: int = 8, hidden: int = 64, dense1: int = 16, dense2: int = 16) -> None:
-        super().__init__()
-        self.size = size
-        inputs = nneval.FEATURE_KINDS * size * size // 2
-        self.ft = nn.Linear(inputs, hidden)
-        self.l1 = nn.Linear(2 * hidden, dense1)
-        self.l2 = nn.Linear(dense1, dense2)
-        self.out = nn.Linear(dense2, 1)
-
-    def forward(self, us: torch.Tensor, them: torch.Tensor) -> torch.Tensor:
-        """Logit of the mover's expected score from both views' features (n, inputs) each."""
-        x = torch.cat([self.ft(us), self.ft(them)], dim=1).clamp(0.0, 1.0)
-        x = self.l1(x).clamp(0.0, 1.0)
-        x = self.l2(x).clamp(0.0, 1.0)
-        return self.out(x).squeeze(1)
-
-    @torch.no_grad()
-    def clip_to_format(self) -> None:
-        """Keep every weight inside what its integer type holds after scaling (game/nneval.py)."""
-        dense = 127 / (1 << nneval.WEIGHT_SHIFT)
-        for layer in (self.l1, self.l2):
-            layer.weight.clamp_(-dense, dense)
-        pieces = 2 * (self.size // 2) * (self.size // 2 - 1)
-        ft = ((32767 - 4 * nneval.ACTIVATION_ONE) // pieces) / nneval.ACTIVATION_ONE
-        self.ft.weight.clamp_(-ft, ft)
-        self.ft.bias.clamp_(-4.0, 4.0)
-
-    def float_weights(self) -> dict[str, np.ndarray]:
-        """The weights in the file's layout (game/nneval.py quantise())."""
-        get = lambda t: t.detach().cpu().double().numpy()  # noqa: E731
-        return {
-            "ft_w": get(self.ft.weight).T,
-            "ft_b": get(self.ft.bias),
-            "l1_w": get(self.l1.weight),
-            "l1_b": get(self.l1.bias),
-            "l2_w": get(self.l2.weight),
-            "l2_b": get(self.l2.bias),
-            "out_w": get(self.out.weight)[0],
-            "out_b": get(self.out.bias),
-        }
 
 
 def views(positions: Positions, idx: np.ndarray, size: int) -> tuple[torch.Tensor, torch.Tensor]:
