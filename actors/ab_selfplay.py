@@ -84,12 +84,16 @@ def play_ab_game(
     generation: int,
     game_id: int,
     egdb: EndgameDatabase | None = None,
+    start: _core.Game | None = None,
 ) -> np.ndarray:
-    """The labelled quiet positions of one self-play game (rows of ``POSITION_DTYPE``)."""
+    """The labelled quiet positions of one self-play game (rows of ``POSITION_DTYPE``), from a
+    seeded ballot and random plies, or from ``start`` as it is (tests)."""
     rng = np.random.default_rng([seed, generation, game_id])
-    opening = deck[int(rng.integers(len(deck)))]
-    game = opening.start_game(settings.max_plies)
-    for _ in range(settings.random_plies):
+    if start is not None:
+        game = start.copy()
+    else:
+        game = deck[int(rng.integers(len(deck)))].start_game(settings.max_plies)
+    for _ in range(0 if start is not None else settings.random_plies):
         moves = game.legal_moves()
         if not moves or game.result() != 0:
             break

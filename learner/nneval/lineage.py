@@ -29,6 +29,16 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def weights_digest(path: Path) -> str:
+    """sha256 of an evaluation file's weights (board, scale, tensors in name order): the same
+    for the same weights, whatever order the file's header lists them in."""
+    net = nneval.load(path)
+    h = hashlib.sha256(f"{net.size}:{net.output_scale}".encode())
+    for name in sorted(net.tensors):
+        h.update(name.encode() + net.tensors[name].tobytes())
+    return h.hexdigest()
+
+
 class Lineage:
     def __init__(self, folder: Path | str) -> None:
         self.folder = Path(folder)

@@ -40,7 +40,7 @@ from checkerzero.store.positions import PositionStream
 from game import nneval
 from learner.nneval.fit import FitSettings, fit
 from learner.nneval.gating import gate_generation
-from learner.nneval.lineage import Lineage, sha256
+from learner.nneval.lineage import Lineage, sha256, weights_digest
 from learner.nneval.model import NNEvalModel
 from learner.nneval.shards import (
     bytes_per_position,
@@ -94,6 +94,21 @@ def generation_seed(cfg: DictConfig, g: int) -> int:
     return int(cfg.seed) * 1_000 + g
 
 
+def open_generation(
+    stream: PositionStream, folder: Path, g: int, target: int, version: int
+) -> None:
+    """Opens generation ``g`` in the store after trimming what a killed learner had already
+    written; a store that does not know it yet starts its counters from the shards on disk
+    (their positions, and game numbers after theirs, so no game is played twice)."""
+    recover(stream, folder)
+    paths = shard_files(folder)
+    next_game = 0
+    for rows in iter_rows(paths):
+        if len(rows):
+            next_game = max(next_game, int(rows["game"].max()) + 1)
+    stream.begin(g, target, version, on_disk=count_rows(paths), next_game=next_game)
+
+
 def selfplay_phase(
     stream: PositionStream,
     folder: Path,
@@ -109,13 +124,7 @@ def selfplay_phase(
     returns the positions on disk. The actors (started by the caller; ``tick`` keeps them
     going) play while the generation is open."""
     stop = stop or threading.Event()
-    recover(stream, folder)
-    paths = shard_files(folder)
-    on_disk = count_rows(paths)
-    next_game = 0
-    for rows in iter_rows(paths):
-        next_game = max(next_game, int(rows["game"].max()) + 1)
-    stream.begin(g, target, version, on_disk=on_disk, next_game=next_game)
+    open_generation(stream, folder, g, target, version)
     while not stop.is_set():
         tick()
         state = stream.state()
@@ -196,7 +205,7 @@ class NNEvalRun(Run):
             {
                 "generation": g,
                 "seed": seed,
-                "parent_sha256": sha256(parent_bytes),
+                "parent_sha256": weights_digest(parent),
                 "parent_file": parent.name,
                 "selfplay": OmegaConf.to_container(nc.selfplay, resolve=True),
             },
@@ -265,7 +274,7 @@ class NNEvalRun(Run):
             "trained_on": f"generation {g}: {count_rows(paths)} self-play positions",
             "run": self.run_dir.name,
             "generation": str(g),
-            "parent_sha256": sha256(parent_path.read_bytes()),
+            "parent_sha256": weights_digest(parent_path),
             "held_out_loss": f"{history[-1]['val_loss']:.4f}",
         }
         net = nneval.quantise(

@@ -94,6 +94,7 @@ def write_shard(
 ) -> Path:
     table = pa.table({n: rows[n] for n in POSITION_DTYPE.names}, schema=SCHEMA)
     table = table.replace_schema_metadata({"store_id": store_id})
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"part-{first:010d}-{end:010d}.parquet"
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(table, tmp, compression="zstd", row_group_size=row_group)
