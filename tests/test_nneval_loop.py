@@ -258,7 +258,8 @@ def test_the_loop_stores_trains_gates_and_promotes_a_generation(config, tmp_path
     assert cand.metadata["generation"] == "0" and cand.metadata["run"] == "run-lineage"
     assert lineage.best_before(1) == lineage.candidate_path(0)
     run_dir = tmp_path / "run-lineage"
-    for name in ("nneval_loss.csv", "nneval_loss.png", "nneval_elo.csv", "nneval_elo.png"):
+    names = ("nneval_loss.csv", "nneval_loss.png", "nneval_elo.csv", "nneval_elo.png")
+    for name in (*names, "nneval_elo_positions.png"):
         assert (run_dir / name).is_file(), name
     # The same data with its labels' signs flipped trains an evaluation that loses the gate.
     summary = run(_loop_cfg(config, tmp_path, "flipped", flip=True))

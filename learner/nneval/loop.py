@@ -59,7 +59,8 @@ logger = logging.getLogger(__name__)
 
 LOSS_CSV = "nneval_loss.csv"  # one row per epoch of every generation's training
 ELO_CSV = "nneval_elo.csv"  # one row per generation: positions, gate, chained Elo
-ELO_PNG = "nneval_elo.png"
+ELO_PNG = "nneval_elo.png"  # the best's chained Elo against generation ...
+ELO_POSITIONS_PNG = "nneval_elo_positions.png"  # ... and against millions of positions
 LOSS_PNG = "nneval_loss.png"
 POLL_S = 0.2  # how often the self-play phase checks the store and the pool
 
@@ -374,20 +375,23 @@ class NNEvalRun(Run):
             int(rec["generation"]),
         )
         _plot(path, self.run_dir / ELO_PNG, "best_elo", None, "generation")
+        _plot(path, self.run_dir / ELO_POSITIONS_PNG, "best_elo", None, "positions_millions")
 
 
 def _plot(csv_path: Path, png: Path, y1: str, y2: str | None, xlabel: str) -> None:
-    """A PNG of one or two columns of a CSV against its row number (matplotlib, no display)."""
+    """A PNG of one or two columns of a CSV against the column ``xlabel`` (else the row
+    number), with matplotlib and no display."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     data = np.genfromtxt(csv_path, delimiter=",", names=True, ndmin=1)
+    x = data[xlabel] if xlabel in (data.dtype.names or ()) else np.arange(len(data))
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(np.arange(len(data)), data[y1], marker="o", label=y1)
+    ax.plot(x, data[y1], marker="o", label=y1)
     if y2:
-        ax.plot(np.arange(len(data)), data[y2], marker="o", label=y2)
+        ax.plot(x, data[y2], marker="o", label=y2)
     ax.set_xlabel(xlabel)
     ax.legend()
     fig.tight_layout()
