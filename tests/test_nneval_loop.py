@@ -267,3 +267,24 @@ def test_the_loop_stores_trains_gates_and_promotes_a_generation(config, tmp_path
     assert flipped["positions"] == rec["positions"]  # the stored shards, reused
     assert not flipped["promoted"] and flipped["gate"]["elo"] < 0
     assert json.loads((tmp_path / "flipped" / "gen-000.json").read_text())["promoted"] is False
+
+
+def test_a_lost_generation_is_played_again_identically_and_lineages_do_not_mix(
+    tmp_path: Path,
+) -> None:
+    net, _ = random_net(6, seed=4)
+    deck = load_openings("deck", 6)
+    settings = ABSettings(depth=3, size=6, max_plies=100)
+
+    def game(i: int, seed: int = 9) -> np.ndarray:
+        return play_ab_game(net.core(), deck, settings, seed=seed, generation=2, game_id=i)
+
+    first = [game(i) for i in range(6)]
+    assert all(np.array_equal(a, game(i)) for i, a in enumerate(first))  # same seed: same games
+    assert not all(np.array_equal(a, game(i, seed=10)) for i, a in enumerate(first))
+    assert len({position_hashes(a)[:8].tobytes() for a in first}) == 6  # the games differ
+    source = {"generation": 2, "seed": 9, "parent_sha256": "a" * 64}
+    shards.claim_folder(tmp_path / "gen-002", source)
+    shards.claim_folder(tmp_path / "gen-002", source)  # the same lineage: accepted
+    with pytest.raises(shards.ShardError, match=r"gen-002/source.json: positions of another"):
+        shards.claim_folder(tmp_path / "gen-002", source | {"parent_sha256": "b" * 64})
