@@ -2,10 +2,11 @@
 
 ``<data_dir>/gen-<g>/part-<first>-<end>.parquet`` holds the stream's list items ``first`` to
 ``end - 1`` (each a game's new positions) in the columns of ``POSITION_DTYPE``, compressed with
-zstd: 8.3 bytes a position measured on a shard of 1,500 8x8 games, against 24 in Redis (``bytes_per_position`` measures
-a folder). ``gen-<g>/source.json`` names the evaluation file that played them and the seed, so a
-folder of another lineage is refused instead of mixed in. Later runs and generations read the
-folders again; a cluster can read them with Ray Data (``ray.data.read_parquet``).
+zstd: 8.3 bytes a position measured on a shard of 1,500 8x8 games, against 24 in Redis
+(``bytes_per_position`` measures a folder). ``gen-<g>/source.json`` names the evaluation file
+that played them and the seed, so a folder of another lineage is refused instead of mixed in.
+Later runs and generations read the folders again; a cluster can read them with Ray Data
+(``ray.data.read_parquet``).
 
 Exactly once: a shard is written under a temporary name and renamed, then the items are trimmed
 from Redis in one transaction with the ``drained`` counter. A learner killed between the two
