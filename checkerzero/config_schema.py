@@ -482,6 +482,51 @@ SCHEMA: dict[str, Rule] = {
     "evaluation.torch_threads": THREADS,
     "evaluation.num_cpus": Num(0, 256),  # Ray CPUs reserved; 0 shares self-play's
     "evaluation.write_pdn": Flag(),
+    # ---- the fast player's evaluation in generations (learner/nneval, conf/nneval)
+    "nneval.enabled": Flag(),
+    "nneval.generations": Int(1, 1000),  # a generation is hours: 1,000 is past any campaign
+    "nneval.positions": Int(1, 10**9),  # 10^9 positions is ~7 GB of shards, a week of a cluster
+    "nneval.initial": OneOf(("shipped", "random")),
+    "nneval.lineage_dir": Check(_folder_problem, "a folder"),
+    "nneval.data_dir": Check(_folder_problem, "a folder"),
+    "nneval.shard_games": Int(1, 10**6),  # items per shard; 10^6 games is ~2.4 GB in Redis
+    "nneval.selfplay.actors": Maybe(Int(1, 100_000)),
+    "nneval.selfplay.depth": Int(1, 64),  # the alpha-beta's deepest iteration (kMaxSearchDepth)
+    "nneval.selfplay.random_plies": Int(0, 64),  # past 64 most games are over
+    "nneval.selfplay.max_plies": Int(10, 10_000),
+    "nneval.selfplay.tt_mb": Int(1, 65_536),
+    "nneval.selfplay.openings": OneOf(OPENING_KINDS),
+    "nneval.selfplay.egdb": Flag(),
+    "nneval.dedup.bits_log2": Int(8, 32),  # a Redis bitmap holds at most 2^32 bits
+    "nneval.dedup.probes": Int(1, 32),
+    "nneval.train.window": Int(1, 1000),
+    "nneval.train.hidden": Int(1, 256),  # the core's kMaxHidden
+    "nneval.train.dense1": Int(1, 64),  # the core's kMaxDense
+    "nneval.train.dense2": Int(1, 64),
+    "nneval.train.epochs": Int(1, 1000),
+    "nneval.train.batch": Int(1, 1 << 20),
+    "nneval.train.lr": Num(0, 10, open_lo=True),
+    "nneval.train.lambda_start": Num(0, 1),
+    "nneval.train.lambda_end": Num(0, 1),
+    "nneval.train.validation": Num(0, 0.5, open_lo=True),
+    "nneval.train.output_scale": Int(1, 2000),  # the core's kMaxOutputScale
+    "nneval.train.shuffle_rows": Int(1, 10**9),
+    "nneval.train.max_val_rows": Int(1, 10**8),
+    "nneval.train.warm_start": Flag(),
+    "nneval.train.flip_labels": Flag(),
+    "nneval.train.threads": THREADS,
+    "nneval.gate.time_ms": Int(1, 600_000),  # ten minutes a move is past any match
+    "nneval.gate.time_management": Flag(),
+    "nneval.gate.depth": Int(0, 64),  # 0: by time
+    "nneval.gate.max_plies": Int(10, 10_000),
+    "nneval.gate.openings": OneOf(OPENING_KINDS),
+    "nneval.gate.parallel": Maybe(Int(1, 100_000)),
+    "nneval.gate.sprt.elo0": Num(-1000, 1000),
+    "nneval.gate.sprt.elo1": Num(-1000, 1000),
+    "nneval.gate.sprt.alpha": Num(0, 0.5, open_lo=True, open_hi=True),
+    "nneval.gate.sprt.beta": Num(0, 0.5, open_lo=True, open_hi=True),
+    "nneval.gate.sprt.model": OneOf(("pentanomial", "trinomial")),
+    "nneval.gate.sprt.max_games": Int(2, 100_000),
 }
 
 # Sections passed whole to a constructor, which checks the keys a user adds (an Adam's betas).

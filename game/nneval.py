@@ -169,6 +169,13 @@ def load(path: Path | str) -> NNEvalNet:
         raise NNEvalFileError(str(err)) from None
     except OSError as err:
         raise NNEvalFileError(f"{where}: cannot read: {err.strerror or err}") from None
+    return loads(data, where)
+
+
+def loads(data: bytes, where: str) -> NNEvalNet:
+    """``load`` of a file's bytes (from Redis, say); ``where`` names them in every error."""
+    if len(data) > MAX_FILE_BYTES:
+        raise NNEvalFileError(f"{where}: larger than the {MAX_FILE_BYTES}-byte cap")
     tensors, meta = _parse(data, where)
     if meta.get("format") != FORMAT:
         raise NNEvalFileError(f"{where}: format {meta.get('format')!r}, expected {FORMAT!r}")

@@ -453,6 +453,11 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     with suppress(AttributeError):
         OmegaConf.set_struct(cfg, True)
     try:
+        if OmegaConf.select(cfg, "nneval.enabled", default=False):
+            # Imported here: learner.nneval.loop builds on this module's Run.
+            from learner.nneval.loop import run_generations
+
+            return run_generations(cfg)
         return Run(cfg).main()
     except (ReplayUnavailable, RedisServerError, PreflightError) as e:
         raise SystemExit(f"error: {e}") from None

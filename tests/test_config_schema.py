@@ -68,6 +68,8 @@ def _names(key: str) -> set[str]:
     return out
 
 
+# Keys naming a folder that may not exist yet (made when the run starts).
+FOLDER_KEYS = ("run_dir", "egdb.dir", "nneval.lineage_dir", "nneval.data_dir")
 HUGE = 10**18
 ABSURD = st.one_of(
     st.sampled_from([math.nan, math.inf, -math.inf, 0, 0.0, -1, -1.5, -(10**9), HUGE, 2**64]),
@@ -162,7 +164,7 @@ def _check_one(base: dict, key: str, value) -> None:
     if isinstance(value, str) and key not in ("evaluation.elo.anchor_player",):
         # A player spec is EvalSettings' to parse (python -m learner asks it before starting).
         assert value.strip(), (key, value)
-        assert value not in ("/no/such/file", "/etc/passwd") or key in ("run_dir", "egdb.dir"), (
+        assert value not in ("/no/such/file", "/etc/passwd") or key in FOLDER_KEYS, (
             key,
             value,
         )
@@ -316,7 +318,7 @@ def test_the_command_line_refuses_in_one_line_before_anything_starts(tmp_path):
         (
             "preset=smok",
             "error: no option 'smok' in config group preset: did you mean smoke? its options "
-            "are cluster, gpu, laptop, smoke",
+            "are cluster, gpu, laptop, nneval, smoke",
         ),
         (
             "mcts=defualt",

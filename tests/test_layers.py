@@ -191,7 +191,6 @@ EVALUATION_ROOMS: dict[str, int] = {
     "evaluation.ladder": 3,  # the rungs, the rated table, the plan, the ratings' files
     "evaluation.evaluator": 4,  # the rating and gating process
     "evaluation.value_head_wdl": 2,
-    "evaluation.train_nneval": 2,
     "evaluation.book": 5,
     "evaluation.match": 5,
     "evaluation.rate_ladder": 5,

@@ -397,9 +397,9 @@ def test_player_spec_refuses_a_bad_file(tmp_path: Path) -> None:
 def test_training_command_reads_a_run_and_writes_a_usable_file(tmp_path: Path) -> None:
     import torch
 
-    from evaluation import train_nneval
     from game.archive import read_archive
     from game.pdn import iter_pdn, write_pdn
+    from learner.nneval import train as train_nneval
 
     games = [g for _, g in zip(range(20), iter_pdn(read_archive()), strict=False)]
     run = tmp_path / "run"
@@ -444,7 +444,7 @@ def test_training_command_reads_a_run_and_writes_a_usable_file(tmp_path: Path) -
 
 
 def test_training_command_refuses_a_run_without_games(tmp_path: Path, capsys) -> None:
-    from evaluation import train_nneval
+    from learner.nneval import train as train_nneval
 
     assert train_nneval.main(["--run", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
     assert "no self-play games at" in capsys.readouterr().err
@@ -479,7 +479,7 @@ def test_play_engines_offer_the_learned_evaluation() -> None:
 
 
 def test_positions_stop_where_the_rules_end_a_game_played_on() -> None:
-    from evaluation import train_nneval
+    from learner.nneval import train as train_nneval
 
     # Two kings shuffle: the start recurs after 4 and 8 plies, a draw by threefold repetition
     # there; the two moves written after it are not positions of a game in progress.
@@ -488,3 +488,14 @@ def test_positions_stop_where_the_rules_end_a_game_played_on() -> None:
     positions = train_nneval.collect_positions([text])
     assert len(positions) == 8
     assert np.array_equal(positions.result, np.zeros(8, np.float32))
+
+
+def test_held_out_positions_are_whole_games() -> None:
+    from learner.nneval.train import held_out_games
+
+    game = np.repeat(np.arange(40), 25)  # 40 games of 25 positions
+    held = held_out_games(game, 0.1, seed=3)
+    kept_games, held_games = set(game[~held]), set(game[held])
+    assert len(held_games) == 4 and not kept_games & held_games
+    assert held.sum() == 100  # every position of the 4 held-out games, none of the others
+    assert held_out_games(np.zeros(5, np.int64), 0.5, seed=0).all()  # one game: it is held out

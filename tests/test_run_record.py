@@ -168,8 +168,9 @@ def test_help_says_what_the_program_is():
     done = learner("--help", driver=False)
     assert done.returncode == 0
     assert done.stdout.startswith("python -m learner: trains a checkers network by self-play")
-    assert "run_dir=runs/<run>" in done.stdout and "preset: cluster, gpu, laptop, smoke" in (
-        done.stdout
+    assert (
+        "run_dir=runs/<run>" in done.stdout
+        and "preset: cluster, gpu, laptop, nneval, smoke" in (done.stdout)
     )
     assert "powered by Hydra" not in done.stdout and "__main__" not in done.stdout
 

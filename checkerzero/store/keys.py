@@ -56,6 +56,18 @@ Evaluator (``evaluation``; the learner reads ``latest`` and ``decisions``):
                                 candidate stands in the run (the Elo curve's x axes)
 ==============================  ===========================================================
 
+Labelled positions of the fast player's evaluation (``checkerzero.store.positions``; alpha-beta
+self-play actors write, the learner drains them into Parquet shards):
+
+==============================  ===========================================================
+``<ns>:nneval:positions``       list, one item per accepted game: an 8-byte sequence number
+                                then its new positions' rows (``POSITION_DTYPE``), oldest first
+``<ns>:nneval:seen``            bitmap, the run-wide deduplication (Bloom) filter
+``<ns>:nneval:meta``            hash: generation, target, pushed, drained, positions, games,
+                                duplicates, stale, next_game, best (evaluation version)
+``<ns>:nneval:eval:<version>``  the bytes of each published evaluation file
+==============================  ===========================================================
+
 An evaluator unit's results and its ``done`` mark are written in one transaction, so a unit is
 either recorded once or replayed whole.
 """
@@ -148,3 +160,22 @@ def ladder_key(namespace: str) -> str:
 
 def versions_key(namespace: str) -> str:
     return f"{namespace}:eval:versions"
+
+
+# --- the fast player's labelled positions --------------------------------------------------
+
+
+def nneval_positions_key(namespace: str) -> str:
+    return f"{namespace}:nneval:positions"
+
+
+def nneval_seen_key(namespace: str) -> str:
+    return f"{namespace}:nneval:seen"
+
+
+def nneval_meta_key(namespace: str) -> str:
+    return f"{namespace}:nneval:meta"
+
+
+def nneval_eval_key(namespace: str, version: int) -> str:
+    return f"{namespace}:nneval:eval:{version}"

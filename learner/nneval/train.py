@@ -1,7 +1,7 @@
-"""`python -m evaluation.train_nneval`: train the learned alpha-beta evaluation and write its file.
+"""`python -m learner.nneval.train`: train the learned alpha-beta evaluation from PDN games.
 
-    python -m evaluation.train_nneval --out game/data/nneval-v1.safetensors
-    python -m evaluation.train_nneval --run runs/2026-11-20_10-00-00 --no-archive --out my.nn
+    python -m learner.nneval.train --out game/data/nneval-v1.safetensors
+    python -m learner.nneval.train --run runs/2026-11-20_10-00-00 --no-archive --out my.nn
 
 Positions come from PDN games: a run's self-play games (``games/selfplay.pdn`` under each
 ``--run`` folder) and the OCA expert archive that ships in game/data (``--no-archive`` leaves it
@@ -39,11 +39,12 @@ from game import _core, encoding, nneval
 from game.archive import read_archive
 from game.pdn import iter_pdn
 from game.position import Position
+from learner.nneval.model import NNEvalModel
 
 logger = logging.getLogger(__name__)
 
 RUN_GAMES = SELFPLAY_PDN  # a run's self-play games, under its folder (learner.run)
-DEFAULT_TEACHER = Path(__file__).resolve().parents[1] / "game" / "data" / "long-320min.safetensors"
+DEFAULT_TEACHER = Path(__file__).resolve().parents[2] / "game" / "data" / "long-320min.safetensors"
 RESULT_FOR_BLACK = {"1-0": 1.0, "0-1": -1.0, "1/2-1/2": 0.0}  # decided games only
 
 
@@ -57,6 +58,7 @@ class Positions:
     white_to_move: np.ndarray  # bool (n,)
     packed: np.ndarray  # uint32 (n, HISTORY, 4): the network's input
     result: np.ndarray  # float32 (n,): +1 the mover won, 0 draw, -1 lost
+    game: np.ndarray  # int64 (n,): which game each position comes from (held out by game)
 
     def __len__(self) -> int:
         return len(self.black)
@@ -69,7 +71,7 @@ def collect_positions(
     in all when > 0), after the first ``skip_plies`` plies of each, up to where the rules end the
     game (a game played on past a repetition or the 40-move rule ends there); a game with an
     illegal move is skipped with a warning."""
-    rows: list[tuple[int, int, int, bool, float]] = []
+    rows: list[tuple[int, int, int, bool, float, int]] = []
     packed: list[np.ndarray] = []
     games = 0
     for text in texts:
@@ -84,7 +86,7 @@ def collect_positions(
                 for plies, move in enumerate(game.moves):
                     if pos.is_over():  # played on past a draw by our rules (repetition, 40 moves)
                         break
-                    _keep(pos, plies, skip_plies, black_result, rows, packed)
+                    _keep(pos, plies, skip_plies, black_result, games, rows, packed)
                     pos.play(move)
             except ValueError as err:
                 logger.warning("skipping %s: %s", game.describe(), err)
@@ -93,7 +95,7 @@ def collect_positions(
     if not rows:
         raise ValueError("no finished game with a quiet position in the given PDN")
     logger.info("%d quiet positions from %d games", len(rows), games)
-    b, w, k, side, result = (np.array(col) for col in zip(*rows, strict=True))
+    b, w, k, side, result, game = (np.array(col) for col in zip(*rows, strict=True))
     return Positions(
         b.astype(np.uint32),
         w.astype(np.uint32),
@@ -101,6 +103,7 @@ def collect_positions(
         side.astype(bool),
         np.stack(packed).astype(np.uint32),
         result.astype(np.float32),
+        game.astype(np.int64),
     )
 
 
@@ -109,7 +112,8 @@ def _keep(
     plies: int,
     skip_plies: int,
     black_result: float,
-    rows: list[tuple[int, int, int, bool, float]],
+    game_index: int,
+    rows: list[tuple[int, int, int, bool, float, int]],
     packed: list[np.ndarray],
 ) -> None:
     g = pos.game
@@ -119,7 +123,7 @@ def _keep(
     if not moves or moves[0].is_capture:
         return
     mover_result = -black_result if g.white_to_move else black_result
-    rows.append((g.black, g.white, g.kings, g.white_to_move, mover_result))
+    rows.append((g.black, g.white, g.kings, g.white_to_move, mover_result, game_index))
     packed.append(g.pack_history())
 
 
@@ -165,51 +169,6 @@ def blended_targets(
     return target, len(idx)
 
 
-class NNEvalModel(nn.Module):
-    """The float twin of the core's learned evaluation (same layers, same clips)."""
-
-    def __init__(self, size: int = 8, hidden: int = 64, dense1: int = 16, dense2: int = 16) -> None:
-        super().__init__()
-        self.size = size
-        inputs = nneval.FEATURE_KINDS * size * size // 2
-        self.ft = nn.Linear(inputs, hidden)
-        self.l1 = nn.Linear(2 * hidden, dense1)
-        self.l2 = nn.Linear(dense1, dense2)
-        self.out = nn.Linear(dense2, 1)
-
-    def forward(self, us: torch.Tensor, them: torch.Tensor) -> torch.Tensor:
-        """Logit of the mover's expected score from both views' features (n, inputs) each."""
-        x = torch.cat([self.ft(us), self.ft(them)], dim=1).clamp(0.0, 1.0)
-        x = self.l1(x).clamp(0.0, 1.0)
-        x = self.l2(x).clamp(0.0, 1.0)
-        return self.out(x).squeeze(1)
-
-    @torch.no_grad()
-    def clip_to_format(self) -> None:
-        """Keep every weight inside what its integer type holds after scaling (game/nneval.py)."""
-        dense = 127 / (1 << nneval.WEIGHT_SHIFT)
-        for layer in (self.l1, self.l2):
-            layer.weight.clamp_(-dense, dense)
-        pieces = 2 * (self.size // 2) * (self.size // 2 - 1)
-        ft = ((32767 - 4 * nneval.ACTIVATION_ONE) // pieces) / nneval.ACTIVATION_ONE
-        self.ft.weight.clamp_(-ft, ft)
-        self.ft.bias.clamp_(-4.0, 4.0)
-
-    def float_weights(self) -> dict[str, np.ndarray]:
-        """The weights in the file's layout (game/nneval.py quantise())."""
-        get = lambda t: t.detach().cpu().double().numpy()  # noqa: E731
-        return {
-            "ft_w": get(self.ft.weight).T,
-            "ft_b": get(self.ft.bias),
-            "l1_w": get(self.l1.weight),
-            "l1_b": get(self.l1.bias),
-            "l2_w": get(self.l2.weight),
-            "l2_b": get(self.l2.bias),
-            "out_w": get(self.out.weight)[0],
-            "out_b": get(self.out.bias),
-        }
-
-
 def views(positions: Positions, idx: np.ndarray, size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(mover's view, other view) float features of the positions ``idx``."""
     planes = nneval.feature_planes(
@@ -230,7 +189,7 @@ class TrainSettings:
     epochs: int = 6  # passes over the training positions
     batch: int = 1024  # positions per step
     lr: float = 2e-3  # Adam learning rate (decayed to a tenth over the run)
-    validation: float = 0.05  # fraction of positions held out
+    validation: float = 0.05  # fraction of games held out, with all their positions
     seed: int = 0
     output_scale: int = 200  # centi-men per unit of logit: +200 predicts a 73% expected score
 
@@ -242,10 +201,23 @@ SETTING_HELP = {
     "epochs": "passes over the training positions",
     "batch": "positions per optimiser step",
     "lr": "Adam learning rate, decayed to a tenth over the run",
-    "validation": "fraction of the positions held out to measure the loss",
+    "validation": "fraction of the games held out (all their positions) to measure the loss",
     "seed": "seed of the split, the shuffles and the initial weights",
     "output_scale": "centi-men per unit of logit in the file (+200: a 73%% expected score)",
 }
+
+
+def held_out_games(game: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Boolean mask of the positions held out: those of a seeded ``fraction`` of the games (at
+    least one game, and at least one kept when there are two). Positions of one game are close
+    to each other, so a split by position would measure the loss on near-copies of training
+    positions and overstate how well the evaluation generalises."""
+    ids = np.unique(game)
+    n = max(1, round(len(ids) * fraction))
+    if len(ids) > 1:
+        n = min(n, len(ids) - 1)
+    chosen = np.random.default_rng(seed).choice(ids, n, replace=False)
+    return np.isin(game, chosen)
 
 
 def train(
@@ -254,9 +226,9 @@ def train(
     """Fits the float model; returns it with the held-out losses (float and per-epoch)."""
     torch.manual_seed(settings.seed)
     rng = np.random.default_rng(settings.seed)
-    order = rng.permutation(len(positions))
-    n_val = max(1, int(len(order) * settings.validation))
-    val, tr = order[:n_val], order[n_val:]
+    held = held_out_games(positions.game, settings.validation, settings.seed)
+    val, tr = np.flatnonzero(held), np.flatnonzero(~held)
+    n_val = len(val)
     prob = torch.from_numpy(((target + 1.0) / 2.0).astype(np.float32))
     model = NNEvalModel(size, settings.hidden, settings.dense1, settings.dense2)
     opt = torch.optim.Adam(model.parameters(), lr=settings.lr)
@@ -322,7 +294,7 @@ def quantised_agreement(
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m evaluation.train_nneval", description=__doc__.split("\n")[0]
+        prog="python -m learner.nneval.train", description=__doc__.split("\n")[0]
     )
     p.add_argument("--out", type=Path, default=nneval.DEFAULT_PATH, help="weights file to write")
     p.add_argument(

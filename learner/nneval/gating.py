@@ -1,0 +1,121 @@
+"""A generation's gate: its candidate evaluation against the best, in the alpha-beta, on Ray.
+
+Both play ``ab+nn`` at equal settings (``gate.time_ms`` a move with time management in real
+runs, or a fixed ``gate.depth``), colour-reversed pairs from the configured deck, each opening at
+most once in a seeded order (``evaluation.game_play.schedule``), fed in that order to the
+draw-aware SPRT of ``evaluation.stats.sprt`` (pentanomial by default). Pairs run as Ray tasks, one
+core
+each, ``gate.parallel`` at a time (null: every CPU of the cluster but one); the evaluation files
+travel to the tasks as bytes, so any node plays them. The candidate is promoted only on
+``accept``.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from evaluation.matches.games import play_pair, schedule
+from evaluation.matches.gate import gate_pair_limit, sprt_from_config
+from evaluation.matches.records import PairRecord
+from evaluation.players.alphabeta import MinimaxPlayer
+from evaluation.stats.elo import match_elo
+from evaluation.stats.sprt import CONTINUE, GateDecision
+from game.openings import load_openings
+
+logger = logging.getLogger(__name__)
+
+
+def _player(data: bytes, folder: str, name: str, g: Mapping[str, Any]) -> MinimaxPlayer:
+    path = Path(folder) / f"{name}.safetensors"
+    path.write_bytes(data)
+    depth, time_ms = int(g["depth"]), int(g["time_ms"])
+    return MinimaxPlayer(
+        depth=depth,
+        time_ms=0 if depth else time_ms,
+        nneval=str(path),
+        manage_time=bool(g["time_management"]) and not depth,
+    )
+
+
+@ray.remote(num_cpus=1)
+def _pair_task(
+    candidate: bytes,
+    best: bytes,
+    opening: Any,
+    index: int,
+    g: dict[str, Any],
+    size: int,
+) -> PairRecord:
+    with tempfile.TemporaryDirectory() as folder:
+        a = _player(candidate, folder, "candidate", g)
+        b = _player(best, folder, "best", g)
+        return play_pair(a, b, opening, index, max_plies=int(g["max_plies"]), size=size)
+
+
+def parallel_pairs(g: Mapping[str, Any]) -> int:
+    if g.get("parallel"):
+        return int(g["parallel"])
+    return max(1, int(ray.cluster_resources().get("CPU", 2)) - 1)
+
+
+def gate_generation(
+    candidate: bytes, best: bytes, g: Mapping[str, Any], size: int, seed: int
+) -> tuple[GateDecision, dict[str, float]]:
+    """The SPRT's decision and the match's Elo of the candidate over the best."""
+    sprt = sprt_from_config(dict(g["sprt"]))
+    openings = load_openings(str(g["openings"]), size)
+    limit = gate_pair_limit(openings, sprt.max_games)
+    plan = schedule(openings, limit, seed) if limit else []
+    cand_ref, best_ref = ray.put(candidate), ray.put(best)
+    width = parallel_pairs(g)
+    gd = dict(g)
+    running: dict[int, Any] = {}
+    done: dict[int, PairRecord] = {}
+    fed = 0
+    nxt = 0
+    while sprt.status == CONTINUE and fed < len(plan):
+        while nxt < len(plan) and len(running) < width:
+            running[nxt] = _pair_task.remote(cand_ref, best_ref, plan[nxt], nxt, gd, size)
+            nxt += 1
+        ready, _ = ray.wait(list(running.values()), num_returns=1)
+        for i, ref in list(running.items()):
+            if ref in ready:
+                done[i] = ray.get(ref)
+                del running[i]
+        while fed in done and sprt.status == CONTINUE:  # in plan order, as one process would
+            first, second = done.pop(fed).a_game_points()
+            if sprt.model == "pentanomial":
+                sprt.add_pair(first, second)
+            else:
+                sprt.add_game(first)
+                sprt.add_game(second)
+            fed += 1
+    for ref in running.values():
+        ray.cancel(ref, force=True)
+    decision = sprt.decision(truncate=sprt.status == CONTINUE)
+    w, d, losses = decision.wins, decision.draws, decision.losses
+    elo = match_elo(w, d, losses) if decision.games else None
+    stats = {
+        "games": float(decision.games),
+        "elo": elo.elo if elo else 0.0,
+        "elo_lower": elo.elo_lower if elo else 0.0,
+        "elo_upper": elo.elo_upper if elo else 0.0,
+    }
+    logger.info(
+        "gate: %s after %d games (+%d =%d -%d), Elo %+.0f [%+.0f, %+.0f]",
+        decision.decision,
+        decision.games,
+        w,
+        d,
+        losses,
+        stats["elo"],
+        stats["elo_lower"],
+        stats["elo_upper"],
+    )
+    return decision, stats

@@ -1,0 +1,406 @@
+"""`python -m learner preset=nneval`: the fast player's evaluation trained in generations.
+
+Each generation ``g``:
+
+1. self-play: the alpha-beta actors (``actors.ab_pool``, one per core on every node) play
+   ``ab+nn`` with the best evaluation so far until ``nneval.positions`` new labelled positions
+   are stored; they stream through Redis (``checkerzero.store.positions``, deduplicated
+   run-wide) into ``<data_dir>/gen-<g>/`` Parquet shards (``learner.nneval.shards``);
+2. training: a quantisation-aware model on the last ``train.window`` generations' shards
+   (``learner.nneval.fit``), warm-started from the best, quantised and written as a checked
+   evaluation file whose metadata names the run, generation and parent;
+3. gate: the candidate against the best (``learner.nneval.gating``); promoted on accept;
+4. record: ``<lineage_dir>/gen-<g>.{json,safetensors}`` (``learner.nneval.lineage``), the
+   loss and Elo curves (CSV and PNG in the run folder, W&B).
+
+Resume: a generation without a record is resumed: its shards on disk are kept, its Redis
+backlog drained, a shard written but not yet trimmed counted once (``shards.recover``); a
+generation whose shards are gone (another machine) is played again from its recorded seed and
+parent. This process is the `learner.run.Run` of the MCTS loop with another training body: the
+same Redis, Ray, preflight and signal handling.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from actors.ab_pool import ABActorPool
+from checkerzero.metrics import MetricsLogger
+from checkerzero.store.positions import PositionStream
+from game import nneval
+from learner.nneval.fit import FitSettings, fit
+from learner.nneval.gating import gate_generation
+from learner.nneval.lineage import Lineage, sha256, weights_digest
+from learner.nneval.model import NNEvalModel
+from learner.nneval.shards import (
+    bytes_per_position,
+    claim_folder,
+    count_rows,
+    drain,
+    generation_dir,
+    iter_rows,
+    recover,
+    shard_files,
+)
+from learner.run import Run
+from learner.run_services import ensure_egdb
+
+logger = logging.getLogger(__name__)
+
+LOSS_CSV = "nneval_loss.csv"  # one row per epoch of every generation's training
+ELO_CSV = "nneval_elo.csv"  # one row per generation: positions, gate, chained Elo
+ELO_PNG = "nneval_elo.png"  # the best's chained Elo against generation ...
+ELO_POSITIONS_PNG = "nneval_elo_positions.png"  # ... and against millions of positions
+LOSS_PNG = "nneval_loss.png"
+POLL_S = 0.2  # how often the self-play phase checks the store and the pool
+
+
+def initial_file(cfg: DictConfig) -> Callable[[Path], None]:
+    """Writes generation 0's parent: the shipped file (8x8) or a seeded random network."""
+    nc = cfg.nneval
+
+    def make(path: Path) -> None:
+        size = int(cfg.game.size)
+        if nc.initial == "shipped":
+            if size != 8:
+                raise ValueError("nneval.initial=shipped needs an 8x8 board; use random")
+            path.write_bytes(nneval.DEFAULT_PATH.read_bytes())
+            return
+        torch.manual_seed(int(cfg.seed))
+        t = nc.train
+        model = NNEvalModel(size, int(t.hidden), int(t.dense1), int(t.dense2))
+        model.clip_to_format()
+        net = nneval.quantise(
+            model.float_weights(),
+            size=size,
+            output_scale=int(t.output_scale),
+            metadata={"trained_on": f"nothing: random, seed {int(cfg.seed)}"},
+        )
+        nneval.save(net, path)
+
+    return make
+
+
+def generation_seed(cfg: DictConfig, g: int) -> int:
+    return int(cfg.seed) * 1_000 + g
+
+
+def open_generation(
+    stream: PositionStream, folder: Path, g: int, target: int, version: int
+) -> None:
+    """Opens generation ``g`` in the store after trimming what a killed learner had already
+    written; a store that does not know it yet starts its counters from the shards on disk
+    (their positions, and game numbers after theirs, so no game is played twice)."""
+    recover(stream, folder)
+    paths = shard_files(folder)
+    next_game = 0
+    for rows in iter_rows(paths):
+        if len(rows):
+            next_game = max(next_game, int(rows["game"].max()) + 1)
+    stream.begin(g, target, version, on_disk=count_rows(paths), next_game=next_game)
+
+
+def selfplay_phase(
+    stream: PositionStream,
+    folder: Path,
+    g: int,
+    target: int,
+    version: int,
+    *,
+    shard_items: int,
+    tick: Callable[[], None] = lambda: None,
+    stop: threading.Event | None = None,
+) -> int:
+    """Runs generation ``g``'s self-play until ``target`` positions are on disk (or ``stop``);
+    returns the positions on disk. The actors (started by the caller; ``tick`` keeps them
+    going) play while the generation is open."""
+    stop = stop or threading.Event()
+    open_generation(stream, folder, g, target, version)
+    while not stop.is_set():
+        tick()
+        state = stream.state()
+        if stream.backlog() >= shard_items:
+            drain(stream, folder, shard_items)
+        if state.positions >= target:
+            break
+        stop.wait(POLL_S)
+    stream.close()
+    while stream.backlog():
+        drain(stream, folder, shard_items)
+    return count_rows(shard_files(folder))
+
+
+class NNEvalRun(Run):
+    """The generations loop inside the MCTS run's services (Redis, Ray, preflight)."""
+
+    def _train(self, url, password, store, channel, client) -> dict[str, Any]:
+        cfg, nc = self.cfg, self.cfg.nneval
+        size = int(cfg.game.size)
+        lineage = Lineage(nc.lineage_dir)
+        lineage.ensure_initial(initial_file(cfg))
+        stream = PositionStream(
+            client,
+            cfg.replay.namespace,
+            bits_log2=int(nc.dedup.bits_log2),
+            probes=int(nc.dedup.probes),
+        )
+        logger.info("deduplication filter: %.1f MiB in Redis", stream.filter_bytes / (1 << 20))
+        self._rebuild_filter(stream, lineage)
+        metrics = MetricsLogger(
+            self.run_dir,
+            wandb_cfg=cfg.logging.wandb,
+            run_name=self.run_dir.name,
+            config=OmegaConf.to_container(cfg, resolve=True),
+        )
+        if nc.selfplay.egdb:
+            ensure_egdb(OmegaConf.merge(cfg, {"egdb": {"adjudicate_selfplay": True}}))
+        # The actors live only while a generation plays: training and the gate get the cores.
+        self._new_pool = lambda: ABActorPool(cfg, url, password, client)
+        summary: dict[str, Any] = {"generations": []}
+        try:
+            first = lineage.next_generation()
+            for g in range(first, int(nc.generations)):
+                if self._stop.is_set():
+                    break
+                rec = self._generation(g, lineage, stream, metrics, size)
+                if rec is None:
+                    break
+                summary["generations"].append(rec)
+        except KeyboardInterrupt:
+            logger.info("interrupted")
+        finally:
+            metrics.close()
+        return summary
+
+    def _rebuild_filter(self, stream: PositionStream, lineage: Lineage) -> None:
+        """A store without the filter (a fresh Redis) learns the positions already on disk."""
+        if stream.has_filter():
+            return
+        n = 0
+        for g in range(lineage.next_generation() + 1):
+            for rows in iter_rows(shard_files(generation_dir(self.cfg.nneval.data_dir, g))):
+                stream.remember(rows)
+                n += len(rows)
+        if n:
+            logger.info("deduplication filter rebuilt from %d positions on disk", n)
+
+    def _data(self, g: int, lineage: Lineage, stream: PositionStream) -> tuple[Path, int]:
+        """Generation ``g``'s shards, played now if missing or short (resume, another disk)."""
+        nc = self.cfg.nneval
+        parent = lineage.best_before(g)
+        parent_bytes = parent.read_bytes()
+        folder = generation_dir(nc.data_dir, g)
+        seed = generation_seed(self.cfg, g)
+        claim_folder(
+            folder,
+            {
+                "generation": g,
+                "seed": seed,
+                "parent_sha256": weights_digest(parent),
+                "parent_file": parent.name,
+                "selfplay": OmegaConf.to_container(nc.selfplay, resolve=True),
+            },
+        )
+        target = int(nc.positions)
+        have = count_rows(shard_files(folder))
+        if have >= target:
+            return folder, have
+        version = g  # the evaluation version actors fetch for this generation
+        stream.publish_eval(version, parent_bytes)
+        # Actors seed their games from (run seed, generation, game number): the generation's
+        # seed is the run seed's; record it so a later session plays the same games.
+        started = time.monotonic()
+        pool = self._new_pool()
+        try:
+            pool.start()
+            n = selfplay_phase(
+                stream,
+                folder,
+                g,
+                target,
+                version,
+                shard_items=int(nc.shard_games),
+                tick=pool.check,
+                stop=self._stop,
+            )
+        finally:
+            pool.stop(30.0)
+        logger.info(
+            "generation %d: %d positions on disk in %.0f s (%.1f bytes each)",
+            g,
+            n,
+            time.monotonic() - started,
+            bytes_per_position(shard_files(folder)),
+        )
+        return folder, n
+
+    def _generation(
+        self,
+        g: int,
+        lineage: Lineage,
+        stream: PositionStream,
+        metrics: MetricsLogger,
+        size: int,
+    ) -> dict[str, Any] | None:
+        cfg, nc = self.cfg, self.cfg.nneval
+        started = time.monotonic()
+        folder, positions = self._data(g, lineage, stream)
+        if self._stop.is_set() or positions < int(nc.positions):
+            return None
+        window = [
+            generation_dir(nc.data_dir, h)
+            for h in range(max(0, g - int(nc.train.window) + 1), g + 1)
+        ]
+        for h, wfolder in zip(range(max(0, g - int(nc.train.window) + 1), g), window, strict=False):
+            if count_rows(shard_files(wfolder)) < int(nc.positions):
+                self._data(h, lineage, stream)  # lost with another machine: played again
+        paths = [p for f in window for p in shard_files(f)]
+        parent_path = lineage.best_before(g)
+        parent = nneval.load(parent_path)
+        settings = FitSettings.from_config(nc.train, seed=generation_seed(cfg, g))
+        torch.set_num_threads(int(nc.train.threads))
+        model, history = fit(paths, settings, size, parent)
+        self._log_loss(g, history, metrics)
+        meta = {
+            "trained_on": f"generation {g}: {count_rows(paths)} self-play positions",
+            "run": self.run_dir.name,
+            "generation": str(g),
+            "parent_sha256": weights_digest(parent_path),
+            "held_out_loss": f"{history[-1]['val_loss']:.4f}",
+        }
+        net = nneval.quantise(
+            model.float_weights(), size=size, output_scale=settings.output_scale, metadata=meta
+        )
+        cand_path = self.run_dir / "nneval" / f"gen-{g:03d}.safetensors"
+        nneval.save(net, cand_path)
+        candidate = cand_path.read_bytes()
+        nneval.load(cand_path)  # the checked artefact, as the actors and players will read it
+        decision, stats = gate_generation(
+            candidate, parent_path.read_bytes(), nc.gate, size, generation_seed(cfg, g)
+        )
+        promoted = decision.decision == "accept"
+        best_elo = lineage.best_elo_before(g) + (stats["elo"] if promoted else 0.0)
+        total = lineage.positions_before(g) + positions
+        record = {
+            "generation": g,
+            "seed": generation_seed(cfg, g),
+            "parent_file": parent_path.name,
+            "parent_sha256": meta["parent_sha256"],
+            "candidate_sha256": sha256(candidate),
+            "positions": positions,
+            "positions_total": total,
+            "bytes_per_position": round(bytes_per_position(shard_files(folder)), 2),
+            "wall_s": round(time.monotonic() - started, 1),
+            "val_loss": history[-1]["val_loss"],
+            "gate": {
+                "decision": decision.decision,
+                "wins": decision.wins,
+                "draws": decision.draws,
+                "losses": decision.losses,
+                "llr": decision.llr,
+                "truncated": decision.truncated,
+            }
+            | stats,
+            "promoted": promoted,
+            "best_elo": best_elo,
+            "settings": {
+                k: OmegaConf.to_container(nc[k], resolve=True)
+                for k in ("selfplay", "train", "gate")
+            }
+            | {"positions": int(nc.positions)},
+            "run": self.run_dir.name,
+        }
+        lineage.write(g, record, candidate)
+        self._log_elo(record, metrics)
+        logger.info(
+            "generation %d: %s (Elo %+.0f [%+.0f, %+.0f]); best now %+.0f",
+            g,
+            "promoted" if promoted else "rejected",
+            stats["elo"],
+            stats["elo_lower"],
+            stats["elo_upper"],
+            best_elo,
+        )
+        return record
+
+    def _log_loss(self, g: int, history: list[dict[str, float]], metrics: MetricsLogger) -> None:
+        path = self.run_dir / LOSS_CSV
+        new = not path.exists()
+        with path.open("a") as f:
+            if new:
+                f.write("generation,epoch,step,lambda,train_loss,val_loss,val_loss_constant\n")
+            for h in history:
+                f.write(
+                    f"{g},{int(h['epoch'])},{int(h['step'])},{h['lambda']:.4f},"
+                    f"{h['train_loss']:.5f},{h['val_loss']:.5f},{h['val_loss_constant']:.5f}\n"
+                )
+                metrics.log(
+                    {
+                        "nneval/train_loss": h["train_loss"],
+                        "nneval/val_loss": h["val_loss"],
+                        "nneval/lambda": h["lambda"],
+                    },
+                    g * 1000 + int(h["epoch"]),
+                )
+        _plot(path, self.run_dir / LOSS_PNG, "train_loss", "val_loss", "epoch (all generations)")
+
+    def _log_elo(self, rec: dict[str, Any], metrics: MetricsLogger) -> None:
+        path = self.run_dir / ELO_CSV
+        new = not path.exists()
+        with path.open("a") as f:
+            if new:
+                f.write("generation,positions_millions,best_elo,gate_elo,lower,upper,promoted\n")
+            gate = rec["gate"]
+            f.write(
+                f"{rec['generation']},{rec['positions_total'] / 1e6:.4f},{rec['best_elo']:.1f},"
+                f"{gate['elo']:.1f},{gate['elo_lower']:.1f},{gate['elo_upper']:.1f},"
+                f"{int(rec['promoted'])}\n"
+            )
+        metrics.log(
+            {
+                "eval/elo": rec["best_elo"],
+                "eval/generation": float(rec["generation"]),
+                "eval/positions_millions": rec["positions_total"] / 1e6,
+            },
+            int(rec["generation"]),
+        )
+        _plot(path, self.run_dir / ELO_PNG, "best_elo", None, "generation")
+        _plot(path, self.run_dir / ELO_POSITIONS_PNG, "best_elo", None, "positions_millions")
+
+
+def _plot(csv_path: Path, png: Path, y1: str, y2: str | None, xlabel: str) -> None:
+    """A PNG of one or two columns of a CSV against the column ``xlabel`` (else the row
+    number), with matplotlib and no display."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = np.genfromtxt(csv_path, delimiter=",", names=True, ndmin=1)
+    x = data[xlabel] if xlabel in (data.dtype.names or ()) else np.arange(len(data))
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(x, data[y1], marker="o", label=y1)
+    if y2:
+        ax.plot(x, data[y2], marker="o", label=y2)
+    ax.set_xlabel(xlabel)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png)
+    plt.close(fig)
+
+
+def run_generations(cfg: DictConfig) -> dict[str, Any]:
+    """The body of `python -m learner preset=nneval` (learner.run dispatches here)."""
+    summary = NNEvalRun(cfg).main()
+    (Path(cfg.run_dir) / "nneval_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
