@@ -2,7 +2,7 @@
 
 Both play ``ab+nn`` at equal settings (``gate.time_ms`` a move with time management in real
 runs, or a fixed ``gate.depth``), colour-reversed pairs from the configured deck, each opening at
-most once in a seeded order (``evaluation.game_play.schedule``), fed in that order to the
+most once in a seeded order (``evaluation.matches.games.schedule``), fed in that order to the
 draw-aware SPRT of ``evaluation.stats.sprt`` (pentanomial by default). Pairs run as Ray tasks, one
 core
 each, ``gate.parallel`` at a time (null: every CPU of the cluster but one); the evaluation files
