@@ -416,10 +416,14 @@ def test_build_writes_a_manifest_of_its_files(egdb_dirs):
     folder = egdb_dirs[6]
     m = json.loads(manifest_path(folder, 6).read_text())
     assert (m["manifest_version"], m["board"], m["file_format"], m["pieces"]) == (1, 6, 1, 4)
-    names = sorted(p.name for p in folder.glob("*.egdb"))
-    assert (
-        sorted(m["files"]) == names == sorted(_core.egdb_file_name(6, s) for s in signatures(6, 4))
-    )
+    assert (m["distance_format"], m["distance_pieces"]) == (1, 4)
+    names = sorted(p.name for p in [*folder.glob("*.egdb"), *folder.glob("*.dtc")])
+    expected = [
+        namer(6, s)
+        for s in signatures(6, 4)
+        for namer in (_core.egdb_file_name, _core.egdb_distance_file_name)
+    ]
+    assert sorted(m["files"]) == names == sorted(expected)
     for name in names:
         data = (folder / name).read_bytes()
         assert m["files"][name] == {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
@@ -642,6 +646,12 @@ def test_root_wdl_stays_a_probability_vector_when_the_database_decides(db8, conf
     np.testing.assert_allclose(wdl.sum(axis=1), 1.0, atol=1e-6)
 
 
+def _after(pos: Position, move) -> Position:
+    child = pos.copy()
+    child.play(move)
+    return child
+
+
 def test_minimax_with_the_database(db8, egdb_dirs):
     from evaluation.players.alphabeta import alphabeta
     from evaluation.players.make import make_player
@@ -654,9 +664,16 @@ def test_minimax_with_the_database(db8, egdb_dirs):
     pos.play(player.choose(pos))
     assert db8.probe(pos) == "loss"  # Black to move after White's choice: still lost
     assert player.stats()["egdb_moves"] == 1  # a root the database knows: its move
-    # Below the root the search scores the database's positions exactly.
+    # Below the root the search scores the database's positions exactly, a win that converts
+    # sooner higher: DATABASE_WIN less the plies to the position and its distance to conversion.
     found = alphabeta(Position.from_fen(FIRST_POSITION), depth=4, egdb=db8)
-    assert found.score == _core.DATABASE_WIN - 1
+    root = Position.from_fen(FIRST_POSITION)
+    nearest = min(
+        db8.distance(child)[1]
+        for m in root.legal_moves()
+        if db8.distance(child := _after(root, m))[0] == LOSS
+    )
+    assert found.score == _core.DATABASE_WIN - 1 - nearest
     plain = make_player("minimax:4")
     plain.choose(Position.from_fen(FIRST_POSITION))
     assert abs(plain.last.score) < 1000  # without the database the win is beyond its horizon

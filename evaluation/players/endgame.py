@@ -1,8 +1,14 @@
 """The endgame database at play: exact values at the root, converted into a result.
 
-A position in the database (``game.egdb``) has an exact win, draw or loss, but the database holds
-no distance: a player that only keeps the value can shuffle a won ending into a draw by the
-40-move rule. :func:`database_move` picks a move at such a root in two steps:
+A position in the database (``game.egdb``) has an exact win, draw or loss; a player that only
+keeps the value can shuffle a won ending into a draw by the 40-move rule. A database built with
+its distances to conversion (plies until a capture, a crowning or the end, ``game/cpp/egdb.h``)
+converts: at a won root :func:`database_move` plays, among the moves that keep the win, the one
+with the shortest distance (a capture or crowning that keeps it first), and at a lost root the
+one with the longest, with no search. Each conversion lands in a smaller slice, so the win is
+reached; and a distance under 80 plies is reached within the 40-move rule.
+
+Without distances (a folder built before them), and at a drawn root, it picks in two steps:
 
 1. keep the value: only the moves whose resulting position the database scores best for the
    mover (a win kept, else a draw, else any loss);
@@ -84,9 +90,11 @@ def database_move(
         child.play(move)
         after = db.value(child) if not child.is_over() else _ended_value(child)
         children.append((move, child.game, after))
-    smaller = _smaller_database(db, _pieces(position.game))
     best = min(_KEEP_ORDER.get(after, 3) for _, _, after in children)
     kept = [(m, g) for m, g, after in children if _KEEP_ORDER.get(after, 3) == best]
+    if value in (WIN, LOSS) and db.distances:
+        return _distance_move(position.game, kept, db, value), value
+    smaller = _smaller_database(db, _pieces(position.game))
     share = max(MIN_PROGRESS_MS, time_ms // max(1, len(kept))) if time_ms else 0
     scored = []
     for index, (move, game) in enumerate(kept):
@@ -102,6 +110,25 @@ def database_move(
         scored.append((-score, _opponent_pieces(game), index, move))
     scored.sort(key=lambda t: t[:3])
     return scored[0][3], value
+
+
+def _men(game: _core.Game) -> int:
+    return ((game.black | game.white) & ~game.kings).bit_count()
+
+
+def _distance_move(root: _core.Game, kept: list[tuple[Move, _core.Game]], db, value: int) -> Move:
+    """The kept move with the shortest distance to conversion at a won root (the longest at a
+    lost one). A move that captures, crowns or ends the game converts now (distance 1); a quiet
+    one is one ply more than its position's distance. Ties: the position after it by its own
+    distance (shorter for the winner, longer for the loser), then the first."""
+    sign = 1 if value == WIN else -1
+    ranked = []
+    for index, (move, game) in enumerate(kept):
+        converts = _pieces(game) < _pieces(root) or _men(game) < _men(root)
+        after = 0 if game.result() != 0 else max(db.distance(game)[1], 0)
+        plies = 1 if converts or game.result() != 0 else after + 1
+        ranked.append((sign * plies, sign * after, index, move))
+    return min(ranked, key=lambda t: t[:3])[3]
 
 
 def root_move(position: Position, db: EndgameDatabase, *, time_ms: int, depth: int) -> Move | None:

@@ -426,9 +426,11 @@ class Searcher {
       if (no_progress >= kMaxPliesWithoutProgress || repeated(ply, no_progress)) return 0;
       if (game_.max_plies() > 0 && root_ply_ + ply >= game_.max_plies()) return 0;
       if (db_) {
-        const egdb::Value v = db_->probe(b);
-        if (v == egdb::kDraw) return 0;
-        if (v != egdb::kUnknown) return v == egdb::kWin ? kDatabaseWin - ply : ply - kDatabaseWin;
+        // With distances, a win that converts sooner (a loss that holds out longer) scores better.
+        const egdb::Probe p = db_->probe_distance(b);
+        if (p.value == egdb::kDraw) return 0;
+        const int far = ply + std::max(p.distance, 0);
+        if (p.value != egdb::kUnknown) return p.value == egdb::kWin ? kDatabaseWin - far : far - kDatabaseWin;
       }
     }
     const bool capture = moves[0].is_capture();

@@ -47,6 +47,7 @@ using StatesArray = nb::ndarray<const uint32_t, nb::ndim<2>, nb::c_contig, nb::d
 void cz::bind::bind_egdb(nb::module_& m) {
   namespace eg = cz::egdb;
   m.attr("EGDB_FORMAT_VERSION") = eg::kFormatVersion;
+  m.attr("EGDB_DISTANCE_FORMAT_VERSION") = eg::kDistanceFormatVersion;
   m.def(
       "egdb_signatures", [](int size, int max_pieces) { return sig_list(eg::signatures(size, max_pieces)); },
       "size"_a, "max_pieces"_a,
@@ -63,6 +64,18 @@ void cz::bind::bind_egdb(nb::module_& m) {
   m.def(
       "egdb_file_name", [](int size, const SigTuple& s) { return eg::file_name(size, checked_sig(size, s)); },
       "size"_a, "signature"_a);
+  m.def(
+      "egdb_distance_file_name",
+      [](int size, const SigTuple& s) { return eg::distance_file_name(size, checked_sig(size, s)); }, "size"_a,
+      "signature"_a);
+  m.def(
+      "egdb_check_distance_file",
+      [](const std::string& path, int size, const SigTuple& s) {
+        auto t = eg::DistanceTable::open(path, size, checked_sig(size, s));
+        return t->count();
+      },
+      "path"_a, "size"_a, "signature"_a,
+      "Maps and checks one distance file (size, header, checksum); returns its count or raises naming it.");
   m.def(
       "egdb_index_of",
       [](int size, uint32_t black, uint32_t white, uint32_t kings) {
@@ -106,6 +119,8 @@ void cz::bind::bind_egdb(nb::module_& m) {
         d["wins"] = st.wins;
         d["losses"] = st.losses;
         d["draws"] = st.draws;
+        d["longest_win"] = st.longest_win;
+        d["longest_loss"] = st.longest_loss;
         return d;
       },
       "dir"_a, "size"_a, "signature"_a,
@@ -115,10 +130,12 @@ void cz::bind::bind_egdb(nb::module_& m) {
                            "Every signature file of up to max_pieces pieces, mapped and checked on open.")
       .def(
           "__init__",
-          [](eg::Database* self, const std::string& dir, int size, int max_pieces) {
-            new (self) eg::Database(dir, size, max_pieces);
+          [](eg::Database* self, const std::string& dir, int size, int max_pieces, bool distances) {
+            new (self) eg::Database(dir, size, max_pieces, distances);
           },
-          "dir"_a, "size"_a, "max_pieces"_a)
+          "dir"_a, "size"_a, "max_pieces"_a, "distances"_a = false,
+          "With distances, every signature's distance-to-conversion file is mapped and checked too.")
+      .def_prop_ro("distances", &eg::Database::distances, "whether the distance files are loaded")
       .def_prop_ro("size", &eg::Database::size)
       .def_prop_ro("max_pieces", &eg::Database::max_pieces)
       .def_prop_ro("bytes", &eg::Database::bytes, "bytes of all mapped files")
@@ -133,6 +150,15 @@ void cz::bind::bind_egdb(nb::module_& m) {
           "probe_game",
           [](const eg::Database& db, const Game& g) { return g.mid_jump() ? 0 : int(db.probe(g.board())); },
           "game"_a, "probe() of a game's current position (0 in the middle of a multi-jump).")
+      .def(
+          "probe_distance_game",
+          [](const eg::Database& db, const Game& g) {
+            if (g.mid_jump()) return std::make_tuple(0, -1);
+            const eg::Probe p = db.probe_distance(g.board());
+            return std::make_tuple(int(p.value), p.distance);
+          },
+          "game"_a,
+          "(value, plies to conversion) of a game's position; distance -1 when the database has none.")
       .def(
           "probe_states",
           [](const eg::Database& db, StatesArray states) {

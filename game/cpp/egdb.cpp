@@ -349,14 +349,24 @@ void write_table(const std::string& path, int size, const Signature& s, const st
 
 // --- the database --------------------------------------------------------------------------
 
-Database::Database(const std::string& dir, int size) : dir_(dir), size_(size), tables_(16 * 16 * 16 * 16) {
+Database::Database(const std::string& dir, int size)
+    : dir_(dir), size_(size), tables_(16 * 16 * 16 * 16), dist_(16 * 16 * 16 * 16) {
   Layout L(size);  // validates the size
 }
 
-Database::Database(const std::string& dir, int size, int max_pieces) : Database(dir, size) {
+Database::Database(const std::string& dir, int size, int max_pieces, bool distances) : Database(dir, size) {
   if (max_pieces < 1) throw std::invalid_argument("endgame database: max_pieces must be at least 1");
-  for (const Signature& s : signatures(size, max_pieces)) load(s);
+  for (const Signature& s : signatures(size, max_pieces)) {
+    load(s);
+    if (distances) load_distances(s);
+  }
   max_pieces_ = max_pieces;
+  distances_ = distances;
+}
+
+void Database::load_distances(const Signature& s) {
+  if (dist_[slot(s)]) return;
+  dist_[slot(s)] = DistanceTable::open(dir_ + "/" + distance_file_name(size_, s), size_, s);
 }
 
 void Database::load(const Signature& s) {
@@ -371,6 +381,8 @@ bool Database::has(const Signature& s) const {
 uint64_t Database::bytes() const {
   uint64_t n = 0;
   for (const auto& t : tables_)
+    if (t) n += t->file_bytes();
+  for (const auto& t : dist_)
     if (t) n += t->file_bytes();
   return n;
 }
@@ -387,6 +399,19 @@ Value Database::probe(const Board& b) const {
   if (std::max({s.bm, s.bk, s.wm, s.wk}) >= 16) return kUnknown;
   const Table* t = tables_[slot(s)].get();
   return t ? t->get(index_of(size_, f)) : kUnknown;
+}
+
+Probe Database::probe_distance(const Board& b) const {
+  const int n = popcount(b.occupied());
+  if (n == 0 || (max_pieces_ > 0 && n > max_pieces_)) return {};
+  const Board f = b.side == Color::Black ? b : flip(size_, b);
+  const Signature s = signature_of(f);
+  if (std::max({s.bm, s.bk, s.wm, s.wk}) >= 16) return {};
+  const Table* t = tables_[slot(s)].get();
+  if (!t) return {};
+  const uint64_t i = index_of(size_, f);
+  const DistanceTable* d = dist_[slot(s)].get();
+  return {t->get(i), d ? d->get(i) : -1};
 }
 
 // --- solving -------------------------------------------------------------------------------
@@ -421,6 +446,7 @@ SolveStats solve_pair_impl(const std::string& dir, const Signature& a) {
   auto partner = [&](int t) { return self ? 0 : 1 - t; };
 
   std::vector<uint8_t> val(total, kUnknown);
+  std::vector<uint16_t> dist(total, 0);  // distance to conversion of wins and losses (egdb.h)
   std::vector<uint8_t> pending(total, 0);  // quiet moves inside the pair not yet known to lose
   std::vector<uint32_t> off(total, 0);     // in-degree, then the end of each reverse edge list
 
@@ -447,6 +473,7 @@ SolveStats solve_pair_impl(const std::string& dir, const Signature& a) {
     }
     if (best.win || n_in == 0) {
       val[id] = best.value();  // no moves at all: a loss
+      dist[id] = moves.size == 0 ? 0 : 1;  // over now, or a capture or crowning next
       continue;
     }
     if (best.draw) val[id] = kDrawSeen;
@@ -477,24 +504,31 @@ SolveStats solve_pair_impl(const std::string& dir, const Signature& a) {
 
   // Propagation: a child lost for its mover wins the parent; a parent all of whose moves win
   // for the opponent is lost (or drawn, if a move outside the pair draws).
+  // The queue runs in order of distance (seeds at 0, then 1; each pushes one more than the
+  // position it came from), so a win takes its shortest line and a loss its longest.
   std::vector<uint32_t> queue;
-  for (uint64_t id = 0; id < total; ++id)
-    if (val[id] == kWin || val[id] == kLoss) queue.push_back(uint32_t(id));
+  for (uint16_t d : {0, 1})
+    for (uint64_t id = 0; id < total; ++id)
+      if ((val[id] == kWin || val[id] == kLoss) && dist[id] == d) queue.push_back(uint32_t(id));
+  constexpr uint16_t kLongest = 0xFFFF;
   for (size_t qi = 0; qi < queue.size(); ++qi) {
     const uint32_t c = queue[qi];
     const uint8_t v = val[c];
+    if (dist[c] == kLongest) throw std::runtime_error("endgame database: distances past 65535 plies in " + a.name());
     const uint64_t end = c + 1 < total ? off[c + 1] : edges;
     for (uint64_t e = off[c]; e < end; ++e) {
       const uint32_t p = parents[e];
       if ((val[p] & 3) != kUnknown) continue;
       if (v == kLoss) {
         val[p] = kWin;
+        dist[p] = uint16_t(dist[c] + 1);
         queue.push_back(p);
       } else if (--pending[p] == 0) {
         if (val[p] & kDrawSeen) {
           val[p] = kDraw;
         } else {
           val[p] = kLoss;
+          dist[p] = uint16_t(dist[c] + 1);
           queue.push_back(p);
         }
       }
@@ -503,12 +537,23 @@ SolveStats solve_pair_impl(const std::string& dir, const Signature& a) {
 
   SolveStats stats;
   stats.positions = total;
-  for (auto& v : val) {
+  for (uint64_t id = 0; id < total; ++id) {
+    uint8_t& v = val[id];
     if ((v & 3) == kUnknown) v = kDraw;  // neither side can force a result
     v &= 3;
+    if (v == kDraw) dist[id] = 0;
     stats.wins += v == kWin;
     stats.losses += v == kLoss;
     stats.draws += v == kDraw;
+    if (v == kWin) stats.longest_win = std::max<int>(stats.longest_win, dist[id]);
+    if (v == kLoss) stats.longest_loss = std::max<int>(stats.longest_loss, dist[id]);
+  }
+  // Distances first: a value file present means its pair is complete (a build skips it).
+  std::vector<uint16_t> dpart(dist.begin(), dist.begin() + n0);
+  write_distances(dir + "/" + distance_file_name(S, a), S, a, dpart);
+  if (!self) {
+    dpart.assign(dist.begin() + n0, dist.end());
+    write_distances(dir + "/" + distance_file_name(S, b), S, b, dpart);
   }
   std::vector<uint8_t> part(val.begin(), val.begin() + n0);
   write_table(dir + "/" + file_name(S, a), S, a, part);

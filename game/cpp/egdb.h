@@ -21,6 +21,16 @@
 // reverse edges, then wins and losses propagate back through those edges; what never resolves
 // is a draw.
 //
+// Distances. Beside its value, each won or lost position gets its distance to conversion (DTC):
+// plies until the game leaves the slice pair by a capture or a crowning (or ends), with the
+// winner converting as soon as it can and the loser holding out as long as it can: a win in d
+// plies has a move to a loss in d - 1 (or a winning capture or crowning, d = 1); a loss in d
+// plies has every move to a win in at most d - 1. Each conversion lands in a slice with fewer
+// pieces or fewer men, so playing the smallest distance always wins; and since a crowning or a
+// capture resets the 40-move count, a win whose distances stay under 80 plies is won within it.
+// The retrograde pass computes them by propagating in order of distance (a FIFO queue seeded in
+// order of distance). Draws store 0.
+//
 // Files. One file per signature: a 64-byte header (magic, format version, board side,
 // signature, position count, payload length, CRC-32 of the payload, CRC-32 of the header) and
 // the values at 2 bits a position. Files are memory-mapped read-only; a file with a wrong magic,
@@ -74,6 +84,8 @@ Board flip(int size, const Board& b);
 uint32_t crc32(const uint8_t* data, size_t n, uint32_t crc = 0);  // zlib's CRC-32
 
 std::string file_name(int size, const Signature& s);  // "8x8_1-2-0-1.egdb"
+std::string distance_file_name(int size, const Signature& s);  // "8x8_1-2-0-1.dtc"
+constexpr uint32_t kDistanceFormatVersion = 1;
 
 // One signature's values, memory-mapped from its file (or, while building, held in memory).
 class Table {
@@ -103,11 +115,46 @@ class Table {
 // renames it into place (a killed build never leaves a partial file under the final name).
 void write_table(const std::string& path, int size, const Signature& s, const std::vector<uint8_t>& values);
 
+// One signature's distances to conversion (see the top of this file), memory-mapped.
+class DistanceTable {
+ public:
+  // Maps and checks the file as Table::open does, under the distance file's own magic and version.
+  static std::unique_ptr<DistanceTable> open(const std::string& path, int size, const Signature& s);
+  ~DistanceTable();
+  DistanceTable(const DistanceTable&) = delete;
+  DistanceTable& operator=(const DistanceTable&) = delete;
+
+  int get(uint64_t index) const {
+    return width_ == 1 ? data_[index] : int(data_[2 * index]) | (int(data_[2 * index + 1]) << 8);
+  }
+  uint64_t count() const { return count_; }
+  int width() const { return width_; }  // bytes an entry
+  uint64_t file_bytes() const { return map_bytes_; }
+
+ private:
+  DistanceTable() = default;
+  const uint8_t* data_ = nullptr;
+  void* map_ = nullptr;
+  uint64_t map_bytes_ = 0;
+  uint64_t count_ = 0;
+  int width_ = 1;
+};
+
+// Writes the distances (0..65535) at 1 byte each when they fit, else 2; temporary name, renamed.
+void write_distances(const std::string& path, int size, const Signature& s, const std::vector<uint16_t>& dist);
+
+// The value of a position and its distance to conversion in plies (-1 when the database holds no
+// distances for it; 0 for a draw or a position with no move).
+struct Probe {
+  Value value = kUnknown;
+  int distance = -1;
+};
+
 // The database of one board side: every signature file of up to max_pieces pieces in a folder.
 class Database {
  public:
   // Opens and checks every file up front; throws naming the first missing or bad file.
-  Database(const std::string& dir, int size, int max_pieces);
+  Database(const std::string& dir, int size, int max_pieces, bool distances = false);
   // Opens whatever signature files are present (used while building: dependencies only).
   Database(const std::string& dir, int size);
   Database(const Database&) = delete;
@@ -121,8 +168,12 @@ class Database {
   Value probe(const Board& b) const;
   // The value of a Black-to-move board that is in the database (no checks).
   Value probe_black(const Board& b) const;
+  // probe() with the distance to conversion, when the distance files are loaded.
+  Probe probe_distance(const Board& b) const;
   bool has(const Signature& s) const;
   void load(const Signature& s);  // maps the signature's file; throws if missing or bad
+  void load_distances(const Signature& s);  // maps its distance file; throws if missing or bad
+  bool distances() const { return distances_; }  // every signature's distances are loaded
 
  private:
   static int slot(const Signature& s) { return ((s.bm * 16 + s.bk) * 16 + s.wm) * 16 + s.wk; }
@@ -130,15 +181,18 @@ class Database {
   int size_;
   int max_pieces_ = 0;
   std::vector<std::unique_ptr<Table>> tables_;  // by slot()
+  std::vector<std::unique_ptr<DistanceTable>> dist_;  // by slot()
+  bool distances_ = false;
 };
 
 struct SolveStats {
   uint64_t positions = 0;  // in the pair (both signatures)
   uint64_t wins = 0, losses = 0, draws = 0;
+  int longest_win = 0, longest_loss = 0;  // largest distances to conversion, in plies
 };
 
-// Solves signature s and its swap (one file each, or one if s is its own swap) into dir,
-// reading the dependencies' files from dir. Returns counts of the results.
+// Solves signature s and its swap (a value file and a distance file each, once if s is its own
+// swap) into dir, reading the dependencies' value files from dir. Returns counts of the results.
 SolveStats solve_pair(const std::string& dir, int size, const Signature& s);
 
 // Checks every stored position of signature s against its successors by a plain minimax step

@@ -79,16 +79,22 @@ def check_file(path: str | Path, size: int, sig: Signature) -> int:
         raise EgdbError(str(e)) from None
 
 
+def distance_path(folder: str | Path, size: int, sig: Signature) -> Path:
+    return Path(folder) / _core.egdb_distance_file_name(size, sig)
+
+
 def pair_complete(folder: str | Path, size: int, sig: Signature) -> bool:
-    """Both files of a pair are present and pass their checks. Raises EgdbError naming a path
-    that is there but not a regular file (a build would not replace a directory or a FIFO)."""
+    """The pair's value and distance files are present and pass their checks. Raises EgdbError
+    naming a path that is there but not a regular file (a build would not replace a directory
+    or a FIFO)."""
     for s in {sig, swapped(sig)}:
-        path = file_path(folder, size, s)
-        if not os.path.lexists(path):
-            return False
-        regular_size(path)  # raises, naming a directory, FIFO or link in the file's place
+        for path in (file_path(folder, size, s), distance_path(folder, size, s)):
+            if not os.path.lexists(path):
+                return False
+            regular_size(path)  # raises, naming a directory, FIFO or link in the file's place
         try:
-            check_file(path, size, s)
+            check_any_file(file_path(folder, size, s), size, s)
+            check_any_file(distance_path(folder, size, s), size, s)
         except EgdbError as e:
             log.warning("%s: will rebuild", e)
             return False
@@ -117,9 +123,12 @@ class EndgameDatabase:
         if max_pieces < 1:
             raise ValueError(f"max_pieces must be at least 1, got {max_pieces}")
         self.folder = Path(folder)
-        check_folder(folder, size, max_pieces)  # names a missing, extra or non-regular file
+        manifest = check_folder(folder, size, max_pieces)  # names a missing, extra, wrong file
+        # The distances to conversion come along when the manifest lists all of them (a folder
+        # built before them has values only: players then fall back to a progress search).
+        distances = manifest.get("distance_pieces", 0) >= max_pieces
         try:
-            self.core = _core.EndgameDatabase(str(folder), size, max_pieces)
+            self.core = _core.EndgameDatabase(str(folder), size, max_pieces, distances)
         except RuntimeError as e:
             raise EgdbError(
                 f"{e} (build it with: python -m game.egdb build --pieces {max_pieces} "
@@ -149,6 +158,22 @@ class EndgameDatabase:
                 f"a {game.size}x{game.size} position probed in the {self.size}x{self.size} database"
             )
         return self.core.probe_game(game)
+
+    @property
+    def distances(self) -> bool:
+        """Whether the distances to conversion are loaded (``distance()`` answers)."""
+        return self.core.distances
+
+    def distance(self, position) -> tuple[int, int]:
+        """``(value, plies)``: ``value()`` and the distance to conversion for the side to move
+        (plies until a capture, a crowning or the end with the winner hurrying and the loser
+        holding out; 0 for a draw), -1 when the distances are not loaded or not in it."""
+        game = getattr(position, "game", position)
+        if game.size != self.size:
+            raise ValueError(
+                f"a {game.size}x{game.size} position probed in the {self.size}x{self.size} database"
+            )
+        return self.core.probe_distance_game(game)
 
     def probe(self, position) -> str | None:
         """'win', 'draw' or 'loss' for the side to move, or None when not in the database."""
@@ -206,6 +231,7 @@ __all__ = [
     "available_pieces",
     "check_file",
     "describe",
+    "distance_path",
     "file_path",
     "open_database",
     "pair_complete",
@@ -219,4 +245,4 @@ __all__ = [
 # The manifest's checks use this module's names (EgdbError, check_file, signatures) and this
 # module's functions use its checks: it is imported here, at the end, once every name it takes
 # from this module exists.
-from game.egdb.manifest import check_folder, regular_size  # noqa: E402
+from game.egdb.manifest import check_any_file, check_folder, regular_size  # noqa: E402

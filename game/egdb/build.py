@@ -115,7 +115,7 @@ def build(
     def report(sig: Signature) -> None:
         nonlocal last_report, solved
         done.add(sig)
-        for name in {file_name(size, sig), file_name(size, swapped(sig))}:
+        for name in _pair_names(size, sig):
             manifest[name] = entry_for(folder / name)
         write_manifest(folder, size, manifest)
         solved += sizes[sig]
@@ -141,7 +141,11 @@ def build(
     else:
         _run_processes(folder, size, todo, deps, done, report, workers)
     seconds = time.monotonic() - start
-    db_bytes = sum(p.stat().st_size for p in folder.glob(f"{size}x{size}_*.egdb"))
+    db_bytes = sum(
+        p.stat().st_size
+        for pattern in (f"{size}x{size}_*.egdb", f"{size}x{size}_*.dtc")
+        for p in folder.glob(pattern)
+    )
     say(
         f"egdb {size}x{size} up to {max_pieces} pieces: done in {seconds:.1f} s, "
         f"{db_bytes:,} bytes in {folder}"
@@ -153,6 +157,15 @@ def file_name(size: int, sig: Signature) -> str:
     return _core.egdb_file_name(size, sig)
 
 
+def _pair_names(size: int, sig: Signature) -> set[str]:
+    """The value and distance files of a signature pair."""
+    return {
+        namer(size, s)
+        for s in (sig, swapped(sig))
+        for namer in (_core.egdb_file_name, _core.egdb_distance_file_name)
+    }
+
+
 def _complete_entries(folder: Path, size: int, order, done) -> dict[str, dict]:
     """Manifest entries of the complete files: this build's finished pairs (an old manifest's
     entry reused when the file's size agrees, else the file hashed) and, from an old manifest,
@@ -161,10 +174,10 @@ def _complete_entries(folder: Path, size: int, order, done) -> dict[str, dict]:
         old = read_manifest(folder, size)["files"]
     except EgdbError:
         old = {}
-    ours = {file_name(size, t) for s in order for t in (s, swapped(s))}
+    ours = {name for s in order for name in _pair_names(size, s)}
     entries = {}
     for sig in done:
-        for name in {file_name(size, sig), file_name(size, swapped(sig))}:
+        for name in _pair_names(size, sig):
             size_now = regular_size(folder / name)
             known = old.get(name)
             entries[name] = (
@@ -183,7 +196,11 @@ def _complete_entries(folder: Path, size: int, order, done) -> dict[str, dict]:
 
 def _remove_stale(folder: Path, size: int) -> None:
     """The temporary files a killed build left in ``folder``."""
-    for pattern in (f"{size}x{size}_*.egdb.tmp*", f"{size}x{size}.manifest.json.tmp*"):
+    for pattern in (
+        f"{size}x{size}_*.egdb.tmp*",
+        f"{size}x{size}_*.dtc.tmp*",
+        f"{size}x{size}.manifest.json.tmp*",
+    ):
         for stale in folder.glob(pattern):  # left by a killed build
             stale.unlink()
 

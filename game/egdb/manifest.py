@@ -1,12 +1,14 @@
 """The manifest of an endgame database folder: which files it holds, their sizes and checksums.
 
 ``NxN.manifest.json`` beside the files (one per board size) lists every signature file a build
-wrote (name, bytes, SHA-256), the file format version and ``pieces``: the most pieces of which
-every signature is listed. A build rewrites it after each slice pair, so it always names exactly
-the finished files. Opening the database checks the folder against it: every listed file present
-and a regular file of the listed size, and nothing else in the folder but other boards' files and
-manifests; ``verify`` compares the checksums too. A folder built before manifests existed is
-refused until ``python -m game.egdb manifest`` writes one from the files there (each checked).
+wrote (name, bytes, SHA-256): the values (``.egdb``) and the distances to conversion (``.dtc``,
+a format of their own), the two format versions, ``pieces``: the most pieces of which every
+signature's values are listed, and ``distance_pieces``: the same for the distances. A build
+rewrites it after each slice pair, so it always names exactly the finished files. Opening the
+database checks the folder against it: every listed file present and a regular file of the listed
+size, and nothing else in the folder but other boards' files and manifests; ``verify`` compares
+the checksums too. A folder built before manifests existed is refused until
+``python -m game.egdb manifest`` writes one from the files there (each checked).
 
 Nothing in the folder is opened before it is known to be a regular file (and then without
 blocking or following links), so a FIFO, a device or a link in a file's place is refused by
@@ -29,12 +31,13 @@ from game.json_header import parse_object
 
 MANIFEST_VERSION = 1
 FILE_FORMAT = 1  # the signature files' format version (kFormatVersion in game/cpp/egdb.h)
+DISTANCE_FORMAT = 1  # the distance files' format version (kDistanceFormatVersion in egdb.h)
 MAX_MANIFEST_BYTES = 16 << 20  # a real one is a few hundred bytes a file; 8 pieces: ~100 KB
 HEADER_BYTES = 64  # kHeaderBytes in game/cpp/egdb.h
 POSITIONS_PER_BYTE = 4  # kPositionsPerByte: 2 bits a position
 MAX_FILE_PIECES = 12  # no signature file name with more pieces is taken for one
 
-_FILE = re.compile(r"(\d+)x(\d+)_(\d+)-(\d+)-(\d+)-(\d+)\.egdb")
+_FILE = re.compile(r"(\d+)x(\d+)_(\d+)-(\d+)-(\d+)-(\d+)\.(egdb|dtc)")
 _MANIFEST = re.compile(r"(\d+)x(\d+)\.manifest\.json")
 _BOARD = re.compile(r"(\d+)x(\d+)[_.]")  # a name that belongs to some board's database
 
@@ -119,18 +122,34 @@ def signature_of_name(name: str, size: int) -> Signature | None:
     sig = (int(m[3]), int(m[4]), int(m[5]), int(m[6]))
     if not 1 <= sum(sig) <= MAX_FILE_PIECES or sig not in _signature_set(size, sum(sig)):
         return None
-    return sig if _core.egdb_file_name(size, sig) == name else None
+    namer = _core.egdb_file_name if m[7] == "egdb" else _core.egdb_distance_file_name
+    return sig if namer(size, sig) == name else None
 
 
-def covered_pieces(size: int, names) -> int:
-    """The most pieces N such that every signature of up to N pieces is among ``names``."""
+def is_distance_file(name: str) -> bool:
+    return name.endswith(".dtc")
+
+
+def check_any_file(path: Path, size: int, sig: Signature) -> int:
+    """``check_file`` of a value file, or the same checks of a distance file (by its name)."""
+    if not is_distance_file(path.name):
+        return check_file(path, size, sig)
+    regular_size(path)
+    try:
+        return _core.egdb_check_distance_file(str(path), size, sig)
+    except RuntimeError as e:
+        raise EgdbError(str(e)) from None
+
+
+def covered_pieces(size: int, names, namer=None) -> int:
+    """The most pieces N such that every signature of up to N pieces is among ``names`` (value
+    files; with ``namer=_core.egdb_distance_file_name``, distance files)."""
     names = set(names)
+    namer = namer or _core.egdb_file_name
     top = max((sum(s) for n in names if (s := signature_of_name(n, size))), default=0)
     pieces = 0
     for n in range(1, top + 1):
-        if not all(
-            _core.egdb_file_name(size, s) in names for s in signatures(size, n) if sum(s) == n
-        ):
+        if not all(namer(size, s) in names for s in signatures(size, n) if sum(s) == n):
             break
         pieces = n
     return pieces
@@ -204,7 +223,22 @@ def read_manifest(folder: str | Path, size: int) -> dict:
             raise bad(f"lists {name} at {entry['bytes']:,} bytes, a file of it has {expected:,}")
     if m.get("pieces") != covered_pieces(size, files):
         raise bad(f"says {m.get('pieces')!r} pieces, its files cover {covered_pieces(size, files)}")
+    dist_pieces = distance_pieces(size, files)
+    if m.get("distance_pieces", 0) != dist_pieces:
+        raise bad(
+            f"says {m.get('distance_pieces')!r} distance pieces, its files cover {dist_pieces}"
+        )
+    if any(map(is_distance_file, files)) and m.get("distance_format") != DISTANCE_FORMAT:
+        raise bad(
+            f"distance files of format {m.get('distance_format')!r}, this program reads "
+            f"{DISTANCE_FORMAT}"
+        )
     return m
+
+
+def distance_pieces(size: int, names) -> int:
+    """The most pieces N such that every signature's distance file up to N pieces is listed."""
+    return covered_pieces(size, names, _core.egdb_distance_file_name)
 
 
 def check_folder(folder: str | Path, size: int, max_pieces: int, checksums: bool = False) -> dict:
@@ -273,6 +307,8 @@ def write_manifest(folder: str | Path, size: int, files: dict[str, dict]) -> dic
         "board": size,
         "file_format": FILE_FORMAT,
         "pieces": covered_pieces(size, files),
+        "distance_format": DISTANCE_FORMAT,
+        "distance_pieces": distance_pieces(size, files),
         "files": {name: files[name] for name in sorted(files)},
     }
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
@@ -303,7 +339,7 @@ def manifest_from_files(folder: str | Path, size: int) -> dict:
                 "before writing the manifest"
             )
         regular_size(path)
-        check_file(path, size, sig)
+        check_any_file(path, size, sig)
         files[name] = entry_for(path)
     if not files:
         raise EgdbError(f"no {size}x{size} endgame database in {folder}")
