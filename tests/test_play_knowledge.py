@@ -190,11 +190,13 @@ class _ShallowConverter:
 
 
 def test_a_shallow_progress_search_converts_by_the_smaller_endings(db, monkeypatch):
-    """Captures into smaller endings of the same value are the progress the database can see:
-    with them a 4-ply progress search wins two kings against two; with the hand evaluation alone
-    it shuffles some of the same wins into draws."""
+    """Without distances (a database built before them), captures into smaller endings of the
+    same value are the progress the database can see: with them a 4-ply progress search wins two
+    kings against two; with the hand evaluation alone it shuffles some of the same wins into
+    draws."""
     import evaluation.players.endgame as endgame_play
 
+    db = EndgameDatabase(db.folder, 8, db.max_pieces, distances=False)
     fens = _won_positions(db, (0, 2, 0, 2), 6, seed=21)
     for fen in fens:
         end = _play_out(fen, _ShallowConverter(db, 4), MinimaxPlayer(6))

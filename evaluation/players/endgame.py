@@ -152,7 +152,7 @@ def _smaller_database(db: EndgameDatabase, pieces: int) -> Any:
     fewer = min(db.max_pieces, pieces - 1)
     if fewer < 2:
         return None
-    smaller = open_for_play(db.folder, db.size, fewer)
+    smaller = open_for_play(db.folder, db.size, fewer, distances=db.distances)
     return smaller.core if smaller is not None else None
 
 
@@ -170,9 +170,9 @@ def _ended_value(position: Position) -> int:
 
 
 @functools.cache
-def _open(folder: str, size: int, pieces: int) -> EndgameDatabase | None:
+def _open(folder: str, size: int, pieces: int, distances: bool | None) -> EndgameDatabase | None:
     try:
-        return EndgameDatabase(folder, size, pieces)
+        return EndgameDatabase(folder, size, pieces, distances=distances)
     except (EgdbError, ValueError, OSError) as e:
         first_line = str(e).splitlines()[0] if str(e) else type(e).__name__
         logger.warning(
@@ -190,10 +190,13 @@ def _open(folder: str, size: int, pieces: int) -> EndgameDatabase | None:
         return None
 
 
-def open_for_play(folder: str | Path, size: int, pieces: int) -> EndgameDatabase | None:
+def open_for_play(
+    folder: str | Path, size: int, pieces: int, distances: bool | None = None
+) -> EndgameDatabase | None:
     """The database in ``folder`` for play, or None (with one warning line naming the folder and
-    the build command) when it is absent or damaged; never builds it. Opened once per process."""
-    return _open(str(folder), int(size), int(pieces))
+    the build command) when it is absent or damaged; never builds it. Opened once per process.
+    ``distances``: with its distance files when listed (None), without (False), required (True)."""
+    return _open(str(folder), int(size), int(pieces), distances)
 
 
 def play_database_settings(egdb_cfg: Mapping[str, Any]) -> dict[str, Any]:

@@ -118,15 +118,25 @@ def available_pieces(folder: str | Path, size: int, limit: int = 8) -> int:
 class EndgameDatabase:
     """A checked, memory-mapped database of one board size and up to ``max_pieces`` pieces."""
 
-    def __init__(self, folder: str | Path, size: int, max_pieces: int) -> None:
+    def __init__(
+        self, folder: str | Path, size: int, max_pieces: int, distances: bool | None = None
+    ) -> None:
         num_squares(size)
         if max_pieces < 1:
             raise ValueError(f"max_pieces must be at least 1, got {max_pieces}")
         self.folder = Path(folder)
         manifest = check_folder(folder, size, max_pieces)  # names a missing, extra, wrong file
         # The distances to conversion come along when the manifest lists all of them (a folder
-        # built before them has values only: players then fall back to a progress search).
-        distances = manifest.get("distance_pieces", 0) >= max_pieces
+        # built before them has values only: players then fall back to a progress search);
+        # ``distances=False`` leaves them out, ``True`` requires them.
+        listed = manifest.get("distance_pieces", 0) >= max_pieces
+        if distances and not listed:
+            raise EgdbError(
+                f"the {size}x{size} endgame database in {folder} has no distance files up to "
+                f"{max_pieces} pieces (its manifest); build it again with: python -m game.egdb "
+                f"build --pieces {max_pieces} --board {size} --out {folder}"
+            )
+        distances = listed if distances is None else distances
         try:
             self.core = _core.EndgameDatabase(str(folder), size, max_pieces, distances)
         except RuntimeError as e:

@@ -126,7 +126,12 @@ def _probe(db: EndgameDatabase, fen: str, board: int, pieces: int) -> int:
     if value == 0:
         print(f"{pos.fen()}: not in the database (more than {pieces} pieces)")
     else:
-        print(f"{pos.fen()}: {describe(value, pos.turn)} ({describe(value)} for the side to move)")
+        _, plies = db.distance(pos)
+        far = f", {plies} plies to conversion" if plies > 0 else ""
+        print(
+            f"{pos.fen()}: {describe(value, pos.turn)} ({describe(value)} for the side to move"
+            f"{far})"
+        )
     return 0
 
 
