@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import zlib
 from pathlib import Path
 
 import pytest
@@ -221,3 +222,31 @@ def test_every_signature_has_its_distance_file(dbs):
             assert _core.egdb_check_distance_file(str(path), size, sig) == _core.egdb_index_size(
                 size, sig
             )
+
+
+def test_verify_checks_the_distances_against_the_moves(dbs, tmp_path):
+    """Every 3-piece position's distance agrees with its moves'; a distance changed in a file
+    whose checksums were written again (so every file check passes) is found by verify."""
+    db = dbs[8]
+    for sig in signatures(8, 3):
+        assert db.verify(sig) == 0, sig
+    folder = _copy(db, tmp_path / "edited")
+    sig = (0, 2, 0, 1)
+    path = folder / _core.egdb_distance_file_name(8, sig)
+    data = bytearray(path.read_bytes())
+    assert int.from_bytes(data[40:44], "little") == 1  # one byte a position
+    won = next(
+        i
+        for i in range(_core.egdb_index_size(8, sig))
+        if db.core.probe_distance_game(
+            _core.Game.from_bitboards(8, *_core.egdb_board_at(8, sig, i), False)
+        )[0]
+        == WIN
+    )
+    data[64 + won] += 2
+    data[20:24] = zlib.crc32(bytes(data[64:])).to_bytes(4, "little")
+    data[44:48] = zlib.crc32(bytes(data[:44])).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    manifest_from_files(folder, 8)
+    edited = EndgameDatabase(folder, 8, 3)
+    assert edited.verify(sig) >= 1

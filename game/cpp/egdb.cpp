@@ -573,12 +573,21 @@ uint64_t verify_impl(const Database& db, const Signature& s) {
     MoveList moves;
     generate_moves<S>(pos, moves);
     Best best;
+    // With distances: a win's is its shortest winning move's, a loss's its longest move's; a
+    // capture or crowning converts (1 ply), a quiet move is one ply more than its position's.
+    int shortest_win = 1 << 20, longest = 0;
     for (const Move& m : moves) {
       Board child = pos;
       apply_move<S>(child, m);
-      best.see(db.probe(child));
+      const Probe c = db.probe_distance(child);
+      best.see(c.value);
+      const int d = m.is_capture() || crowns<S>(pos, m) ? 1 : c.distance + 1;
+      if (c.value == kLoss) shortest_win = std::min(shortest_win, d);
+      longest = std::max(longest, d);
     }
-    bad += db.probe(pos) != best.value();
+    const Probe here = db.probe_distance(pos);
+    const int want = here.value == kWin ? shortest_win : here.value == kLoss ? longest : 0;
+    bad += here.value != best.value() || (db.distances() && here.distance != want);
   }
   return bad;
 }

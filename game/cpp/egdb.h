@@ -196,8 +196,8 @@ struct SolveStats {
 SolveStats solve_pair(const std::string& dir, int size, const Signature& s);
 
 // Checks every stored position of signature s against its successors by a plain minimax step
-// over the core's moves and the database's values; returns the number of positions that
-// disagree (0 for a correct database).
+// over the core's moves and the database's values (and, when loaded, distances); returns the
+// number of positions that disagree (0 for a correct database).
 uint64_t verify_signature(const Database& db, const Signature& s);
 
 }  // namespace cz::egdb
