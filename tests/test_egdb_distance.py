@@ -16,7 +16,7 @@ import pytest
 
 from evaluation.players.endgame import database_move
 from game import Position, _core
-from game.egdb import DRAW, LOSS, WIN, EgdbError, EndgameDatabase, signatures
+from game.egdb import DRAW, LOSS, WIN, EgdbError, EndgameDatabase, pairs, signatures
 from game.egdb.build import build
 from game.egdb.manifest import check_any_file, manifest_from_files
 
@@ -250,3 +250,17 @@ def test_verify_checks_the_distances_against_the_moves(dbs, tmp_path):
     manifest_from_files(folder, 8)
     edited = EndgameDatabase(folder, 8, 3)
     assert edited.verify(sig) >= 1
+
+
+def test_a_folder_built_before_distances_plays_on_values_until_built_again(dbs, tmp_path):
+    db = dbs[8]
+    plain = _values_only(db, tmp_path / "old")
+    pos = Position.from_fen("B:WK32:BK1,K3")
+    assert plain.distance(pos) == (WIN, -1)
+    with pytest.raises(EgdbError, match="no distance files") as err:
+        EndgameDatabase(plain.folder, 8, 3, distances=True)
+    assert str(plain.folder) in str(err.value) and "\n" not in str(err.value)
+    report = build(plain.folder, 8, 3)
+    assert report.pairs_built == len(pairs(8, 3))  # each pair solved again, distances beside
+    again = EndgameDatabase(plain.folder, 8, 3)
+    assert again.distances and again.distance(pos) == db.distance(pos)
