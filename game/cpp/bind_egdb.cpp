@@ -66,8 +66,8 @@ void cz::bind::bind_egdb(nb::module_& m) {
       "size"_a, "signature"_a);
   m.def(
       "egdb_distance_file_name",
-      [](int size, const SigTuple& s) { return eg::distance_file_name(size, checked_sig(size, s)); }, "size"_a,
-      "signature"_a);
+      [](int size, const SigTuple& s) { return eg::distance_file_name(size, checked_sig(size, s)); },
+      "size"_a, "signature"_a);
   m.def(
       "egdb_check_distance_file",
       [](const std::string& path, int size, const SigTuple& s) {

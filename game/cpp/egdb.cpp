@@ -514,7 +514,8 @@ SolveStats solve_pair_impl(const std::string& dir, const Signature& a) {
   for (size_t qi = 0; qi < queue.size(); ++qi) {
     const uint32_t c = queue[qi];
     const uint8_t v = val[c];
-    if (dist[c] == kLongest) throw std::runtime_error("endgame database: distances past 65535 plies in " + a.name());
+    if (dist[c] == kLongest)
+      throw std::runtime_error("endgame database: distances past 65535 plies in " + a.name());
     const uint64_t end = c + 1 < total ? off[c + 1] : edges;
     for (uint64_t e = off[c]; e < end; ++e) {
       const uint32_t p = parents[e];

@@ -141,7 +141,8 @@ class DistanceTable {
 };
 
 // Writes the distances (0..65535) at 1 byte each when they fit, else 2; temporary name, renamed.
-void write_distances(const std::string& path, int size, const Signature& s, const std::vector<uint16_t>& dist);
+void write_distances(const std::string& path, int size, const Signature& s,
+                     const std::vector<uint16_t>& dist);
 
 // The value of a position and its distance to conversion in plies (-1 when the database holds no
 // distances for it; 0 for a draw or a position with no move).

@@ -73,8 +73,8 @@ std::unique_ptr<DistanceTable> DistanceTable::open(const std::string& path, int 
                std::to_string(kDistanceFormatVersion));
   const uint32_t file_size = take<uint32_t>(h + 12);
   if (file_size != uint32_t(size))
-    throw fail("built for the " + std::to_string(file_size) + "x" + std::to_string(file_size) + " board, not " +
-               std::to_string(size) + "x" + std::to_string(size));
+    throw fail("built for the " + std::to_string(file_size) + "x" + std::to_string(file_size) +
+               " board, not " + std::to_string(size) + "x" + std::to_string(size));
   const Signature fs{h[16], h[17], h[18], h[19]};
   if (!(fs == s)) throw fail("holds signature " + fs.name() + ", expected " + s.name());
   const uint32_t width = take<uint32_t>(h + 40);
@@ -82,7 +82,8 @@ std::unique_ptr<DistanceTable> DistanceTable::open(const std::string& path, int 
   if (take<uint64_t>(h + 24) != count || (width != 1 && width != 2) || payload != count * width ||
       bytes != kHeaderBytes + payload)
     throw fail("header disagrees with the index (" + std::to_string(count) + " positions)");
-  if (crc32(h + kHeaderBytes, payload) != take<uint32_t>(h + 20)) throw fail("damaged distances (checksum mismatch)");
+  if (crc32(h + kHeaderBytes, payload) != take<uint32_t>(h + 20))
+    throw fail("damaged distances (checksum mismatch)");
   t->data_ = h + kHeaderBytes;
   t->count_ = count;
   t->width_ = int(width);
@@ -93,7 +94,8 @@ DistanceTable::~DistanceTable() {
   if (map_) munmap(map_, map_bytes_);
 }
 
-void write_distances(const std::string& path, int size, const Signature& s, const std::vector<uint16_t>& dist) {
+void write_distances(const std::string& path, int size, const Signature& s,
+                     const std::vector<uint16_t>& dist) {
   const uint16_t longest = dist.empty() ? 0 : *std::max_element(dist.begin(), dist.end());
   const uint32_t width = longest <= 0xFF ? 1 : 2;
   std::vector<uint8_t> out(kHeaderBytes + dist.size() * width, 0);
@@ -117,7 +119,8 @@ void write_distances(const std::string& path, int size, const Signature& s, cons
   put<uint32_t>(h + kHeaderCrcBytes, crc32(h, kHeaderCrcBytes));
   const std::string tmp = path + ".tmp" + std::to_string(getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw std::runtime_error("endgame database: cannot write " + tmp + " (" + std::strerror(errno) + ")");
+  if (!f)
+    throw std::runtime_error("endgame database: cannot write " + tmp + " (" + std::strerror(errno) + ")");
   const bool ok =
       std::fwrite(out.data(), 1, out.size(), f) == out.size() && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
   if (std::fclose(f) != 0 || !ok) {
