@@ -41,6 +41,7 @@ from checkerzero.store.positions import (
 from checkerzero.store.replay import connect
 from game import _core, nneval
 from game.egdb import DRAW, LOSS, WIN, EndgameDatabase
+from game.egdb.build import database_from_config
 from game.openings import Opening, load_openings
 
 logger = logging.getLogger(__name__)
@@ -157,8 +158,6 @@ class ABSelfPlayWorker:
         self.seed = int(cfg["seed"])
         self.egdb = None
         if nn_cfg["selfplay"]["egdb"]:
-            from game.egdb.build import database_from_config
-
             self.egdb = database_from_config(cfg["egdb"], size)
         self._weights: _core.NNEvalWeights | None = None
         self._version = -2

@@ -68,9 +68,9 @@ def _main(cfg: DictConfig) -> None:
         logging.getLogger(__name__).info(
             "keys new since the run started take today's defaults: %s", ", ".join(prepared.filled)
         )
-    # Deferred: learner.run brings torch and Ray (1.9 s to import here, measured), so a bad
-    # command line is answered in 0.4 s instead of 2.3 s.
-    from learner.run import run
+    # Deferred: learner.start (the run, the generations) brings torch and Ray (1.9 s to import
+    # here, measured), so a bad command line is answered in 0.4 s instead of 2.3 s.
+    from learner.start import run
 
     try:
         run(prepared.cfg)

@@ -25,7 +25,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ import redis
 from omegaconf import DictConfig, OmegaConf
 
 from actors.pool import ActorPool
-from checkerzero.cluster.preflight import PreflightError, check_cluster
+from checkerzero.cluster.preflight import check_cluster
 from checkerzero.cluster.start import start_ray
 from checkerzero.metrics import MetricsLogger
 from checkerzero.revision import git_revision
@@ -48,7 +48,6 @@ from checkerzero.store.redis_server import RedisServerError
 from checkerzero.store.replay import (
     ReplayStats,
     ReplayStore,
-    ReplayUnavailable,
     SampleRatio,
     connect,
     stop_retrying,
@@ -440,24 +439,3 @@ class Run(RunReports):
         """Appends the newest self-play games not written yet to the run's PDN file
         (`learner.selfplay_pdn`); returns how many."""
         return self._pdn.append_new(store)
-
-
-def run(cfg: DictConfig) -> dict[str, Any]:
-    """Runs the whole loop for a composed config; returns a summary dict.
-
-    The body of `python -m learner`: a replay store that cannot be reached (after the bounded
-    retries) or a private redis-server that cannot start ends the process with one line on
-    stderr naming the URL or the cause and exit status 1, not a traceback (the errors say all
-    there is to say; `Run(cfg).main()` raises them for callers that want the exception).
-    """
-    with suppress(AttributeError):
-        OmegaConf.set_struct(cfg, True)
-    try:
-        if OmegaConf.select(cfg, "nneval.enabled", default=False):
-            # Imported here: learner.nneval.loop builds on this module's Run.
-            from learner.nneval.loop import run_generations
-
-            return run_generations(cfg)
-        return Run(cfg).main()
-    except (ReplayUnavailable, RedisServerError, PreflightError) as e:
-        raise SystemExit(f"error: {e}") from None

@@ -100,6 +100,8 @@ NULL_DEFAULT = {
     "replay.redis_server": str,
     "replay.url": str,
     "selfplay.actors": int,
+    "nneval.selfplay.actors": int,
+    "nneval.gate.parallel": int,
 }
 ALSO_NULL = frozenset(
     {
@@ -118,6 +120,8 @@ SIGNED = frozenset(
         "evaluation.elo.anchor_rating",
         "evaluation.gate.elo0",
         "evaluation.gate.elo1",
+        "nneval.gate.sprt.elo0",
+        "nneval.gate.sprt.elo1",
         "mcts.fpu_reduction",
         "mcts.fpu_reduction_root",
     }

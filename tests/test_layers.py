@@ -40,7 +40,7 @@ DEFERRED = {
     # torch's import (1.0-1.4 s) is paid only by match workers that build a network player.
     ("evaluation.players.network", "checkerzero.network.inference"),
     # a bad command line fails before torch and Ray load (see learner/__main__.py).
-    ("learner.__main__", "learner.run"),
+    ("learner.__main__", "learner.start"),
     # the evaluator's settings bring torch (3.0 s to import at load 13, measured): checked only
     # once the config itself has passed, so a bad key is still answered before torch loads.
     ("learner.__main__", "evaluation.evaluator.settings"),

@@ -247,7 +247,7 @@ def _loop_cfg(config, tmp: Path, lineage: str, flip: bool):
 
 
 def test_the_loop_stores_trains_gates_and_promotes_a_generation(config, tmp_path: Path) -> None:
-    from learner.run import run
+    from learner.start import run
 
     summary = run(_loop_cfg(config, tmp_path, "lineage", flip=False))
     (rec,) = summary["generations"]

@@ -1,7 +1,7 @@
 """The run directory's config record: resume with the saved config, sweeps, early rejection.
 
 The command-line tests run the real `python -m learner` (Hydra and all); where a test needs only
-what happens before the loop starts, the loop itself (`learner.run.run`) is swapped for a line
+what happens before the loop starts, the loop itself (`learner.start.run`) is swapped for a line
 that prints the config it was given, so no Redis or Ray is started.
 """
 
@@ -22,13 +22,13 @@ from checkerzero.config import SOURCE_CONF, ConfigError, validate
 from learner.run_record import RESUMABLE, prepare, resumable, write_record
 
 ROOT = Path(__file__).resolve().parents[1]
-# `python -m learner` with the training loop (learner.run, which brings torch and Ray) replaced
+# `python -m learner` with the training loop (learner.start, which brings torch and Ray) replaced
 # by a module whose run() prints one line naming what it would run.
 DRIVER = (
-    "import sys, types; fake = types.ModuleType('learner.run'); "
+    "import sys, types; fake = types.ModuleType('learner.start'); "
     "fake.run = lambda cfg: print('RUN', cfg.run_dir, cfg.model.channels, "
     "cfg.learner.max_steps, cfg.mcts.simulations, flush=True); "
-    "sys.modules['learner.run'] = fake; "
+    "sys.modules['learner.start'] = fake; "
     "from learner.__main__ import main; main()"
 )
 
