@@ -11,10 +11,16 @@ leave a folder, the caller checks that (``play.paths``).
 
 Errors are ``FileRefused`` (a ValueError) with one line naming what the file is for and its
 path; ``FileNotFoundError`` passes through unchanged for callers that treat absence apart.
+
+A file this program writes at a path a user names (a match journal) must not follow a link
+either: `regular_or_absent` looks without following one, and `open_regular_fd` opens for
+writing with ``O_NOFOLLOW`` and checks what it opened, so a link, FIFO or device at that path
+is refused by name, never written or replaced.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import stat
@@ -32,8 +38,10 @@ class FileRefused(ValueError):
     """A path that is not a regular file, or one larger than its cap."""
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """What a file of this ``st_mode`` is, in words ("a FIFO")."""
     for test, name in (
+        (stat.S_ISLNK, "a symbolic link"),
         (stat.S_ISDIR, "a folder"),
         (stat.S_ISFIFO, "a FIFO"),
         (stat.S_ISCHR, "a character device"),
@@ -47,7 +55,7 @@ def _kind(mode: int) -> str:
 
 def _check(st: os.stat_result, path: Path, max_bytes: int, what: str) -> None:
     if not stat.S_ISREG(st.st_mode):
-        raise FileRefused(f"{what} {path}: {_kind(st.st_mode)}, not a regular file")
+        raise FileRefused(f"{what} {path}: {kind_of(st.st_mode)}, not a regular file")
     if st.st_size > max_bytes:
         raise FileRefused(f"{what} {path}: {st.st_size} bytes, over the {max_bytes}-byte cap")
 
@@ -131,10 +139,48 @@ def open_regular_text(
         yield io.TextIOWrapper(buffered, encoding="utf-8", errors=errors, newline="")
 
 
+_WRITE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO never blocks the open
+
+
+def regular_or_absent(path: str | Path, where: str) -> os.stat_result | None:
+    """The ``lstat`` of ``path`` when it is a regular file, None when nothing is there;
+    ValueError("<where>: a FIFO, not a regular file") for anything else (links not followed)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ValueError(f"{where}: cannot look at it ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{where}: {kind_of(st.st_mode)}, not a regular file")
+    return st
+
+
+def open_regular_fd(path: str | Path, flags: int, where: str, mode: int = 0o644) -> int:
+    """A blocking descriptor of the regular file ``path`` (``os.open`` ``flags``, such as
+    ``O_RDONLY`` or ``O_WRONLY | O_APPEND``), opened without following a link or blocking on
+    a FIFO; ValueError naming ``where`` when it is anything else."""
+    try:
+        fd = os.open(path, flags | _WRITE_FLAGS, mode)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ValueError(f"{where}: a symbolic link, not a regular file") from None
+        raise ValueError(f"{where}: cannot open it ({e.strerror})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # replaced since it was looked at, or a FIFO opened
+        os.close(fd)
+        raise ValueError(f"{where}: {kind_of(st.st_mode)}, not a regular file")
+    os.set_blocking(fd, True)
+    return fd
+
+
 __all__ = [
     "FileRefused",
+    "kind_of",
     "open_regular",
+    "open_regular_fd",
     "open_regular_text",
     "read_regular_file",
     "read_regular_text",
+    "regular_or_absent",
 ]

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.matches.records import PairRecord
+from game.files import open_regular_fd, regular_or_absent
 from game.json_header import parse_object
-from game.plain_files import open_regular, regular_or_absent
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class MatchJournal:
             return []
         if st.st_size > MAX_JOURNAL_BYTES:
             raise ValueError(f"{where}: {st.st_size:,} bytes, not a journal (a journal is smaller)")
-        with os.fdopen(open_regular(self.path, os.O_RDONLY, where), "rb") as f:
+        with os.fdopen(open_regular_fd(self.path, os.O_RDONLY, where), "rb") as f:
             data = f.read(MAX_JOURNAL_BYTES + 1)
         try:
             text = data.decode("utf-8")
@@ -101,7 +101,7 @@ class MatchJournal:
         self._append(json.dumps(pair.to_dict(), allow_nan=False) + "\n")
 
     def _append(self, text: str) -> None:
-        fd = open_regular(self.path, os.O_WRONLY | os.O_APPEND, f"match journal {self.path}")
+        fd = open_regular_fd(self.path, os.O_WRONLY | os.O_APPEND, f"match journal {self.path}")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -113,7 +113,7 @@ class MatchJournal:
         regular_or_absent(self.path, where)  # never replace a device, FIFO or link
         regular_or_absent(tmp, f"{where}: its temporary file {tmp}")
         lines = [self.header, *(p.to_dict() for p in pairs)]
-        fd = open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, f"{where}: {tmp}")
+        fd = open_regular_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, f"{where}: {tmp}")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write("".join(json.dumps(d, allow_nan=False) + "\n" for d in lines))
             f.flush()

@@ -326,11 +326,7 @@ Table::~Table() {
   if (map_) munmap(map_, map_bytes_);
 }
 
-void write_table(const std::string& path, int size, const Signature& s, const std::vector<uint8_t>& values) {
-  std::vector<uint8_t> out(kHeaderBytes + payload_bytes(values.size()), 0);
-  uint8_t* payload = out.data() + kHeaderBytes;
-  for (size_t i = 0; i < values.size(); ++i) payload[i >> 2] |= uint8_t((values[i] & 3) << ((i & 3) * 2));
-  fill_header(out.data(), size, s, values.size(), crc32(payload, out.size() - kHeaderBytes));
+void write_file_atomically(const std::string& path, const std::vector<uint8_t>& out) {
   const std::string tmp = path + ".tmp" + std::to_string(getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f)
@@ -345,6 +341,14 @@ void write_table(const std::string& path, int size, const Signature& s, const st
     std::remove(tmp.c_str());
     throw std::runtime_error("endgame database: cannot rename " + tmp + " to " + path);
   }
+}
+
+void write_table(const std::string& path, int size, const Signature& s, const std::vector<uint8_t>& values) {
+  std::vector<uint8_t> out(kHeaderBytes + payload_bytes(values.size()), 0);
+  uint8_t* payload = out.data() + kHeaderBytes;
+  for (size_t i = 0; i < values.size(); ++i) payload[i >> 2] |= uint8_t((values[i] & 3) << ((i & 3) * 2));
+  fill_header(out.data(), size, s, values.size(), crc32(payload, out.size() - kHeaderBytes));
+  write_file_atomically(path, out);
 }
 
 // --- the database --------------------------------------------------------------------------

@@ -114,6 +114,9 @@ class Table {
 // Packs values (one byte each, 1..3) at 2 bits and writes the file under a temporary name, then
 // renames it into place (a killed build never leaves a partial file under the final name).
 void write_table(const std::string& path, int size, const Signature& s, const std::vector<uint8_t>& values);
+// Writes `out` to `path` whole or not at all: a temporary file in the same folder, flushed to
+// disk, renamed over `path`. Throws std::runtime_error naming the file on any fault.
+void write_file_atomically(const std::string& path, const std::vector<uint8_t>& out);
 
 // One signature's distances to conversion (see the top of this file), memory-mapped.
 class DistanceTable {

@@ -117,20 +117,7 @@ void write_distances(const std::string& path, int size, const Signature& s,
   put<uint64_t>(h + 32, uint64_t(dist.size()) * width);
   put<uint32_t>(h + 40, width);
   put<uint32_t>(h + kHeaderCrcBytes, crc32(h, kHeaderCrcBytes));
-  const std::string tmp = path + ".tmp" + std::to_string(getpid());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f)
-    throw std::runtime_error("endgame database: cannot write " + tmp + " (" + std::strerror(errno) + ")");
-  const bool ok =
-      std::fwrite(out.data(), 1, out.size(), f) == out.size() && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
-  if (std::fclose(f) != 0 || !ok) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("endgame database: failed writing " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("endgame database: cannot rename " + tmp + " to " + path);
-  }
+  write_file_atomically(path, out);
 }
 
 }  // namespace cz::egdb
