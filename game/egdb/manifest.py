@@ -96,6 +96,20 @@ def file_bytes(size: int, sig: Signature) -> int:
     return HEADER_BYTES + -(-_core.egdb_index_size(size, sig) // POSITIONS_PER_BYTE)
 
 
+def distance_file_bytes(size: int, sig: Signature) -> tuple[int, int]:
+    """The sizes a signature's distance file may have: its header, then 1 or 2 bytes a position
+    (the width its longest distance needs; game/cpp/egdb_distance.cpp)."""
+    count = _core.egdb_index_size(size, sig)
+    return HEADER_BYTES + count, HEADER_BYTES + 2 * count
+
+
+def allowed_bytes(size: int, name: str) -> tuple[int, ...]:
+    """The sizes the file ``name`` of a ``size`` board may have (a value or a distance file)."""
+    sig = signature_of_name(name, size)
+    assert sig is not None
+    return distance_file_bytes(size, sig) if is_distance_file(name) else (file_bytes(size, sig),)
+
+
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     fd = _open_regular(path)
@@ -218,9 +232,10 @@ def read_manifest(folder: str | Path, size: int) -> dict:
             or not re.fullmatch(r"[0-9a-f]{64}", entry["sha256"])
         ):
             raise bad(f"a bad entry for {name}")
-        expected = file_bytes(size, signature_of_name(name, size))
-        if entry["bytes"] != expected:
-            raise bad(f"lists {name} at {entry['bytes']:,} bytes, a file of it has {expected:,}")
+        expected = allowed_bytes(size, name)
+        if entry["bytes"] not in expected:
+            sizes = " or ".join(f"{b:,}" for b in expected)
+            raise bad(f"lists {name} at {entry['bytes']:,} bytes, a file of it has {sizes}")
     if m.get("pieces") != covered_pieces(size, files):
         raise bad(f"says {m.get('pieces')!r} pieces, its files cover {covered_pieces(size, files)}")
     dist_pieces = distance_pieces(size, files)
