@@ -147,7 +147,7 @@ def add_page_routes(
     def run_elo(run: str) -> dict[str, Any]:
         """The run's Elo chart: each rated candidate as its eval/curve.csv has it (version,
         step, wall_s, positions, elo, lower, upper, games), and the ladder's rungs."""
-        return elo_chart(roots.run(run))
+        return elo_chart(roots.run(run), int(settings["runs"]["max_file_bytes"]))
 
     @app.get("/favicon.ico", include_in_schema=False)
     def favicon() -> FileResponse:

@@ -16,19 +16,23 @@ from typing import Any
 
 from checkerzero.run_files import CURVE_CSV, EVAL_DIR
 from evaluation.ladder.report import read_curve_csv
+from game.files import read_regular_text
 from play import runs as run_files
 
 CANDIDATE = re.compile(r"v\d+")  # a rated candidate's name in ratings.csv
 
 
-def elo_chart(run_dir: Path) -> dict[str, Any]:
+def elo_chart(run_dir: Path, max_bytes: int) -> dict[str, Any]:
     """{points: [{version, step, wall_s, positions, elo, lower, upper, games}], rungs: [{player,
     elo}], source: the file the points were read from}."""
     curve = run_dir / EVAL_DIR / CURVE_CSV
     source = f"{EVAL_DIR}/{CURVE_CSV}"
     points: list[dict[str, Any]]
     try:
-        read = read_curve_csv(curve) if curve.is_file() else None
+        text = read_regular_text(curve, max_bytes, "Elo curve")  # no FIFO, device or giant
+        read = read_curve_csv(curve, text)
+    except FileNotFoundError:
+        read = None
     except (OSError, ValueError):
         read = None  # a file being written or of another layout: the metrics still tell
     if read is not None:
@@ -47,10 +51,10 @@ def elo_chart(run_dir: Path) -> dict[str, Any]:
         ]
     else:
         source = "metrics.csv"
-        points = run_files.elo_curve(run_dir)
+        points = run_files.elo_curve(run_dir, max_bytes)
     rungs = [
         {"player": r["player"], "elo": r["elo"]}
-        for r in run_files.ratings(run_dir)
+        for r in run_files.ratings(run_dir, max_bytes)
         if not CANDIDATE.fullmatch(str(r["player"])) and isinstance(r.get("elo"), (int, float))
     ]
     return {"points": points, "rungs": sorted(rungs, key=lambda r: r["elo"]), "source": source}

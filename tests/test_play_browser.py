@@ -141,9 +141,11 @@ def test_play_a_move_by_clicking_and_see_the_network_answer(browser, server, tmp
         for c in browser.find_elements(By.CSS_SELECTOR, "#board circle.piece-b")
     }
     assert 15 in pieces and 11 not in pieces
-    # The analysis panel has the network's view of the new position.
-    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#top tbody tr")) > 0, "analysis")
-    assert "Black to move: win" in browser.find_element(By.ID, "wdl-text").text
+    # The analysis panel has the default engine's view of the new position: the alpha-beta's
+    # best moves with their scores and lines.
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#lines tbody tr")) > 0, "analysis")
+    assert "Black to move: " in browser.find_element(By.ID, "wdl-text").text
+    assert "depth" in browser.find_element(By.ID, "wdl-text").text
     assert "11-15" in browser.find_element(By.ID, "pdn-out").get_attribute("value")
 
     out = Path(os.environ.get("PLAY_SCREENSHOTS", tmp_path))
@@ -268,6 +270,13 @@ class Page:
     def text(self, element_id: str) -> str:
         return self.d.find_element(self.by.ID, element_id).text
 
+    def use_network_engine(self) -> None:
+        """Analysis by the network (the second engine) instead of the alpha-beta."""
+        from selenium.webdriver.support.ui import Select
+
+        Select(self.find("#engine")).select_by_value("network")
+        self.d.execute_script("document.activeElement.blur()")  # arrow keys are the board's
+
     def open(self, fresh: bool = True) -> None:
         """The page; ``fresh``: as on a first visit (the game it keeps across reloads cleared)."""
         if fresh:
@@ -330,6 +339,7 @@ def collection(tmp_path) -> Path:
 def test_step_through_a_game_by_moves_keys_and_graph(browser, server, collection, tmp_path):
     page = Page(browser, server)
     page.open()
+    page.use_network_engine()  # this test reads the network's view (visits, W/D/L)
     page.open_file(collection)
     # A file opens on the analysis board at the start of its first game, its tags shown.
     assert "2 games" in page.text("file-info")
@@ -451,6 +461,7 @@ def test_fen_shown_editable_and_a_position_set_up_by_clicking(browser, server):
 def test_deepening_analysis_until_stopped_and_stale_panels_cleared(browser, server, collection):
     page = Page(browser, server)
     page.open()
+    page.use_network_engine()  # this test reads the network's view (visits, W/D/L)
     page.open_file(collection)
     page.wait.until(lambda d: "(16 visits)" in page.text("wdl-text"), "the start's analysis")
     assert len(page.all("#top tbody tr")) == len(Position().legal_moves())

@@ -15,7 +15,7 @@ from game.pdn import read_pdn, write_pdn
 from game.pdn_lines import line_to_json
 
 DATA = Path(__file__).resolve().parent / "data"
-TABLE = REPO / "evaluation" / "data" / "ladder_ratings.csv"
+TABLE = REPO / "evaluation" / "ladder" / "data" / "ladder_ratings.csv"
 
 
 @pytest.fixture(scope="module")

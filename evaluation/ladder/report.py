@@ -131,10 +131,11 @@ def write_curve_csv(points: Sequence[CurvePoint], path: Path) -> None:
     tmp.replace(path)
 
 
-def read_curve_csv(path: Path) -> list[CurvePoint]:
+def read_curve_csv(path: Path, text: str | None = None) -> list[CurvePoint]:
     """The candidates :func:`write_curve_csv` wrote, in file order; a file of another layout or
-    a cell that is not a number raises ValueError naming the file and line."""
-    lines = Path(path).read_text().splitlines()
+    a cell that is not a number raises ValueError naming the file and line. ``text``: the
+    file's contents when the caller has read them already (a bounded, regular-file read)."""
+    lines = (Path(path).read_text() if text is None else text).splitlines()
     if not lines or tuple(lines[0].split(",")) != CURVE_COLUMNS:
         raise ValueError(f"{path}: not a curve file (its header is not {','.join(CURVE_COLUMNS)})")
     optional = {"step": int, "wall_s": float, "positions": int}
