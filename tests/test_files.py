@@ -67,3 +67,14 @@ def test_a_regular_file_reads_whole_as_bytes_text_or_csv(tmp_path):
     assert read_regular_text(path, 100, errors="replace") == "caf\ufffd"
     with pytest.raises(FileRefused, match=r"not UTF-8 text \(byte 3\)"):
         read_regular_text(path, 100, "book")
+
+
+def test_a_fifo_in_a_network_files_place_is_refused_not_waited_on(tmp_path) -> None:
+    """The header reader of network files (learner.init_weights, the play server's list of
+    networks) opens regular files only: a FIFO named like a network would block an open."""
+    from checkerzero.network.header import read_model_shape
+
+    fifo = tmp_path / "net.safetensors"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="a FIFO, not a regular file"):
+        read_model_shape(fifo)

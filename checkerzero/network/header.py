@@ -12,7 +12,10 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from game.files import open_regular
 from game.json_header import parse_object
+
+ANY_SIZE = 1 << 50  # the file's size is the loader's to cap; the header has its own cap
 
 HEADER_LENGTH_BYTES = 8  # safetensors: little-endian u64 length, then the JSON header
 # A model file's header lists ~60 tensors in a few KB; a megabyte is far beyond any of ours, and
@@ -34,7 +37,8 @@ SHAPE_KEYS = (  # the model keys that decide the tensors' shapes (the moves-left
 def read_model_shape(path: str | Path) -> dict[str, Any]:
     """The model config a network file's header holds; ValueError saying why it has none."""
     path = Path(path)
-    with path.open("rb") as f:
+    # A regular file only (a FIFO would block the open, a device stream); only the header is read.
+    with open_regular(path, ANY_SIZE, "network file") as f:
         head = f.read(HEADER_LENGTH_BYTES)
         if len(head) < HEADER_LENGTH_BYTES:
             raise ValueError(f"{len(head)} bytes is too short for a network file")
