@@ -91,7 +91,14 @@ ABSURD = st.one_of(
 # their default is a whole number; these default to null and hold this type otherwise; these
 # may also be null; these may be negative (every other number is at least 0).
 NUMBER_KEYS_WITH_WHOLE_DEFAULT = frozenset(
-    {"cluster.lost_after_s", "evaluation.num_cpus", "learner.time_limit_min", "mcts.c_puct_base"}
+    {
+        "cluster.lost_after_s",
+        "evaluation.num_cpus",
+        "learner.time_limit_min",
+        "mcts.c_puct_base",
+        "nneval.gate.sprt.elo0",
+        "nneval.gate.sprt.elo1",
+    }
 )
 NULL_DEFAULT = {
     "cluster.num_cpus": int,
