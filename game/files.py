@@ -42,7 +42,7 @@ def kind_of(mode: int) -> str:
     """What a file of this ``st_mode`` is, in words ("a FIFO")."""
     for test, name in (
         (stat.S_ISLNK, "a symbolic link"),
-        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISDIR, "a directory"),
         (stat.S_ISFIFO, "a FIFO"),
         (stat.S_ISCHR, "a character device"),
         (stat.S_ISBLK, "a block device"),

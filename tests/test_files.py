@@ -47,7 +47,7 @@ def test_only_regular_files_within_their_cap_are_read(tmp_path):
     with sparse.open("wb") as f:
         f.truncate(1 << 40)
     assert refused(sparse).endswith("1099511627776 bytes, over the 100-byte cap")
-    assert refused(tmp_path).endswith("a folder, not a regular file")
+    assert refused(tmp_path).endswith("a directory, not a regular file")
     assert refused("/dev/zero").endswith("a character device, not a regular file")
     link = tmp_path / "link"
     link.symlink_to(fifo)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from game import _core
 from game.egdb import EgdbError, Signature, check_file, signatures
+from game.files import kind_of
 from game.json_header import parse_object
 
 MANIFEST_VERSION = 1
@@ -46,20 +47,6 @@ def manifest_path(folder: str | Path, size: int) -> Path:
     return Path(folder) / f"{size}x{size}.manifest.json"
 
 
-def _kind(mode: int) -> str:
-    for test, text in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISLNK, "a symbolic link"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return text
-    return "not a plain file"
-
-
 def regular_size(path: Path) -> int:
     """The size of a regular file, looked at without opening it or following a link.
 
@@ -72,7 +59,7 @@ def regular_size(path: Path) -> int:
         raise EgdbError(f"endgame database file {path}: cannot stat ({e.strerror})") from None
     if not stat.S_ISREG(st.st_mode):
         raise EgdbError(
-            f"endgame database file {path}: not a regular file ({_kind(st.st_mode)}); "
+            f"endgame database file {path}: not a regular file ({kind_of(st.st_mode)}); "
             "remove it (a build then writes the file in its place)"
         )
     return st.st_size
