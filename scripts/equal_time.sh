@@ -22,6 +22,17 @@
 #   db-network   the database at play, for the network player          67 min
 #   tm-network   the network player's own time management              67 min
 #   t1000        the strongest player against the baseline at 1000 ms  4 h
+#   qs           the alpha-beta's threat quiescence (,qs)               50 min
+#   asp          aspiration windows (,asp)                              50 min
+#   margin       reverse-futility pruning (,margin)                     50 min
+#   lmr          cautious late-move reductions (,lmr)                   50 min
+#   ttkeep       the transposition table kept between moves (,ttkeep)   50 min
+#   tt64         a 64 MB transposition table instead of 16 MB (,tt=64)  50 min
+#   tm           time management itself (,tm) against 200 ms unmanaged 50 min
+#                (not equal time: unmanaged, an iteration starts only with half the time
+#                left, so that player spends about 60% of it)
+# The alpha-beta's search switches (qs ... tt64) become defaults only where their match wins
+# (docs/api.md, "Search switches"). OUT names another folder for the files (runs/equal-time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 games=${1:-312}
@@ -30,7 +41,8 @@ python=${PYTHON:-.venv/bin/python}
 net=game/data/long-320min.safetensors
 egdb_dir=${EGDB_DIR:-egdb}
 egdb_pieces=${EGDB_PIECES:-6}
-out=runs/equal-time
+out=${OUT:-runs/equal-time}
+base=ab+nn:t200,tm  # the strongest player, each switch on against it
 mkdir -p "$out"
 
 # name | player A (the component on) | player B (the same player without it)
@@ -41,7 +53,14 @@ book|$net:t200,book=1|$net:t200,book=0
 solver|$net:t200,solver=1|$net:t200,solver=0
 db-network|$net:t200,egdb=1|$net:t200,egdb=0
 tm-network|$net:t200,tm=1|$net:t200
-t1000|ab+nn:t1000,tm|minimax:t1000"
+t1000|ab+nn:t1000,tm|minimax:t1000
+qs|$base,qs|$base
+asp|$base,asp|$base
+margin|$base,margin|$base
+lmr|$base,lmr|$base
+ttkeep|$base,ttkeep|$base
+tt64|$base,tt=64|$base
+tm|$base|ab+nn:t200"
 
 if (( $# == 0 )); then
     set -- $(cut -d'|' -f1 <<<"$table")
