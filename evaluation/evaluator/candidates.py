@@ -61,5 +61,6 @@ class Candidates:
 
     def version_info(self, version: int) -> dict[str, Any]:
         """Where ``version`` stood in the run (EvalState.version_info), kept once read."""
-        meta = self.ctx.channel.meta(version)
-        return self.ctx.state.version_info(version, meta, self._steps.get(version))
+        return self.ctx.state.version_info(
+            version, lambda: self.ctx.channel.meta(version), self._steps.get(version)
+        )

@@ -119,21 +119,23 @@ class EvalState:
         return infos
 
     def version_info(
-        self, version: int, meta: Mapping[str, Any], step: int | None
+        self, version: int, meta: Callable[[], Mapping[str, Any]], step: int | None
     ) -> dict[str, Any]:
         """``version``'s training step, self-play positions and publication time (unix s),
-        kept in Redis once read: from the weights channel's metadata ``meta``, else (weights
-        published by an older learner) ``step`` from the weights' header and the time now."""
+        kept in Redis once read: from the weights channel's metadata (``meta()``, read only
+        when nothing is kept yet), else (weights published by an older learner) ``step`` from
+        the weights' header and the time now."""
         raw = self.client.hget(versions_key(self.ns), str(version))
         if raw is not None:
             with contextlib.suppress(ValueError, TypeError):
                 return dict(json.loads(raw))
+        published = meta()
         info = {
-            "step": meta.get("step", step),
-            "positions": meta.get("positions"),
-            "t": meta.get("t", round(time.time(), 3)),
+            "step": published.get("step", step),
+            "positions": published.get("positions"),
+            "t": published.get("t", round(time.time(), 3)),
         }
-        if (run_s := seconds(meta.get("run_s"))) is not None:  # the run's own clock
+        if (run_s := seconds(published.get("run_s"))) is not None:  # the run's own clock
             info["run_s"] = run_s
         self.client.hset(versions_key(self.ns), str(version), json.dumps(info))
         return info
