@@ -74,6 +74,10 @@ RESUMABLE = (
     "evaluation.torch_threads",
     "evaluation.num_cpus",
     "evaluation.poll_s",
+    "nneval.generations",
+    "nneval.selfplay.actors",
+    "nneval.train.threads",
+    "nneval.gate.parallel",
     "logging.*",
     "cluster.*",
 )
