@@ -75,6 +75,7 @@ RESUMABLE = (
     "evaluation.num_cpus",
     "evaluation.poll_s",
     "nneval.generations",
+    "nneval.positions",
     "nneval.selfplay.actors",
     "nneval.train.threads",
     "nneval.gate.parallel",

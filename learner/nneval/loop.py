@@ -57,6 +57,7 @@ from learner.run_services import ensure_egdb
 
 logger = logging.getLogger(__name__)
 
+PROGRESS_S = 60.0  # seconds between the self-play phase's progress lines
 LOSS_CSV = "nneval_loss.csv"  # one row per epoch of every generation's training
 ELO_CSV = "nneval_elo.csv"  # one row per generation: positions, gate, chained Elo
 ELO_PNG = "nneval_elo.png"  # the best's chained Elo against generation ...
@@ -95,6 +96,15 @@ def generation_seed(cfg: DictConfig, g: int) -> int:
     return int(cfg.seed) * 1_000 + g
 
 
+def generation_target(cfg: DictConfig, lineage: Lineage, g: int) -> int:
+    """The positions generation ``g`` stores: what its record says it stored when it has one
+    (played again on another disk, it stops where it stopped), else ``nneval.positions``."""
+    records = lineage.records()
+    if g < len(records):
+        return int(records[g]["positions"])
+    return int(cfg.nneval.positions)
+
+
 def open_generation(
     stream: PositionStream, folder: Path, g: int, target: int, version: int
 ) -> None:
@@ -108,6 +118,41 @@ def open_generation(
         if len(rows):
             next_game = max(next_game, int(rows["game"].max()) + 1)
     stream.begin(g, target, version, on_disk=count_rows(paths), next_game=next_game)
+
+
+class SelfPlayProgress:
+    """A line every ``every_s`` while a generation's self-play runs: positions kept of the
+    target, their rate since the last line, games, duplicates dropped and the ETA."""
+
+    def __init__(self, g: int, target: int, start: Any, every_s: float = PROGRESS_S) -> None:
+        self.g, self.target, self.every_s = g, target, every_s
+        self.t = time.monotonic()
+        self.positions, self.games, self.duplicates = start.positions, start.games, start.duplicates
+
+    def report(self, state: Any) -> None:
+        now = time.monotonic()
+        if now - self.t < self.every_s:
+            return
+        rate = (state.positions - self.positions) / (now - self.t)
+        games = (state.games - self.games) / (now - self.t)
+        new = state.positions - self.positions
+        dup = state.duplicates - self.duplicates
+        left = max(self.target - state.positions, 0)
+        eta = time.strftime("%H:%M:%S", time.gmtime(left / rate)) if rate > 0 else "?"
+        logger.info(
+            "generation %d self-play: %s/%s positions (%.1f%%), %s positions/s, %.1f games/s, "
+            "%.1f%% duplicates dropped, ETA %s",
+            self.g,
+            f"{state.positions:,}",
+            f"{self.target:,}",
+            100.0 * state.positions / max(self.target, 1),
+            f"{rate:,.0f}",
+            games,
+            100.0 * dup / max(dup + new, 1),
+            eta,
+        )
+        self.t, self.positions = now, state.positions
+        self.games, self.duplicates = state.games, state.duplicates
 
 
 def selfplay_phase(
@@ -126,9 +171,11 @@ def selfplay_phase(
     going) play while the generation is open."""
     stop = stop or threading.Event()
     open_generation(stream, folder, g, target, version)
+    progress = SelfPlayProgress(g, target, stream.state())
     while not stop.is_set():
         tick()
         state = stream.state()
+        progress.report(state)
         if stream.backlog() >= shard_items:
             drain(stream, folder, shard_items)
         if state.positions >= target:
@@ -211,7 +258,7 @@ class NNEvalRun(Run):
                 "selfplay": OmegaConf.to_container(nc.selfplay, resolve=True),
             },
         )
-        target = int(nc.positions)
+        target = generation_target(self.cfg, lineage, g)
         have = count_rows(shard_files(folder))
         if have >= target:
             return folder, have
@@ -262,7 +309,7 @@ class NNEvalRun(Run):
             for h in range(max(0, g - int(nc.train.window) + 1), g + 1)
         ]
         for h, wfolder in zip(range(max(0, g - int(nc.train.window) + 1), g), window, strict=False):
-            if count_rows(shard_files(wfolder)) < int(nc.positions):
+            if count_rows(shard_files(wfolder)) < generation_target(cfg, lineage, h):
                 self._data(h, lineage, stream)  # lost with another machine: played again
         paths = [p for f in window for p in shard_files(f)]
         parent_path = lineage.best_before(g)
