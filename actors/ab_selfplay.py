@@ -57,6 +57,11 @@ class ABSettings:
 
     depth: int = 6  # plies of the fixed-depth search per move
     random_plies: int = 4  # seeded random plies after the ballot
+    # Seeded random moves scattered over the plies before random_until (the positions they are
+    # played from are not stored): without them, games from the same few thousand openings
+    # soon meet the same positions and the fixed-depth search replays them.
+    random_moves: int = 0
+    random_until: int = 40
     max_plies: int = 300  # a game still going here is a draw
     tt_mb: int = 1  # transposition table per search (MB)
     size: int = 8
@@ -66,6 +71,8 @@ class ABSettings:
         return cls(
             depth=int(sp["depth"]),
             random_plies=int(sp["random_plies"]),
+            random_moves=int(sp["random_moves"]),
+            random_until=int(sp["random_until"]),
             max_plies=int(sp["max_plies"]),
             tt_mb=int(sp["tt_mb"]),
             size=size,
@@ -88,7 +95,8 @@ def play_ab_game(
     start: _core.Game | None = None,
 ) -> np.ndarray:
     """The labelled quiet positions of one self-play game (rows of ``POSITION_DTYPE``), from a
-    seeded ballot and random plies, or from ``start`` as it is (tests)."""
+    seeded ballot and random plies, or from ``start`` as it is (tests); with ``random_moves``,
+    that many seeded random moves at seeded plies before ``random_until`` (none from ``start``)."""
     rng = np.random.default_rng([seed, generation, game_id])
     if start is not None:
         game = start.copy()
@@ -99,6 +107,11 @@ def play_ab_game(
         if not moves or game.result() != 0:
             break
         game.make(moves[int(rng.integers(len(moves)))])
+    scattered: set[int] = set()
+    if start is None and settings.random_until > game.ply and settings.random_moves > 0:
+        plies = np.arange(game.ply, settings.random_until)
+        picked = rng.choice(plies, size=min(settings.random_moves, len(plies)), replace=False)
+        scattered = {int(p) for p in picked}
     rows: list[tuple[int, int, int, int, int, int]] = []  # black, white, kings, score, ply, flags
     result_for_black: int | None = None
     while game.result() == 0:
@@ -115,6 +128,9 @@ def play_ab_game(
                     )
                 result_for_black = -mover_result if game.white_to_move else mover_result
                 break
+        if game.ply in scattered:
+            game.make(moves[int(rng.integers(len(moves)))])
+            continue
         found = _core.alphabeta_search(game, settings.depth, 0, None, settings.tt_mb, None, weights)
         if quiet:
             score = max(-SCORE_LIMIT, min(SCORE_LIMIT, int(found.score)))

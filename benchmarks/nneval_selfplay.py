@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; one process, one core")
     ab = alphabeta_rate(cfg, args.seconds)
     print(
-        f"alpha-beta self-play (depth {sp.depth}, {sp.random_plies} random plies, database "
+        f"alpha-beta self-play (depth {sp.depth}, {sp.random_plies} random plies, "
+        f"{sp.random_moves} random moves before ply {sp.random_until}, database "
         f"{ab['egdb_pieces'] or 'off'} pieces): {ab['games']} games, "
         f"{ab['labelled_per_s']:,.0f} labelled positions/s, {ab['kept_per_s']:,.0f} kept after "
         f"deduplication, {ab['ms_per_move']:.2f} ms a move"

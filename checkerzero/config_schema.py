@@ -493,6 +493,8 @@ SCHEMA: dict[str, Rule] = {
     "nneval.selfplay.actors": Maybe(Int(1, 100_000)),
     "nneval.selfplay.depth": Int(1, 64),  # the alpha-beta's deepest iteration (kMaxSearchDepth)
     "nneval.selfplay.random_plies": Int(0, 64),  # past 64 most games are over
+    "nneval.selfplay.random_moves": Int(0, 64),
+    "nneval.selfplay.random_until": Int(0, 10_000),
     "nneval.selfplay.max_plies": Int(10, 10_000),
     "nneval.selfplay.tt_mb": Int(1, 65_536),
     "nneval.selfplay.openings": OneOf(OPENING_KINDS),

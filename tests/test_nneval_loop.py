@@ -155,6 +155,8 @@ def _worker_cfg(server, tmp_path: Path) -> dict:
             "selfplay": {
                 "depth": 2,
                 "random_plies": 4,
+                "random_moves": 2,
+                "random_until": 20,
                 "max_plies": 100,
                 "tt_mb": 1,
                 "openings": "deck",
@@ -288,3 +290,46 @@ def test_a_lost_generation_is_played_again_identically_and_lineages_do_not_mix(
     shards.claim_folder(tmp_path / "gen-002", source)  # the same lineage: accepted
     with pytest.raises(shards.ShardError, match=r"gen-002/source.json: positions of another"):
         shards.claim_folder(tmp_path / "gen-002", source | {"parent_sha256": "b" * 64})
+
+
+def test_selfplay_progress_line_names_positions_rate_duplicates_and_eta(caplog, monkeypatch):
+    from checkerzero.store.positions import StreamState
+    from learner.nneval import loop
+
+    def state(positions: int, games: int, duplicates: int) -> StreamState:
+        return StreamState(0, 1000, positions, games, duplicates, 0, 0, 0, 0, "id")
+
+    clock = iter([100.0, 110.0, 110.5])
+    monkeypatch.setattr(loop.time, "monotonic", lambda: next(clock))
+    progress = loop.SelfPlayProgress(3, 1000, state(100, 2, 0), every_s=5.0)
+    with caplog.at_level("INFO", logger=loop.__name__):
+        progress.report(state(600, 12, 500))  # 10 s later: 50 positions/s, 500 of 1,000 dropped
+        progress.report(state(700, 13, 500))  # 0.5 s later: too soon for another line
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "generation 3 self-play: 600/1,000 positions (60.0%), 50 positions/s, 1.0 games/s, "
+        "50.0% duplicates dropped, ETA 00:00:08"
+    ]
+
+
+def test_scattered_random_moves_make_games_differ_and_stay_seeded() -> None:
+    """Games from the same ballot and exits that differ only in their scattered random moves part
+    before random_until; the same seed gives the same game, and the positions a random move was
+    played from are not stored."""
+    net, _ = random_net(8, seed=1)
+    core = net.core()
+    deck = load_openings("deck", 8)[:1]  # one ballot: the openings alone cannot tell games apart
+    plain = ABSettings(depth=2, random_plies=0)
+    scattered = ABSettings(depth=2, random_plies=0, random_moves=4, random_until=30)
+
+    def positions(settings: ABSettings, game_id: int) -> list[tuple[int, int, int]]:
+        rows = play_ab_game(core, deck, settings, seed=3, generation=0, game_id=game_id)
+        return [(int(r["black"]), int(r["white"]), int(r["ply"])) for r in rows]
+
+    same = {tuple(positions(plain, i)) for i in range(4)}
+    assert len(same) == 1  # a fixed-depth search from one start replays one game
+    games = [positions(scattered, i) for i in range(4)]
+    assert len({tuple(g) for g in games}) == 4
+    assert games[0] == positions(scattered, 0)
+    stored_plies = {p for _, _, p in games[0] if p < 30}
+    assert len(stored_plies) <= 30 - 4  # four plies of the first thirty were random moves
