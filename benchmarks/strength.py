@@ -231,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             import ray
 
-            from checkerzero.cluster.start import start_ray
+            from checkerzero.cluster.start import start_ray, stop_ray
 
             if not ray.is_initialized():
                 # Started once here, so its workers (and their torch import) serve every match.
@@ -245,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(args, budgets_list)
     finally:
         if started_ray:
-            ray.shutdown()
+            stop_ray()
 
 
 def run(args: argparse.Namespace, budgets_list: list[int]) -> int:

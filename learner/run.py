@@ -35,7 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from actors.pool import ActorPool
 from checkerzero.cluster.preflight import check_cluster
-from checkerzero.cluster.start import start_ray
+from checkerzero.cluster.start import start_ray, stop_ray
 from checkerzero.metrics import MetricsLogger
 from checkerzero.revision import git_revision
 from checkerzero.run_files import (
@@ -141,7 +141,7 @@ class Run(RunReports):
                     raise
         finally:
             if started_ray:
-                ray.shutdown()
+                stop_ray()
 
     def _join_cluster(self) -> bool:
         """Ray (joined or started; True if started here), then the cluster's preflight."""

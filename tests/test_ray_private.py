@@ -5,7 +5,7 @@
 2. A program's private Ray is not joined by a second program asking for "auto" (Ray's own
    "auto" finds it by scanning the process table): each starts its own.
 3. A joined cluster that goes away ends the joiner with one line within seconds, not after
-   Ray's minute of retries.
+   Ray's minute of retries; a private Ray stopped with `stop_ray` leaves no token behind.
 4. (slow) Two smoke learners and a two-worker match started in overlapping order on one
    machine: each finishes, each on its own Ray.
 
@@ -171,6 +171,31 @@ start_ray({address!r}, log_to_driver=False, lost_after_s={lost})
 print("JOINED", flush=True)
 time.sleep(600)
 """
+
+
+STOPPER = """
+import os, ray
+from checkerzero.cluster.start import TOKEN_VAR, start_ray, stop_ray
+assert start_ray("local", num_cpus=1, log_to_driver=False)
+had = bool(os.environ.get(TOKEN_VAR))
+stop_ray()
+print("RESULT", had, TOKEN_VAR in os.environ, ray.is_initialized(), flush=True)
+"""
+
+
+def test_stopping_a_private_ray_forgets_its_token(ray_tmp: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    out = subprocess.run(
+        [sys.executable, "-c", STOPPER],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT_S,
+        start_new_session=True,
+    )
+    # it had a token of its own while it ran, none after, and no Ray
+    assert "RESULT True False False" in out.stdout, out.stdout + out.stderr[-3000:]
 
 
 def test_a_cluster_that_goes_away_ends_the_joiner_with_one_line(ray_tmp: Path) -> None:

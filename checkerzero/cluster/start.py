@@ -225,6 +225,17 @@ def start_ray(
     return True
 
 
+def stop_ray() -> None:
+    """Shuts down the Ray `start_ray` started or joined, and forgets a private Ray's token: a
+    later Ray of this process, or a program it starts, gets a token of its own."""
+    import ray
+
+    ray.shutdown()
+    while _watches:
+        _watches.pop().stop()
+    _drop_private_token()
+
+
 # The watchers of the local Rays this process started, held for the life of the process: a
 # watcher's pipe closing (this process gone, or a later start_ray) is what tells it to act.
 _reapers: list[subprocess.Popen[bytes]] = []

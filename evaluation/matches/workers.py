@@ -20,7 +20,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from typing import Any
 
-from checkerzero.cluster.start import start_ray
+from checkerzero.cluster.start import start_ray, stop_ray
 from evaluation.matches.games import (
     DEFAULT_MAX_PLIES,
     PairPlan,
@@ -261,4 +261,4 @@ def _run_on_ray(
             finished(ray.get(ready[0], timeout=timeout_s))
     finally:
         if owned:
-            ray.shutdown()
+            stop_ray()
