@@ -499,6 +499,10 @@ SCHEMA: dict[str, Rule] = {
     "nneval.selfplay.tt_mb": Int(1, 65_536),
     "nneval.selfplay.openings": OneOf(OPENING_KINDS),
     "nneval.selfplay.egdb": Flag(),
+    "nneval.check.pairs": Int(0, 100_000),
+    "nneval.check.plies": Int(1, 64),
+    "nneval.check.depth": Int(1, 64),
+    "nneval.check.max_plies": Int(10, 10_000),
     "nneval.dedup.bits_log2": Int(8, 32),  # a Redis bitmap holds at most 2^32 bits
     "nneval.dedup.probes": Int(1, 32),
     "nneval.train.window": Int(1, 1000),

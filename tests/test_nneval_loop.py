@@ -244,6 +244,10 @@ def _loop_cfg(config, tmp: Path, lineage: str, flip: bool):
         "nneval.gate.max_plies=120",
         "nneval.gate.sprt.elo1=100",
         "nneval.gate.sprt.max_games=100",
+        "nneval.check.pairs=6",
+        "nneval.check.plies=4",
+        "nneval.check.depth=2",
+        "nneval.check.max_plies=120",
         "logging.wandb.mode=disabled",
     )
 
@@ -254,6 +258,8 @@ def test_the_loop_stores_trains_gates_and_promotes_a_generation(config, tmp_path
     summary = run(_loop_cfg(config, tmp_path, "lineage", flip=False))
     (rec,) = summary["generations"]
     assert rec["positions"] >= 3000 and rec["promoted"] and rec["gate"]["decision"] == "accept"
+    # checked from openings outside the training data too: a pair from each, and it wins there
+    assert rec["check"]["games"] == 12 and rec["check"]["elo"] > 0
     lineage = Lineage(tmp_path / "lineage")
     assert lineage.records()[0]["candidate_sha256"] == rec["candidate_sha256"]
     cand = nneval.load(lineage.candidate_path(0))
@@ -333,3 +339,28 @@ def test_scattered_random_moves_make_games_differ_and_stay_seeded() -> None:
     assert games[0] == positions(scattered, 0)
     stored_plies = {p for _, _, p in games[0] if p < 30}
     assert len(stored_plies) <= 30 - 4  # four plies of the first thirty were random moves
+
+
+def test_the_check_openings_are_positions_no_generation_stored(client) -> None:
+    from game.openings import random_openings
+    from learner.nneval.gating import unseen_openings
+
+    stream = PositionStream(client, "chk", bits_log2=TINY_BITS + 4, probes=5)
+    stream.begin(0, 0, 0)
+    every = random_openings(8, plies=4, count=64, seed=9)
+
+    def rows_of(openings) -> np.ndarray:
+        rows = np.zeros(len(openings), POSITION_DTYPE)
+        for i, o in enumerate(openings):
+            g = o.start_game()
+            rows[i]["black"], rows[i]["white"], rows[i]["kings"] = g.black, g.white, g.kings
+            rows[i]["flags"] = FLAG_WHITE_TO_MOVE if g.white_to_move else 0
+        return rows
+
+    fresh = unseen_openings(stream.stored, 8, count=64, plies=4, seed=9)
+    assert len(fresh) == 64 and [o.moves for o in fresh] == [o.moves for o in every]
+    stream.remember(rows_of(every[:40]))  # a generation stored these
+    assert stream.stored(rows_of(every[:40])).all()
+    left = unseen_openings(stream.stored, 8, count=64, plies=4, seed=9)
+    assert not {o.moves for o in left} & {o.moves for o in every[:40]}
+    assert not stream.stored(rows_of(left)).any() and len(left) > 24

@@ -258,6 +258,16 @@ class PositionStream:
                 pipe.setbit(self.seen, off, 1)
             pipe.execute()
 
+    def stored(self, rows: np.ndarray) -> np.ndarray:
+        """Whether each row's position is in the run's filter (stored by some generation, or a
+        false positive at the filter's stated rate): a bool per row."""
+        offsets = bloom_offsets(position_hashes(rows), self.bits_log2, self.probes)
+        pipe = self.r.pipeline(transaction=False)
+        for off in offsets.ravel().tolist():
+            pipe.getbit(self.seen, off)
+        bits = np.array(pipe.execute(), dtype=bool).reshape(offsets.shape)
+        return bits.all(axis=1)
+
     def publish_eval(self, version: int, data: bytes) -> None:
         self.r.set(nneval_eval_key(self.ns, version), data)
         if version - EVAL_KEEP >= 0:

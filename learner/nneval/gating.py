@@ -14,21 +14,26 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import ray
 
+from checkerzero.store.positions import FLAG_WHITE_TO_MOVE, POSITION_DTYPE
 from evaluation.matches.games import play_pair, schedule
 from evaluation.matches.gate import gate_pair_limit, sprt_from_config
 from evaluation.matches.records import PairRecord
 from evaluation.players.alphabeta import MinimaxPlayer
 from evaluation.stats.elo import match_elo
 from evaluation.stats.sprt import CONTINUE, GateDecision
-from game.openings import load_openings
+from game.openings import Opening, load_openings, random_openings
 
 logger = logging.getLogger(__name__)
+
+PROGRESS_S = 60.0  # seconds between the gate's progress lines
 
 
 def _player(data: bytes, folder: str, name: str, g: Mapping[str, Any]) -> MinimaxPlayer:
@@ -58,6 +63,40 @@ def _pair_task(
         return play_pair(a, b, opening, index, max_plies=int(g["max_plies"]), size=size)
 
 
+class GateProgress:
+    """A line every ``every_s`` while the gate plays: games of the most, W/D/L, the score,
+    the Elo with its interval and the SPRT's log-likelihood ratio between its bounds."""
+
+    def __init__(self, most: int, every_s: float = PROGRESS_S) -> None:
+        self.most, self.every_s = most, every_s
+        self.t = time.monotonic()
+
+    def report(self, sprt: Any) -> None:
+        now = time.monotonic()
+        if now - self.t < self.every_s or not sprt.games:
+            return
+        self.t = now
+        w, d, losses = sprt.wdl
+        elo = match_elo(w, d, losses)
+        lower, upper = sprt.bounds
+        logger.info(
+            "gate: %d/%d games, +%d =%d -%d (%.1f%%), Elo %+.0f [%+.0f, %+.0f], "
+            "LLR %.2f in [%.2f, %.2f]",
+            sprt.games,
+            self.most,
+            w,
+            d,
+            losses,
+            100.0 * (w + d / 2) / sprt.games,
+            elo.elo,
+            elo.elo_lower,
+            elo.elo_upper,
+            sprt.llr,
+            lower,
+            upper,
+        )
+
+
 def parallel_pairs(g: Mapping[str, Any]) -> int:
     if g.get("parallel"):
         return int(g["parallel"])
@@ -79,6 +118,7 @@ def gate_generation(
     done: dict[int, PairRecord] = {}
     fed = 0
     nxt = 0
+    progress = GateProgress(len(plan) * 2)
     while sprt.status == CONTINUE and fed < len(plan):
         while nxt < len(plan) and len(running) < width:
             running[nxt] = _pair_task.remote(cand_ref, best_ref, plan[nxt], nxt, gd, size)
@@ -96,6 +136,7 @@ def gate_generation(
                 sprt.add_game(first)
                 sprt.add_game(second)
             fed += 1
+            progress.report(sprt)
     for ref in running.values():
         ray.cancel(ref, force=True)
     decision = sprt.decision(truncate=sprt.status == CONTINUE)
@@ -119,3 +160,56 @@ def gate_generation(
         stats["elo_upper"],
     )
     return decision, stats
+
+
+def unseen_openings(stored: Any, size: int, *, count: int, plies: int, seed: int) -> list[Opening]:
+    """Up to ``count`` distinct openings of ``plies`` seeded random moves from the initial
+    position whose position no generation stored (``stored``: rows -> bool per row, the run's
+    deduplication filter), so the check plays from positions the evaluation never trained on."""
+    candidates = random_openings(size, plies=plies, count=count * 8, seed=seed)
+    rows = np.zeros(len(candidates), POSITION_DTYPE)
+    for i, opening in enumerate(candidates):
+        g = opening.start_game()
+        rows[i]["black"], rows[i]["white"], rows[i]["kings"] = g.black, g.white, g.kings
+        rows[i]["flags"] = FLAG_WHITE_TO_MOVE if g.white_to_move else 0
+    fresh = ~stored(rows) if len(rows) else np.zeros(0, bool)
+    return [o for o, new in zip(candidates, fresh, strict=True) if new][:count]
+
+
+def check_generation(
+    candidate: bytes, best: bytes, openings: list[Opening], check: Mapping[str, Any], size: int
+) -> dict[str, float]:
+    """Every pair of ``openings`` played by the candidate against the best at a fixed depth
+    (``check``: the config's ``nneval.check``), on Ray, both colours: its W/D/L and Elo."""
+    g = {"depth": int(check["depth"]), "time_ms": 0, "time_management": False}
+    g["max_plies"] = int(check["max_plies"])
+    cand_ref, best_ref = ray.put(candidate), ray.put(best)
+    refs = [_pair_task.remote(cand_ref, best_ref, o, i, g, size) for i, o in enumerate(openings)]
+    wdl = [0, 0, 0]
+    for pair in ray.get(refs):
+        for points in pair.a_game_points():
+            wdl[{1.0: 0, 0.5: 1, 0.0: 2}[points]] += 1
+    w, d, losses = wdl
+    elo = match_elo(w, d, losses) if w + d + losses else None
+    out = {
+        "games": float(w + d + losses),
+        "wins": float(w),
+        "draws": float(d),
+        "losses": float(losses),
+        "elo": elo.elo if elo else 0.0,
+        "elo_lower": elo.elo_lower if elo else 0.0,
+        "elo_upper": elo.elo_upper if elo else 0.0,
+    }
+    logger.info(
+        "check from %d openings no generation trained on, depth %d: +%d =%d -%d, Elo %+.0f "
+        "[%+.0f, %+.0f]",
+        len(openings),
+        g["depth"],
+        w,
+        d,
+        losses,
+        out["elo"],
+        out["elo_lower"],
+        out["elo_upper"],
+    )
+    return out

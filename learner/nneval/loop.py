@@ -39,7 +39,7 @@ from checkerzero.metrics import MetricsLogger
 from checkerzero.store.positions import PositionStream
 from game import nneval
 from learner.nneval.fit import FitSettings, fit
-from learner.nneval.gating import gate_generation
+from learner.nneval.gating import check_generation, gate_generation, unseen_openings
 from learner.nneval.lineage import Lineage, sha256, weights_digest
 from learner.nneval.model import NNEvalModel
 from learner.nneval.shards import (
@@ -336,6 +336,16 @@ class NNEvalRun(Run):
             candidate, parent_path.read_bytes(), nc.gate, size, generation_seed(cfg, g)
         )
         promoted = decision.decision == "accept"
+        check = None
+        if int(nc.check.pairs) > 0:
+            openings = unseen_openings(
+                stream.stored,
+                size,
+                count=int(nc.check.pairs),
+                plies=int(nc.check.plies),
+                seed=generation_seed(cfg, g),
+            )
+            check = check_generation(candidate, parent_path.read_bytes(), openings, nc.check, size)
         best_elo = lineage.best_elo_before(g) + (stats["elo"] if promoted else 0.0)
         total = lineage.positions_before(g) + positions
         record = {
@@ -359,10 +369,11 @@ class NNEvalRun(Run):
             }
             | stats,
             "promoted": promoted,
+            "check": check,
             "best_elo": best_elo,
             "settings": {
                 k: OmegaConf.to_container(nc[k], resolve=True)
-                for k in ("selfplay", "train", "gate")
+                for k in ("selfplay", "train", "gate", "check")
             }
             | {"positions": int(nc.positions)},
             "run": self.run_dir.name,
