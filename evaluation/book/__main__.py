@@ -1,5 +1,6 @@
-"""``python -m evaluation.book build|show``: build a network's opening book, or check one and say
-what it holds (``evaluation.book``'s docstring)."""
+"""``python -m evaluation.book build|show``: build an opening book (a network's, or with
+``--evaluation`` the fast alpha-beta player's), or check one and say what it holds
+(``evaluation.players.book``'s docstring)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from collections import defaultdict
 from pathlib import Path
 
 from evaluation.book.build import (
+    DEFAULT_AB_DEPTH,
     DEFAULT_MIN_GAMES,
     DEFAULT_PLIES,
     DEFAULT_SELFPLAY_PLIES,
     DEFAULT_SIMULATIONS,
+    build_alphabeta_book,
     build_book,
 )
 from evaluation.players.book import load_book
@@ -24,9 +27,17 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m evaluation.book", description="Build or check an opening book."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="build a network's book")
-    b.add_argument("--network", required=True, help="the network's .safetensors file")
-    b.add_argument("--out", help="the book file (default: <network stem>.book.json beside it)")
+    b = sub.add_parser("build", help="build a network's or the fast player's book")
+    whose = b.add_mutually_exclusive_group(required=True)
+    whose.add_argument("--network", help="the network's .safetensors file (MCTS searches)")
+    whose.add_argument(
+        "--evaluation",
+        help="a learned evaluation file of the ab+nn player (its alpha-beta searches; "
+        "game/data/nneval-v1.safetensors is the shipped one)",
+    )
+    b.add_argument("--out", help="the book file (default: <stem>.book.json beside the file)")
+    b.add_argument("--depth", type=int, default=DEFAULT_AB_DEPTH, help="--evaluation: search depth")
+    b.add_argument("--workers", type=int, default=1, help="--evaluation: processes")
     b.add_argument("--sims", type=int, default=DEFAULT_SIMULATIONS, help="visits per position")
     b.add_argument("--plies", type=int, default=DEFAULT_PLIES, help="book moves per ballot line")
     b.add_argument("--selfplay", action="append", default=[], help="a run's selfplay.pdn")
@@ -41,7 +52,9 @@ def main(argv: list[str] | None = None) -> None:
     b.add_argument("--threads", type=int, default=None, help="torch threads")
     s = sub.add_parser("show", help="check a book and print what it holds")
     s.add_argument("book")
-    s.add_argument("--network", help="also check that it was built for this network file")
+    s.add_argument(
+        "--network", help="also check that it was built for this network or evaluation file"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
@@ -53,6 +66,25 @@ def main(argv: list[str] | None = None) -> None:
             ):
                 if value < 0:
                     raise ValueError(f"{name} must be at least 0, got {value}")
+            if args.evaluation is not None:
+                if not 1 <= args.depth <= 64 or args.workers < 1:
+                    raise ValueError(
+                        f"--depth must be 1..64 and --workers at least 1, got {args.depth} "
+                        f"and {args.workers}"
+                    )
+                if not Path(args.evaluation).is_file():
+                    raise ValueError(f"evaluation {args.evaluation} not found")
+                build_alphabeta_book(
+                    args.evaluation,
+                    args.out,
+                    depth=args.depth,
+                    plies=args.plies,
+                    replies=args.replies,
+                    openings=acf_deck()[: args.ballots] if args.ballots else None,
+                    workers=args.workers,
+                    progress=print,
+                )
+                return
             if not Path(args.network).is_file():
                 raise ValueError(f"network {args.network} not found")
             build_book(

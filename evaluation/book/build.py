@@ -7,13 +7,17 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from evaluation.players.alphabeta import alphabeta
 from evaluation.players.book import book_path, write_book
 from evaluation.players.defaults import default_mcts_settings
 from evaluation.players.network import load_network
+from game import nneval
 from game.mcts import Inference, new_search, search
 from game.openings import Opening, acf_deck
 from game.pdn import iter_pdn
@@ -25,6 +29,7 @@ logger = logging.getLogger(__name__)
 # core.
 DEFAULT_SIMULATIONS = 400  # visits per book position: twice a 200-simulation match move
 DEFAULT_PLIES = 2  # book moves per ballot line (the ballot's position and the reply after it)
+DEFAULT_AB_DEPTH = 18  # the fast player's book: its search depth (a 200 ms move reaches 11-14)
 DEFAULT_SELFPLAY_PLIES = 16  # plies of each self-play game whose positions are counted
 DEFAULT_MIN_GAMES = 8  # games a position (and its move) must be seen in to enter the book
 # Leaves of one tree per forward pass while building: the ballots are searched side by side.
@@ -69,21 +74,25 @@ def searched_moves(
     return [(starts[i].move_of(actions[i]), wdl[i]) for i in range(len(positions))]
 
 
-def search_entries(
+# A book position's move and what its entry records beside it (source, visits, depth, score...).
+Chooser = Callable[[list[Position]], list[tuple[Move, dict[str, Any]]]]
+
+
+def line_entries(
     openings: Iterable[Opening],
-    inference: Inference,
+    choose: Chooser,
     *,
-    simulations: int = DEFAULT_SIMULATIONS,
-    plies: int = DEFAULT_PLIES,
-    mcts_settings: Mapping[str, Any],
+    plies: int,
     replies: bool = False,
     progress: Any = logger.info,
+    what: str = "",
 ) -> dict[str, dict[str, Any]]:
-    """Entries from searches along each opening's main line, ``plies`` book moves deep (a
-    position with one legal move is followed but gets no entry). ``replies``: also every
-    position one move away from the line (each move of the side the book did not just play
-    for, the ballot's position included), so that the book answers whichever colour it plays
-    and whatever the opponent chose; about eight times the positions a ply."""
+    """Entries along each opening's main line, ``plies`` book moves deep, each position's move
+    from ``choose`` (all of a ply's positions at once); a position with one legal move is
+    followed but gets no entry. ``replies``: also every position one move away from the line
+    (each move of the side the book did not just play for, the ballot's position included), so
+    that the book answers whichever colour it plays and whatever the opponent chose; about
+    eight times the positions a ply."""
 
     def add(pos: Position, with_replies: bool) -> None:
         frontier.setdefault(pos.fen(), pos)
@@ -103,22 +112,107 @@ def search_entries(
         if not todo:
             break
         start = time.perf_counter()
-        found = searched_moves(todo, inference, simulations, mcts_settings)
+        found = choose(todo)
         searched.update(p.fen() for p in todo)
         frontier = {}
-        for pos, (move, wdl) in zip(todo, found, strict=True):
+        for pos, (move, fields) in zip(todo, found, strict=True):
             if len(pos.legal_moves()) > 1:  # a forced move needs no book, its line does
-                entries[pos.fen()] = {"move": str(move), "source": "search", "visits": simulations}
-                if wdl is not None:
-                    entries[pos.fen()]["wdl"] = wdl
+                entries[pos.fen()] = {"move": str(move), **fields}
             after = pos.copy()
             after.play(move)
             add(after, replies)
         progress(
             f"book: ply {ply + 1}/{plies}: {len(todo)} positions searched "
-            f"({simulations} simulations each) in {time.perf_counter() - start:.0f} s"
+            f"({what}) in {time.perf_counter() - start:.0f} s"
         )
     return entries
+
+
+def search_entries(
+    openings: Iterable[Opening],
+    inference: Inference,
+    *,
+    simulations: int = DEFAULT_SIMULATIONS,
+    plies: int = DEFAULT_PLIES,
+    mcts_settings: Mapping[str, Any],
+    replies: bool = False,
+    progress: Any = logger.info,
+) -> dict[str, dict[str, Any]]:
+    """The network's entries (`line_entries`): each move the most visited of a search of
+    ``simulations`` visits, with the root's win/draw/loss."""
+
+    def choose(todo: list[Position]) -> list[tuple[Move, dict[str, Any]]]:
+        found = searched_moves(todo, inference, simulations, mcts_settings)
+        out = []
+        for move, wdl in found:
+            fields: dict[str, Any] = {"source": "search", "visits": simulations}
+            if wdl is not None:
+                fields["wdl"] = wdl
+            out.append((move, fields))
+        return out
+
+    return line_entries(
+        openings,
+        choose,
+        plies=plies,
+        replies=replies,
+        progress=progress,
+        what=f"{simulations} simulations each",
+    )
+
+
+_AB_CORES: dict[str, Any] = {}  # a worker's loaded evaluation, by path
+
+
+def _ab_search(job: tuple[str, str, int, int]) -> tuple[str, int, int, int]:
+    """One book position's alpha-beta search in a worker: (move, score, depth, nodes)."""
+    evaluation, fen, size, depth = job
+    if evaluation not in _AB_CORES:
+        _AB_CORES[evaluation] = nneval.load_core(evaluation)
+    found = alphabeta(
+        Position.from_fen(fen, size), depth=depth, nneval=_AB_CORES[evaluation], tt_mb=64
+    )
+    return str(found.move), int(found.score), int(found.depth), int(found.nodes)
+
+
+def alphabeta_entries(
+    openings: Iterable[Opening],
+    evaluation: str | Path,
+    *,
+    depth: int = DEFAULT_AB_DEPTH,
+    plies: int = DEFAULT_PLIES,
+    replies: bool = False,
+    workers: int = 1,
+    progress: Any = logger.info,
+) -> dict[str, dict[str, Any]]:
+    """The fast player's entries (`line_entries`): each move that of the alpha-beta with the
+    learned evaluation ``evaluation`` at the fixed ``depth`` (deterministic), with its score in
+    centi-men for the mover; positions searched side by side in ``workers`` processes."""
+    evaluation = str(evaluation)
+    nneval.load(evaluation)  # a bad file is refused here, in one line, not in a worker
+
+    def choose(todo: list[Position]) -> list[tuple[Move, dict[str, Any]]]:
+        jobs = [(evaluation, p.fen(), p.size, depth) for p in todo]
+        if workers > 1:
+            with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+                found = list(pool.map(_ab_search, jobs))
+        else:
+            found = [_ab_search(job) for job in jobs]
+        out = []
+        for pos, (text, score, reached, nodes) in zip(todo, found, strict=True):
+            move = next(m for m in pos.legal_moves() if str(m) == text)
+            fields = {"source": "alphabeta", "depth": reached, "score": score, "nodes": nodes}
+            out.append((move, fields))
+        return out
+
+    return line_entries(
+        openings,
+        choose,
+        plies=plies,
+        replies=replies,
+        progress=progress,
+        what=f"alpha-beta to depth {depth}, {workers} worker(s)",
+    )
 
 
 def selfplay_entries(
@@ -218,4 +312,51 @@ def build_book(
     return path
 
 
-__all__ = ["build_book", "search_entries", "searched_moves", "selfplay_entries"]
+def build_alphabeta_book(
+    evaluation: str | Path,
+    out: str | Path | None = None,
+    *,
+    depth: int = DEFAULT_AB_DEPTH,
+    plies: int = DEFAULT_PLIES,
+    replies: bool = False,
+    openings: Sequence[Opening] | None = None,
+    workers: int = 1,
+    progress: Any = logger.info,
+) -> Path:
+    """Builds and writes the book of the learned evaluation ``evaluation`` (the ``ab+nn``
+    player's), beside it by default (``<stem>.book.json``), tied to it by its SHA-256."""
+    size = int(nneval.load(evaluation).size)
+    if openings is None:
+        openings = acf_deck() if size == 8 else []
+    entries = alphabeta_entries(
+        openings,
+        evaluation,
+        depth=depth,
+        plies=plies,
+        replies=replies,
+        workers=workers,
+        progress=progress,
+    )
+    settings = {
+        "player": "ab+nn",
+        "depth": depth,
+        "plies": plies,
+        "replies": replies,
+        "openings": len(openings),
+    }
+    path = write_book(
+        out or book_path(evaluation), entries, network=evaluation, board=size, settings=settings
+    )
+    progress(f"book: {len(entries)} positions written to {path}")
+    return path
+
+
+__all__ = [
+    "alphabeta_entries",
+    "build_alphabeta_book",
+    "build_book",
+    "line_entries",
+    "search_entries",
+    "searched_moves",
+    "selfplay_entries",
+]

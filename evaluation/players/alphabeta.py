@@ -16,6 +16,7 @@ from dataclasses import astuple
 from typing import Any
 
 from evaluation.players.ab_clock import GAME_MOVES, SPREAD_MOVES, bank_after, move_time
+from evaluation.players.book import Book, book_path, load_book
 from evaluation.players.endgame import DEFAULT_PROGRESS_DEPTH, root_move
 from evaluation.players.spec import MAX_DEPTH, SWITCH_OPTIONS
 from game import _core
@@ -105,6 +106,7 @@ class MinimaxPlayer:
         nodes_per_ms: int = 0,
         switches: _core.SearchSwitches | None = None,
         name_table: bool = False,
+        book: bool = False,
         search: Callable[..., SearchResult] | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
@@ -151,6 +153,15 @@ class MinimaxPlayer:
             self._searcher = _core.AlphaBetaSearcher(tt_mb)
         self._search = search or alphabeta
         self._clock = clock
+        # The opening book of the learned evaluation (<stem>.book.json beside its file, built
+        # with python -m evaluation.book build --evaluation): refused unless built for it.
+        self._book: Book | None = None
+        if book:
+            if self.nneval is None:
+                raise ValueError("a book belongs to a learned evaluation: use an ab+nn player")
+            self._book = load_book(book_path(self.nneval), self.nneval)
+            self.name += ",book"
+        self.book_moves = 0  # moves played from the book
         if nneval:  # a file other than the shipped one is part of the name
             self.name += f":{nneval}"
         self.last: SearchResult | None = None
@@ -169,6 +180,10 @@ class MinimaxPlayer:
             clock = move_time(self.bank_ms, self.time_ms, self._spread, self.overshoot_ms)
             time_ms, max_ms = astuple(clock)
         started = self._clock()
+        if self._book is not None and (move := self._book.move(position)) is not None:
+            self._count(None, started)
+            self.book_moves += 1
+            return move
         if egdb is not None and (known := self._database_move(position, egdb, time_ms)) is not None:
             self._count(None, started)
             self.egdb_moves += 1
@@ -257,6 +272,7 @@ class MinimaxPlayer:
         (summed; a match divides by the moves), and with a database, the moves it chose."""
         timed = {"ms": round(self.ms_total)} if self.time_ms else {}
         known = {"egdb_moves": self.egdb_moves} if self.egdb_dir is not None else {}
+        known |= {"book_moves": self.book_moves} if self._book is not None else {}
         counts = {"moves": self.moves, "depth": self.depth_total, "nodes": self.nodes_total}
         return counts | timed | known
 

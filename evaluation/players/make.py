@@ -51,6 +51,7 @@ def make_player(
                 game_ms=parsed.game_ms,
                 switches=switches,
                 name_table=parsed.tt_mb is not None,
+                book=parsed.book,
             )
         except ValueError as e:
             raise ValueError(f"player spec {parsed.text!r}: {e}") from None

@@ -24,6 +24,10 @@ one into a :class:`PlayerSpec` (or raises ValueError naming the spec and what is
     threat quiescence, aspiration windows, reverse-futility (evaluation-margin) pruning, cautious
     late-move reductions, a transposition table kept between moves, and its size in MB
     (``ab+nn:t200,tm,asp,tt=64``).
+``ab+nn:...,book``
+    the opening book of the learned evaluation, beside its file (``<stem>.book.json``, built by
+    ``python -m evaluation.book build --evaluation FILE``): a position in it is played without
+    search; a missing, damaged or foreign book is refused in one line.
 ``minimax+db:D`` / ``minimax+db:tMS``
     the same search with the endgame database (``game.egdb``): positions in it below the root
     score their exact value, and at a root it knows the move keeps the database's value and makes
@@ -88,9 +92,9 @@ _POLICY_ONLY = ("simulations", 0)
 FORMS = (
     "'minimax:D' (depth), 'minimax:tMS[,tm[,game=MS]]' (milliseconds per move, ',tm': managed "
     "over the game), 'minimax+db:D' (with the endgame database), 'ab+nn:D' / "
-    "'ab+nn:tMS[,tm][:PATH]' (learned evaluation), search switches ',qs,asp,margin,lmr,ttkeep,"
-    "tt=MB' after the depth or time, 'random[:SEED]', 'uniform-mcts[:OPTIONS]' or a checkpoint "
-    "'PATH.safetensors[:OPTIONS]'"
+    "'ab+nn:tMS[,tm][,book][:PATH]' (learned evaluation), search switches "
+    "',qs,asp,margin,lmr,ttkeep,tt=MB' after the depth or time, 'random[:SEED]', "
+    "'uniform-mcts[:OPTIONS]' or a checkpoint 'PATH.safetensors[:OPTIONS]'"
 )
 
 
@@ -158,6 +162,7 @@ class PlayerSpec:
     tt_mb: int | None = None  # ",tt=MB": the transposition table's size, None for the default
     database: bool = False  # "+db": the endgame database below the root and at it
     nneval_path: str | None = None  # ab+nn: a weights file other than the shipped one
+    book: bool = False  # ab+nn ",book": the evaluation's opening book (<stem>.book.json)
     seed: int | None = None  # random: its own seed, None for the caller's
     source: str | None = None  # network: the checkpoint path; uniform: "uniform-mcts"
     # network and uniform: the options by setting name (simulations, time_ms, c_puct, egdb, ...)
@@ -196,11 +201,17 @@ def _alphabeta(text: str, m: re.Match[str]) -> PlayerSpec:
         raise ValueError(f"player spec {text!r}: the depth must be at most {MAX_DEPTH}")
     if m["path"] is not None and m["kind"] != "ab+nn":
         raise ValueError(f"malformed player spec {text!r}; use {FORMS}")
-    manage_time, game_ms, tt_mb, switches = False, 0, None, set()
+    manage_time, game_ms, tt_mb, switches, book = False, 0, None, set(), False
     for option in filter(None, m["opts"].split(",")):
         key, _, value = option.partition("=")
         if key == "tm" and not value and time_ms:
             manage_time = True
+        elif key == "book" and not value:
+            if m["kind"] != "ab+nn":
+                raise ValueError(
+                    f"player spec {text!r}: a book belongs to a learned evaluation; use ab+nn"
+                )
+            book = True
         elif key in SWITCH_OPTIONS and not value:
             switches.add(key)
         elif key in MAX_OPTION_VALUE and value and 0 < int(value) <= MAX_OPTION_VALUE[key]:
@@ -221,6 +232,7 @@ def _alphabeta(text: str, m: re.Match[str]) -> PlayerSpec:
         tt_mb=tt_mb,
         database=bool(m["db"]),
         nneval_path=m["path"],
+        book=book,
     )
 
 
