@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 # core.
 DEFAULT_SIMULATIONS = 400  # visits per book position: twice a 200-simulation match move
 DEFAULT_PLIES = 2  # book moves per ballot line (the ballot's position and the reply after it)
-DEFAULT_AB_DEPTH = 18  # the fast player's book: its search depth (a 200 ms move reaches 11-14)
+DEFAULT_AB_DEPTH = 16  # the fast player's book: its search depth (a 200 ms move reaches 11-14)
 DEFAULT_SELFPLAY_PLIES = 16  # plies of each self-play game whose positions are counted
 DEFAULT_MIN_GAMES = 8  # games a position (and its move) must be seen in to enter the book
 # Leaves of one tree per forward pass while building: the ballots are searched side by side.
