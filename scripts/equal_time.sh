@@ -27,6 +27,7 @@
 #   margin       reverse-futility pruning (,margin)                     50 min
 #   lmr          cautious late-move reductions (,lmr)                   50 min
 #   ttkeep       the transposition table kept between moves (,ttkeep)   50 min
+#   probcut      ProbCut (,probcut)                                     50 min
 #   tt64         a 64 MB transposition table instead of 16 MB (,tt=64)  50 min
 #   tm           time management itself (,tm) against 200 ms unmanaged 50 min
 #                (not equal time: unmanaged, an iteration starts only with half the time
@@ -59,6 +60,7 @@ asp|$base,asp|$base
 margin|$base,margin|$base
 lmr|$base,lmr|$base
 ttkeep|$base,ttkeep|$base
+probcut|$base,probcut|$base
 tt64|$base,tt=64|$base
 tm|$base|ab+nn:t200"
 

@@ -1,9 +1,9 @@
 """The alpha-beta's search switches (``,qs``, ``,asp``, ``,margin``, ``,lmr``, ``,ttkeep``,
-``,tt=MB``): each keeps the answers of positions with known values (the shots and forced wins of
-test_alphabeta, and every win or loss a search proves agrees with the endgame database), each
-changes the search it switches (fewer or more nodes at the same depth), and the ones that promise
-it (aspiration windows, the table's size, a fresh kept table) give the same move and score at the
-same depth as the search without them.
+``,probcut``, ``,tt=MB``): each keeps the answers of positions with known values (the shots and
+forced wins of test_alphabeta, and every win or loss a search proves agrees with the endgame
+database), each changes the search it switches (fewer or more nodes at the same depth), and the
+ones that promise it (aspiration windows, the table's size, a fresh kept table) give the same move
+and score at the same depth as the search without them.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from game.egdb.build import build
 from game.openings import acf_deck
 from tests.test_alphabeta import BLUNDER_FEN, MATE_FEN, RACE_FEN, SHOT_FEN
 
-SWITCHES = ["quiescence", "aspiration", "pruning", "lmr", "tt_keep"]
+SWITCHES = ["quiescence", "aspiration", "pruning", "lmr", "tt_keep", "probcut"]
 
 
 def switched(name: str) -> _core.SearchSwitches:
@@ -139,11 +139,11 @@ def test_each_switch_changes_the_search(name: str) -> None:
 
 
 def test_specs_name_the_switches() -> None:
-    player = make_player("ab+nn:t200,tm,qs,asp,margin,lmr,ttkeep,tt=64")
+    player = make_player("ab+nn:t200,tm,qs,asp,margin,lmr,ttkeep,probcut,tt=64")
     assert isinstance(player, MinimaxPlayer)
-    assert player.name == "ab+nn:t200,tm,qs,asp,margin,lmr,ttkeep,tt=64"
+    assert player.name == "ab+nn:t200,tm,qs,asp,margin,lmr,ttkeep,probcut,tt=64"
     sw = player.switches
-    assert (sw.quiescence, sw.aspiration, sw.pruning, sw.lmr, sw.tt_keep) == (True,) * 5
+    assert (sw.quiescence, sw.aspiration, sw.pruning, sw.lmr, sw.tt_keep, sw.probcut) == (True,) * 6
     assert player.tt_mb == 64 and player._searcher is not None
     assert player._searcher.tt_mb == 64
     other = make_player("minimax:6,ttkeep")

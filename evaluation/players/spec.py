@@ -19,11 +19,11 @@ one into a :class:`PlayerSpec` (or raises ValueError naming the spec and what is
     its clock holds, so under a clock that adds MS a move it never loses on time. ``,game=MS``
     gives it that much more for the whole game (an increment clock). ``,tm`` goes with every
     timed alpha-beta form below (``ab+nn:t200,tm``).
-``...,qs`` / ``,asp`` / ``,margin`` / ``,lmr`` / ``,ttkeep`` / ``,tt=MB``
+``...,qs`` / ``,asp`` / ``,margin`` / ``,lmr`` / ``,ttkeep`` / ``,probcut`` / ``,tt=MB``
     search switches of any alpha-beta form, off by default (``game._core.SearchSwitches``):
     threat quiescence, aspiration windows, reverse-futility (evaluation-margin) pruning, cautious
-    late-move reductions, a transposition table kept between moves, and its size in MB
-    (``ab+nn:t200,tm,asp,tt=64``).
+    late-move reductions, a transposition table kept between moves, ProbCut, and the table's
+    size in MB (``ab+nn:t200,tm,asp,tt=64``).
 ``ab+nn:...,book``
     the opening book of the learned evaluation, beside its file (``<stem>.book.json``, built by
     ``python -m evaluation.book build --evaluation FILE``): a position in it is played without
@@ -74,6 +74,7 @@ SWITCH_OPTIONS: Mapping[str, str] = MappingProxyType(
         "margin": "pruning",
         "lmr": "lmr",
         "ttkeep": "tt_keep",
+        "probcut": "probcut",
     }
 )
 # Bounds of the numeric alpha-beta options: the table in MB (as conf's
@@ -93,7 +94,7 @@ FORMS = (
     "'minimax:D' (depth), 'minimax:tMS[,tm[,game=MS]]' (milliseconds per move, ',tm': managed "
     "over the game), 'minimax+db:D' (with the endgame database), 'ab+nn:D' / "
     "'ab+nn:tMS[,tm][,book][:PATH]' (learned evaluation), search switches "
-    "',qs,asp,margin,lmr,ttkeep,tt=MB' after the depth or time, 'random[:SEED]', "
+    "',qs,asp,margin,lmr,ttkeep,probcut,tt=MB' after the depth or time, 'random[:SEED]', "
     "'uniform-mcts[:OPTIONS]' or a checkpoint 'PATH.safetensors[:OPTIONS]'"
 )
 

@@ -32,6 +32,12 @@ constexpr int kMarginPerPly = 50;
 constexpr int kLmrMinDepth = 3;
 constexpr int kLmrFromMove = 3;
 constexpr int kLmrReduction = 1;
+// ProbCut: at quiet non-PV nodes kProbCutMinDepth plies or more from the horizon, a null-window
+// search kProbCutReduction plies shallower against beta + kProbCutMargin; a score at or above
+// it cuts the node. A shallow score that far above beta seldom falls below it with 4 plies more.
+constexpr int kProbCutMinDepth = 6;
+constexpr int kProbCutReduction = 4;
+constexpr int kProbCutMargin = 80;
 // Two killer moves per ply (the classic choice: more rarely helps).
 constexpr int kKillersPerPly = 2;
 // History scores are halved when one passes this, so old cutoffs fade and nothing overflows.
@@ -460,6 +466,18 @@ class Searcher {
         beta < kMateThreshold - kMaxSearchPly && beta > -(kMateThreshold - kMaxSearchPly) && !threatened(b) &&
         static_eval(b, ply) - kMarginPerPly * depth >= beta)
       return beta;
+
+    // ProbCut (switch): a shallow search of this node far above beta stands for the deep one.
+    // The shallow search regenerates this ply's move list (the same moves in the same order).
+    if (sw_.probcut && !pv_node && ply > 0 && depth >= kProbCutMinDepth && !capture &&
+        beta < kMateThreshold - kMaxSearchPly - kProbCutMargin && beta > -(kMateThreshold - kMaxSearchPly) &&
+        !threatened(b)) {
+      const int raised = beta + kProbCutMargin;
+      const int shallow = search(b, hash, no_progress, depth - kProbCutReduction, raised - 1, raised, ply);
+      if (stop_) return 0;
+      if (shallow >= raised) return beta;
+      if (const TTEntry* e = probe(hash); e && e->move < moves.size) tt_move = e->move;
+    }
 
     std::array<int, kMaxMoves> order;
     for (int i = 0; i < moves.size; ++i) order[i] = order_key(b, moves[i], i == tt_move, ply);

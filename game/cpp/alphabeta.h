@@ -72,6 +72,9 @@ struct SearchSwitches {
   // Keep the transposition table between searches: entries of earlier moves stay readable and
   // are replaced first. Without it each search starts from a logically empty table.
   bool tt_keep = false;
+  // ProbCut (multi-probability cut): a quiet non-PV node deep enough whose shallow search (a
+  // fixed number of plies less) beats beta by a margin is taken to hold at full depth.
+  bool probcut = false;
 };
 
 struct SearchLimits {

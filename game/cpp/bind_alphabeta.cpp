@@ -264,20 +264,23 @@ void cz::bind::bind_alphabeta(nb::module_& m) {
                              "Optional search techniques (alphabeta.h), all off by default.")
       .def(
           "__init__",
-          [](SearchSwitches* s, bool quiescence, bool aspiration, bool pruning, bool lmr, bool tt_keep) {
-            new (s) SearchSwitches{quiescence, aspiration, pruning, lmr, tt_keep};
+          [](SearchSwitches* s, bool quiescence, bool aspiration, bool pruning, bool lmr, bool tt_keep,
+             bool probcut) {
+            new (s) SearchSwitches{quiescence, aspiration, pruning, lmr, tt_keep, probcut};
           },
           "quiescence"_a = false, "aspiration"_a = false, "pruning"_a = false, "lmr"_a = false,
-          "tt_keep"_a = false)
+          "tt_keep"_a = false, "probcut"_a = false)
       .def_rw("quiescence", &SearchSwitches::threat_quiescence)
       .def_rw("aspiration", &SearchSwitches::aspiration)
       .def_rw("pruning", &SearchSwitches::margin_pruning)
       .def_rw("lmr", &SearchSwitches::lmr)
       .def_rw("tt_keep", &SearchSwitches::tt_keep)
+      .def_rw("probcut", &SearchSwitches::probcut)
       .def("__repr__", [](const SearchSwitches& s) {
         auto b = [](bool v) { return std::string(v ? "True" : "False"); };
         return "SearchSwitches(quiescence=" + b(s.threat_quiescence) + ", aspiration=" + b(s.aspiration) +
-               ", pruning=" + b(s.margin_pruning) + ", lmr=" + b(s.lmr) + ", tt_keep=" + b(s.tt_keep) + ")";
+               ", pruning=" + b(s.margin_pruning) + ", lmr=" + b(s.lmr) + ", tt_keep=" + b(s.tt_keep) +
+               ", probcut=" + b(s.probcut) + ")";
       });
 
   nb::class_<OwnedSearcher>(m, "AlphaBetaSearcher",
