@@ -28,6 +28,10 @@
 #   lmr          cautious late-move reductions (,lmr)                   50 min
 #   ttkeep       the transposition table kept between moves (,ttkeep)   50 min
 #   probcut      ProbCut (,probcut)                                     50 min
+#   book-ab      the fast player's own opening book (,book; built first   50 min
+#                if missing: about an hour on two cores at depth 16)
+#   gen0         generation 0 of the evaluation's generations against     50 min
+#                today's evaluation file, both ab+nn:t200,tm
 #   tt64         a 64 MB transposition table instead of 16 MB (,tt=64)  50 min
 #   tm           time management itself (,tm) against 200 ms unmanaged 50 min
 #                (not equal time: unmanaged, an iteration starts only with half the time
@@ -61,6 +65,8 @@ margin|$base,margin|$base
 lmr|$base,lmr|$base
 ttkeep|$base,ttkeep|$base
 probcut|$base,probcut|$base
+book-ab|$base,book|$base
+gen0|$base:docs/results/nneval-generations/gen-000.safetensors|$base:game/data/nneval-v1.safetensors
 tt64|$base,tt=64|$base
 tm|$base|ab+nn:t200"
 
@@ -80,6 +86,10 @@ for name in "$@"; do
     if [[ $name == db || $name == db-network ]]; then  # a finished build only checks its files; a partial one goes on
         echo "== the endgame database, $egdb_pieces pieces, in $egdb_dir [$(date -u +%H:%M:%S)]"
         "$python" -m game.egdb build --pieces "$egdb_pieces" --out "$egdb_dir" </dev/null
+    fi
+    if [[ $name == book-ab && ! -f game/data/nneval-v1.book.json ]]; then
+        echo "== the fast player's book [$(date -u +%H:%M:%S)]"
+        "$python" -m evaluation.book build --evaluation game/data/nneval-v1.safetensors --workers 2 </dev/null
     fi
     echo "== $name: $a against $b, $games games [$(date -u +%H:%M:%S)]"
     load=$out/$name.load.txt
