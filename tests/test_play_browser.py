@@ -490,6 +490,24 @@ def test_deepening_analysis_until_stopped_and_stale_panels_cleared(browser, serv
     assert "Black to move: win" in page.text("wdl-text") and page.all("#top tbody tr")
 
 
+def test_alpha_beta_deepening_runs_on_the_server_one_ply_at_a_time(browser, server):
+    page = Page(browser, server)
+    page.open()  # the alpha-beta is the default engine
+
+    def depth() -> int:
+        found = re.search(r"deepening: depth (\d+)", page.text("deepen-status"))
+        return int(found.group(1)) if found else 0
+
+    page.find("#deepen").click()
+    assert page.text("deepen") == "Stop"
+    page.wait.until(lambda d: depth() >= 8, "the server's search, iteration after iteration")
+    page.find("#deepen").click()
+    assert page.text("deepen") == "Deepen" and page.text("deepen-status") == "stopped"
+    # the deepest lines found stay shown, with their depth
+    shown = re.search(r"depth (\d+)", page.text("wdl-text"))
+    assert page.all("#lines tbody tr") and shown and int(shown.group(1)) >= 8
+
+
 def test_the_board_turns_for_the_user_and_shows_square_numbers(browser, server):
     page = Page(browser, server)
     page.open()

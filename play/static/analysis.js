@@ -4,7 +4,7 @@
 // network's view (W/D/L, visits). Also the graph of Black's expected score along the line.
 "use strict";
 
-const analysis = { serial: 0, deepening: false, deepSerial: 0, gameSerial: 0 };
+const analysis = { serial: 0, deepening: false, deepSerial: 0, deepId: null, gameSerial: 0 };
 
 function visits() {
   return Math.max(1, Number($("analysis-sims").value) || state.config.default_simulations);
@@ -156,7 +156,13 @@ function renderAnalysis(r) {
   $("pv").textContent = r.pv.join(" ");
 }
 
-// --- deepening: the same position searched again with twice the visits, until stopped --------
+// --- deepening: the server searches the position on until stopped (POST /api/deepen: the
+// alpha-beta one ply deeper each iteration, the network twice the time each round); the page
+// polls what it has found and stops it with DELETE --------------------------------------------
+const DEEPEN_POLL_MS = 400;
+const STOPPED_WHY = { time: "stopped at the server's time limit", idle: "stopped",
+  replaced: "stopped: another deepening of this page took over", done: "finished" };
+
 async function deepen() {
   if (analysis.deepening) { stopDeepening("stopped"); return; }
   const n = state.node, tree = state.tree;
@@ -166,34 +172,54 @@ async function deepen() {
   analysis.serial++;  // a single analysis under way is superseded
   $("deepen").textContent = "Stop";
   const ab = engine() === "ab";
-  const max = ab ? state.config.limits.max_ms : state.config.limits.max_simulations;
-  const had = shownAnalysis(n);
-  let sims = ab ? Math.min(max, 1000) :
-    Math.min(max, had ? Math.max(visits(), 2 * had.visits) : visits());
+  $("deepen-status").textContent = "deepening: starting…";
+  const body = { fen: tree.fen, moves: tree.moves(n), engine: ab ? "ab" : "network",
+    ...(ab ? {} : { network: analysisNetwork(visits()) }) };
+  let view;
+  try {
+    view = await api("/api/deepen", body);
+  } catch (e) {
+    if (token === analysis.deepSerial) stopDeepening(`stopped: ${e.message}`);
+    return;
+  }
+  if (token !== analysis.deepSerial) { endDeepening(view.id); return; }  // stopped meanwhile
+  analysis.deepId = view.id;
+  let shown = null;
   for (;;) {
-    $("deepen-status").textContent = ab ? `deepening: searching ${sims / 1000} s…`
-      : `deepening: searching ${sims} visits…`;
-    let r;
+    const r = view.analysis;
+    if (r && JSON.stringify(r) !== shown) {
+      shown = JSON.stringify(r);
+      store(n, r);
+      if (n === state.node) { renderAnalysis(n.analysis || r); renderGraph(); renderMoves(); }
+      $("deepen-status").textContent = ab ? `deepening: depth ${r.depth}…`
+        : `deepening: ${r.visits} visits…`;
+    }
+    if (!view.running) {
+      stopDeepening(STOPPED_WHY[view.stopped] || `stopped: ${view.stopped}`);
+      return;
+    }
+    await new Promise(done => setTimeout(done, DEEPEN_POLL_MS));
+    if (token !== analysis.deepSerial) return;  // stopped, or the position changed
     try {
-      [r] = await analyseNodes(tree, [n], sims);
+      view = await api(`/api/deepen/${view.id}`);
     } catch (e) {
       if (token === analysis.deepSerial) stopDeepening(`stopped: ${e.message}`);
       return;
     }
-    if (n === state.node) { renderAnalysis(n.analysis || r); renderGraph(); renderMoves(); }
-    if (token !== analysis.deepSerial) return;  // stopped, or the position changed
-    if (sims >= max) {
-      stopDeepening(`stopped at the limit of ${ab ? `${max / 1000} s` : `${max} visits`}`);
-      return;
-    }
-    sims = Math.min(max, sims * 2);
+    if (token !== analysis.deepSerial) return;
   }
+}
+
+function endDeepening(id) {  // the server's search stopped too (its answer is not needed)
+  if (id) fetch(`/api/deepen/${id}`, { method: "DELETE" }).catch(() => {});
 }
 
 function stopDeepening(why) {
   const was = analysis.deepening;
   analysis.deepening = false;
   analysis.deepSerial++;
+  endDeepening(analysis.deepId);
+  analysis.deepId = null;
   $("deepen").textContent = "Deepen";
   if (was || why) $("deepen-status").textContent = why;
 }
