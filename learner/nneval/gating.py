@@ -13,6 +13,7 @@ travel to the tasks as bytes, so any node plays them. The candidate is promoted 
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 import time
 from collections.abc import Mapping
@@ -65,7 +66,8 @@ def _pair_task(
 
 class GateProgress:
     """A line every ``every_s`` while the gate plays: games of the most, W/D/L, the score,
-    the Elo with its interval and the SPRT's log-likelihood ratio between its bounds."""
+    the Elo with its interval, the SPRT's log-likelihood ratio between its bounds and the
+    machine's load (a timed match needs a quiet machine: the load stands beside its figure)."""
 
     def __init__(self, most: int, every_s: float = PROGRESS_S) -> None:
         self.most, self.every_s = most, every_s
@@ -81,7 +83,7 @@ class GateProgress:
         lower, upper = sprt.bounds
         logger.info(
             "gate: %d/%d games, +%d =%d -%d (%.1f%%), Elo %+.0f [%+.0f, %+.0f], "
-            "LLR %.2f in [%.2f, %.2f]",
+            "LLR %.2f in [%.2f, %.2f], load %.1f",
             sprt.games,
             self.most,
             w,
@@ -94,6 +96,7 @@ class GateProgress:
             sprt.llr,
             lower,
             upper,
+            os.getloadavg()[0],
         )
 
 
