@@ -27,6 +27,7 @@ from checkerzero.store.positions import (
 from game import _core, nneval
 from game.egdb.build import cached_database
 from game.openings import load_openings
+from game.pdn import iter_pdn
 from game.position import Position
 from learner.nneval import shards
 from learner.nneval.fit import features
@@ -260,6 +261,13 @@ def test_the_loop_stores_trains_gates_and_promotes_a_generation(config, tmp_path
     assert rec["positions"] >= 3000 and rec["promoted"] and rec["gate"]["decision"] == "accept"
     # checked from openings outside the training data too: a pair from each, and it wins there
     assert rec["check"]["games"] == 12 and rec["check"]["elo"] > 0
+    # the gate's games, for reading: as many as the SPRT read, the players by their roles
+    gate_games = list(iter_pdn(Lineage(tmp_path / "lineage").gate_pdn_path(0).read_text(), size=6))
+    assert len(gate_games) == rec["gate"]["games"]
+    assert {gate_games[0].tags["Black"], gate_games[0].tags["White"]} == {
+        "ab+nn:2:candidate",
+        "ab+nn:2:best",
+    }
     lineage = Lineage(tmp_path / "lineage")
     assert lineage.records()[0]["candidate_sha256"] == rec["candidate_sha256"]
     cand = nneval.load(lineage.candidate_path(0))

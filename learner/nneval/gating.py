@@ -31,6 +31,7 @@ from evaluation.players.alphabeta import MinimaxPlayer
 from evaluation.stats.elo import match_elo
 from evaluation.stats.sprt import CONTINUE, GateDecision
 from game.openings import Opening, load_openings, random_openings
+from game.pdn import write_pdn
 
 logger = logging.getLogger(__name__)
 
@@ -41,12 +42,14 @@ def _player(data: bytes, folder: str, name: str, g: Mapping[str, Any]) -> Minima
     path = Path(folder) / f"{name}.safetensors"
     path.write_bytes(data)
     depth, time_ms = int(g["depth"]), int(g["time_ms"])
-    return MinimaxPlayer(
+    player = MinimaxPlayer(
         depth=depth,
         time_ms=0 if depth else time_ms,
         nneval=str(path),
         manage_time=bool(g["time_management"]) and not depth,
     )
+    player.name = player.name.replace(str(path), name)  # the games name it, not a temp file
+    return player
 
 
 @ray.remote(num_cpus=1)
@@ -107,9 +110,16 @@ def parallel_pairs(g: Mapping[str, Any]) -> int:
 
 
 def gate_generation(
-    candidate: bytes, best: bytes, g: Mapping[str, Any], size: int, seed: int
+    candidate: bytes,
+    best: bytes,
+    g: Mapping[str, Any],
+    size: int,
+    seed: int,
+    pdn: Path | None = None,
 ) -> tuple[GateDecision, dict[str, float]]:
-    """The SPRT's decision and the match's Elo of the candidate over the best."""
+    """The SPRT's decision and the match's Elo of the candidate over the best; ``pdn``: where
+    the games the SPRT read are written (the candidate named ``candidate``, its parent
+    ``best``), for reading the lost ones."""
     sprt = sprt_from_config(dict(g["sprt"]))
     openings = load_openings(str(g["openings"]), size)
     limit = gate_pair_limit(openings, sprt.max_games)
@@ -121,6 +131,7 @@ def gate_generation(
     done: dict[int, PairRecord] = {}
     fed = 0
     nxt = 0
+    played: list[PairRecord] = []
     progress = GateProgress(len(plan) * 2)
     while sprt.status == CONTINUE and fed < len(plan):
         while nxt < len(plan) and len(running) < width:
@@ -132,7 +143,9 @@ def gate_generation(
                 done[i] = ray.get(ref)
                 del running[i]
         while fed in done and sprt.status == CONTINUE:  # in plan order, as one process would
-            first, second = done.pop(fed).a_game_points()
+            pair = done.pop(fed)
+            played.append(pair)
+            first, second = pair.a_game_points()
             if sprt.model == "pentanomial":
                 sprt.add_pair(first, second)
             else:
@@ -142,6 +155,14 @@ def gate_generation(
             progress.report(sprt)
     for ref in running.values():
         ray.cancel(ref, force=True)
+    if pdn is not None:
+        games = [
+            game.pdn(f"{p.index + 1}.{k + 1}")
+            for p in played
+            for k, game in enumerate((p.a_black, p.a_white))
+        ]
+        pdn.parent.mkdir(parents=True, exist_ok=True)
+        pdn.write_text(write_pdn(games), encoding="utf-8")
     decision = sprt.decision(truncate=sprt.status == CONTINUE)
     w, d, losses = decision.wins, decision.draws, decision.losses
     elo = match_elo(w, d, losses) if decision.games else None

@@ -7,7 +7,9 @@ seeded random network on a board without one). For each finished generation ``g`
   positions, wall time, held-out loss, the gate's decision with W/D/L and Elo interval, the
   chained Elo of the best after it, the positions trained on so far;
 - ``gen-<g>.safetensors``: its candidate evaluation (kept whether promoted or not: a few tens of
-  KB; its metadata ties it to the run, generation and parent).
+  KB; its metadata ties it to the run, generation and parent);
+- ``gen-<g>-gate.pdn``: the games of its gate, the players named ``candidate`` and ``best``;
+- the check from unseen openings, in the record.
 
 The best evaluation is the newest promoted candidate, else the initial file. Resuming reads only
 this folder: positions lost with a machine are played again from the recorded seed and parent.
@@ -45,6 +47,10 @@ class Lineage:
 
     def record_path(self, g: int) -> Path:
         return self.folder / f"gen-{g:03d}.json"
+
+    def gate_pdn_path(self, g: int) -> Path:
+        """The games of generation ``g``'s gate (its lost ones are worth reading)."""
+        return self.folder / f"gen-{g:03d}-gate.pdn"
 
     def candidate_path(self, g: int) -> Path:
         return self.folder / f"gen-{g:03d}.safetensors"

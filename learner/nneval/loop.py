@@ -333,7 +333,12 @@ class NNEvalRun(Run):
         candidate = cand_path.read_bytes()
         nneval.load(cand_path)  # the checked artefact, as the actors and players will read it
         decision, stats = gate_generation(
-            candidate, parent_path.read_bytes(), nc.gate, size, generation_seed(cfg, g)
+            candidate,
+            parent_path.read_bytes(),
+            nc.gate,
+            size,
+            generation_seed(cfg, g),
+            pdn=lineage.gate_pdn_path(g),
         )
         promoted = decision.decision == "accept"
         check = None
