@@ -10,7 +10,7 @@ evaluation.matches.games (in this process) and evaluation.matches.workers (in wo
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,16 @@ MAX_STAT = 10**15  # the pentanomial categories: A's points over a pair
 # Search counters that are totals over the moves; a match reports them per move (the others,
 # such as "forced" and "reused", stay counts).
 PER_MOVE_STATS = ("simulations", "evaluations", "depth", "nodes", "ms")
+
+
+def pairs_pdn_games(pairs: Iterable[PairRecord]) -> list[PdnGame]:
+    """The pairs' games as PDN, in order, each with its round: pair number, then 1 (A as Black)
+    or 2."""
+    return [
+        game.pdn(f"{pair.index + 1}.{k + 1}")
+        for pair in pairs
+        for k, game in enumerate((pair.a_black, pair.a_white))
+    ]
 
 
 @dataclass(frozen=True)
@@ -212,11 +222,7 @@ class MatchResult:
         return match_elo(self.wins, self.draws, self.losses)
 
     def pdn_games(self) -> list[PdnGame]:
-        return [
-            game.pdn(f"{pair.index + 1}.{k + 1}")
-            for pair in self.pairs
-            for k, game in enumerate((pair.a_black, pair.a_white))
-        ]
+        return pairs_pdn_games(self.pairs)
 
     def summary_dict(self) -> dict[str, Any]:
         """The figures of `summary()` as plain values (what `--json` writes); an Elo bound that

@@ -26,7 +26,7 @@ import ray
 from checkerzero.store.positions import FLAG_WHITE_TO_MOVE, POSITION_DTYPE
 from evaluation.matches.games import play_pair, schedule
 from evaluation.matches.gate import gate_pair_limit, sprt_from_config
-from evaluation.matches.records import PairRecord
+from evaluation.matches.records import PairRecord, pairs_pdn_games
 from evaluation.players.alphabeta import MinimaxPlayer
 from evaluation.stats.elo import match_elo
 from evaluation.stats.sprt import CONTINUE, GateDecision
@@ -156,13 +156,8 @@ def gate_generation(
     for ref in running.values():
         ray.cancel(ref, force=True)
     if pdn is not None:
-        games = [
-            game.pdn(f"{p.index + 1}.{k + 1}")
-            for p in played
-            for k, game in enumerate((p.a_black, p.a_white))
-        ]
         pdn.parent.mkdir(parents=True, exist_ok=True)
-        pdn.write_text(write_pdn(games), encoding="utf-8")
+        pdn.write_text(write_pdn(pairs_pdn_games(played)), encoding="utf-8")
     decision = sprt.decision(truncate=sprt.status == CONTINUE)
     w, d, losses = decision.wins, decision.draws, decision.losses
     elo = match_elo(w, d, losses) if decision.games else None
