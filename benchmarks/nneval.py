@@ -1,6 +1,6 @@
 """The learned alpha-beta evaluation beside the hand-written one: nodes/s and depth per move.
 
-    python benchmarks/nneval.py [--ms 200] [--weights game/data/nneval-v1.safetensors]
+    python benchmarks/nneval.py [--ms 200] [--weights game/data/nneval-v2.safetensors]
 
 Positions from real games: the OCA archive's games, every ``--step``-th of the first
 ``--games``, at moves 8, 15 and 22 of each (where the side to move has a choice and no capture

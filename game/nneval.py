@@ -48,7 +48,11 @@ FORMAT = "checkerzero-nneval"
 VERSION = 1
 # The largest file the format allows: the widest network (hidden 256, dense 64) is about 100 KB.
 MAX_FILE_BYTES = 1 << 20
-DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "nneval-v1.safetensors"
+# The shipped evaluation of the ab+nn players: the best generation of `python -m learner
+# preset=nneval` (docs/results/nneval-generations). The first file, fitted once to human games,
+# stays beside it as the yardstick later evaluations are measured against.
+DEFAULT_PATH = Path(__file__).resolve().parent / "data" / "nneval-v2.safetensors"
+FIRST_PATH = Path(__file__).resolve().parent / "data" / "nneval-v1.safetensors"
 
 ACTIVATION_ONE: int = _core.NNEVAL_ACTIVATION_ONE  # 1.0 in activation units
 WEIGHT_SHIFT: int = _core.NNEVAL_WEIGHT_SHIFT  # dense weights are scaled by 2**WEIGHT_SHIFT

@@ -8,7 +8,7 @@ configuration says was measured for it, or nothing. No number is made up here: e
 comes from a table or from the configuration.
 
 Only files that are MCTS networks are offered as networks: a safetensors file whose header
-does not say it is a checkerzero model (the learned evaluation ``nneval-v1.safetensors`` beside
+does not say it is a checkerzero model (the learned evaluations ``nneval-v*.safetensors`` beside
 the networks in game/data, say) is not a player, and offering it made a game fail after the
 user's first move, when the opponent was first asked.
 """

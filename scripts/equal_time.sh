@@ -30,8 +30,9 @@
 #   probcut      ProbCut (,probcut)                                     50 min
 #   book-ab      the fast player's own opening book (,book; built first   50 min
 #                if missing: about an hour on two cores at depth 16)
-#   gen0         generation 0 of the evaluation's generations against     50 min
-#                today's evaluation file, both ab+nn:t200,tm
+#   v2           the shipped evaluation (nneval-v2, the best generation)  50 min
+#                against the first one (nneval-v1, the yardstick), both ab+nn:t200,tm
+#   v2-t1000     the same at 1000 ms a move                              4 h
 #   tt64         a 64 MB transposition table instead of 16 MB (,tt=64)  50 min
 #   tm           time management itself (,tm) against 200 ms unmanaged 50 min
 #                (not equal time: unmanaged, an iteration starts only with half the time
@@ -48,6 +49,8 @@ egdb_dir=${EGDB_DIR:-egdb}
 egdb_pieces=${EGDB_PIECES:-6}
 out=${OUT:-runs/equal-time}
 base=ab+nn:t200,tm  # the strongest player, each switch on against it
+yardstick=game/data/nneval-v1.safetensors  # the first learned evaluation, kept to measure later ones
+book=game/data/nneval-v2.book.json  # the book of the shipped evaluation (book-ab)
 mkdir -p "$out"
 
 # name | player A (the component on) | player B (the same player without it)
@@ -66,7 +69,8 @@ lmr|$base,lmr|$base
 ttkeep|$base,ttkeep|$base
 probcut|$base,probcut|$base
 book-ab|$base,book|$base
-gen0|$base:docs/results/nneval-generations/gen-000.safetensors|$base:game/data/nneval-v1.safetensors
+v2|$base|$base:$yardstick
+v2-t1000|ab+nn:t1000,tm|ab+nn:t1000,tm:$yardstick
 tt64|$base,tt=64|$base
 tm|$base|ab+nn:t200"
 
@@ -87,9 +91,9 @@ for name in "$@"; do
         echo "== the endgame database, $egdb_pieces pieces, in $egdb_dir [$(date -u +%H:%M:%S)]"
         "$python" -m game.egdb build --pieces "$egdb_pieces" --out "$egdb_dir" </dev/null
     fi
-    if [[ $name == book-ab && ! -f game/data/nneval-v1.book.json ]]; then
+    if [[ $name == book-ab && ! -f $book ]]; then
         echo "== the fast player's book [$(date -u +%H:%M:%S)]"
-        "$python" -m evaluation.book build --evaluation game/data/nneval-v1.safetensors --workers 2 </dev/null
+        "$python" -m evaluation.book build --evaluation game/data/nneval-v2.safetensors --workers 2 </dev/null
     fi
     echo "== $name: $a against $b, $games games [$(date -u +%H:%M:%S)]"
     load=$out/$name.load.txt

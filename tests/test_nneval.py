@@ -200,10 +200,10 @@ def golden_searches() -> list[tuple[str, int, str, int]]:
 
 @pytest.mark.parametrize("simd", _kernels())
 def test_fixed_depth_searches_are_unchanged_by_the_speed_work(simd: bool) -> None:
-    """The shipped evaluation's best move and score at depth 8 on positions from real games, as
-    the search gave them before its accumulators became lazy, its scores cached and its kernels
-    vectorised (tests/golden/nneval_search_depth8.txt)."""
-    core = with_kernels(nneval.load(nneval.DEFAULT_PATH), simd)
+    """The first shipped evaluation's best move and score at depth 8 on positions from real
+    games, as the search gave them before its accumulators became lazy, its scores cached and its
+    kernels vectorised (tests/golden/nneval_search_depth8.txt)."""
+    core = with_kernels(nneval.load(nneval.FIRST_PATH), simd)  # the file the goldens came from
     rows = golden_searches()
     assert len(rows) == 15
     for fen, depth, move, score in rows:

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     whose.add_argument(
         "--evaluation",
         help="a learned evaluation file of the ab+nn player (its alpha-beta searches; "
-        "game/data/nneval-v1.safetensors is the shipped one)",
+        "game/data/nneval-v2.safetensors is the shipped one)",
     )
     b.add_argument("--out", help="the book file (default: <stem>.book.json beside the file)")
     b.add_argument("--depth", type=int, default=DEFAULT_AB_DEPTH, help="--evaluation: search depth")

@@ -1,6 +1,6 @@
 """`python -m learner.nneval.train`: train the learned alpha-beta evaluation from PDN games.
 
-    python -m learner.nneval.train --out game/data/nneval-v1.safetensors
+    python -m learner.nneval.train --out nneval-human.safetensors   # how nneval-v1 was made
     python -m learner.nneval.train --run runs/2026-11-20_10-00-00 --no-archive --out my.nn
 
 Positions come from PDN games: a run's self-play games (``games/selfplay.pdn`` under each
@@ -296,7 +296,12 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m learner.nneval.train", description=__doc__.split("\n")[0]
     )
-    p.add_argument("--out", type=Path, default=nneval.DEFAULT_PATH, help="weights file to write")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("nneval-trained.safetensors"),
+        help="weights file to write (the shipped ones in game/data are left alone)",
+    )
     p.add_argument(
         "--run", type=Path, action="append", default=[], help=f"run folder ({RUN_GAMES} is read)"
     )
