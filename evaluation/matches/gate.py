@@ -32,7 +32,8 @@ def sprt_from_config(sprt_cfg: Mapping[str, Any]) -> SPRT:
     return SPRT(**{k: sprt_cfg[k] for k in GATE_SPRT_KEYS if k in sprt_cfg})
 
 
-def _feed(sprt: SPRT, pair: PairRecord) -> None:
+def feed_pair(sprt: SPRT, pair: PairRecord) -> None:
+    """A colour-reversed pair into the SPRT: as one pair (pentanomial) or as two games."""
     first, second = pair.a_game_points()
     if sprt.model == "pentanomial":
         sprt.add_pair(first, second)
@@ -76,7 +77,7 @@ def gate(
     limit = gate_pair_limit(openings, sprt.max_games)
     plan = schedule(openings, limit, seed) if limit else []
     for pair in played:
-        _feed(sprt, pair)
+        feed_pair(sprt, pair)
     index = len(played)
     while sprt.status == CONTINUE and index < len(plan):
         if should_stop is not None and should_stop():
@@ -84,7 +85,7 @@ def gate(
         pair = play_pair(
             candidate, best, plan[index], index, max_plies=max_plies, size=size, egdb=egdb
         )
-        _feed(sprt, pair)
+        feed_pair(sprt, pair)
         index += 1
         if on_pair is not None:
             on_pair(pair, sprt)

@@ -25,7 +25,7 @@ import ray
 
 from checkerzero.store.positions import FLAG_WHITE_TO_MOVE, POSITION_DTYPE
 from evaluation.matches.games import play_pair, schedule
-from evaluation.matches.gate import gate_pair_limit, sprt_from_config
+from evaluation.matches.gate import feed_pair, gate_pair_limit, sprt_from_config
 from evaluation.matches.records import PairRecord, pairs_pdn_games
 from evaluation.players.alphabeta import MinimaxPlayer
 from evaluation.stats.elo import match_elo
@@ -145,12 +145,7 @@ def gate_generation(
         while fed in done and sprt.status == CONTINUE:  # in plan order, as one process would
             pair = done.pop(fed)
             played.append(pair)
-            first, second = pair.a_game_points()
-            if sprt.model == "pentanomial":
-                sprt.add_pair(first, second)
-            else:
-                sprt.add_game(first)
-                sprt.add_game(second)
+            feed_pair(sprt, pair)
             fed += 1
             progress.report(sprt)
     for ref in running.values():
