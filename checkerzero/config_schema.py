@@ -243,7 +243,7 @@ LADDER_TABLE_FIRST_LINE = b"# checkerzero ladder ratings"  # evaluation.ladder.t
 def _ladder_table_problem(v: Any) -> str | None:
     """The first line of a rated table (evaluation.evaluator.settings reads the rest before the
     run)."""
-    if v == "package":
+    if v in ("package", "extended"):  # evaluation.ladder.table.NAMED_TABLES
         return None
     path = str(Path(v).expanduser()) if isinstance(v, str) and v.strip() else v
     why = _file_problem(path)
@@ -503,6 +503,10 @@ SCHEMA: dict[str, Rule] = {
     "nneval.check.plies": Int(1, 64),
     "nneval.check.depth": Int(1, 64),
     "nneval.check.max_plies": Int(10, 10_000),
+    "nneval.ladder.pairs": Int(0, 10_000),
+    "nneval.ladder.table": Maybe(
+        Check(_ladder_table_problem, "package, extended or a ladder table file")
+    ),
     "nneval.dedup.bits_log2": Int(8, 32),  # a Redis bitmap holds at most 2^32 bits
     "nneval.dedup.probes": Int(1, 32),
     "nneval.train.window": Int(1, 1000),

@@ -3,6 +3,7 @@
     python -m evaluation.rate_ladder --workers 16                  # the full ladder, +-15 Elo
     python -m evaluation.rate_ladder --dry-run                     # its plan: games and hours
     python -m evaluation.rate_ladder --rungs random,minimax:1,minimax:2 --pairs 20 --out t.csv
+    python -m evaluation.rate_ladder --extend --rungs minimax:9,minimax:10 --pairs 64
 
 Every rung plays the one below it and the one below that (``--no-next-neighbours``: only the
 one below; the second path tightens the chain: 178 k games instead of 288 k for +-15), colour-
@@ -19,12 +20,18 @@ and started again with the same arguments keeps its games and plays only what is
 table (evaluation.ladder.table.write_table) is rewritten after every round, marked ``provisional``
 until the target is met. Beside the final table go its game counts (``<table>.results.csv``:
 per match and first mover, everything the fit reads), so that anyone can refit it and check.
+``--extend`` adds ``--rungs`` above the top of the table at ``--out`` without moving it: the
+table's rungs stay at their ratings and its draw and first-move terms hold, only the matches of
+the new rungs are played (``--pairs`` each, 100 by default), and the new rows and their game
+counts are appended (extend_table). A rung's ``ab+nn`` evaluation file is named relative to
+the project, so the rung is the same player from any working directory.
 The library functions are in evaluation.ladder.rungs, ladder_table and ladder_plan.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import math
@@ -50,6 +57,8 @@ from evaluation.ladder.rungs import (
 )
 from evaluation.ladder.table import (
     PACKAGE_TABLE,
+    read_results,
+    read_table,
     results_path,
     table_from_ratings,
     weights_text,
@@ -283,6 +292,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--extend-plies", type=int, default=4, help="random plies per opening")
     parser.add_argument("--max-plies", type=int, default=DEFAULT_MAX_PLIES)
     parser.add_argument("--dry-run", action="store_true", help="print the plan, play nothing")
+    parser.add_argument(
+        "--extend",
+        action="store_true",
+        help="add --rungs above the top of the table at --out, its rungs and terms fixed",
+    )
     parser.add_argument("overrides", nargs="*", help="config overrides (evaluation.baseline...)")
     return parser
 
@@ -296,10 +310,10 @@ def _settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], dict
     names = [ladder_player(s, **options).name for s in rungs]
     if names != rungs:
         raise ValueError(f"--rungs: write each spec as its player's name: {names}")
-    if len(set(rungs)) != len(rungs) or len(rungs) < 2:
+    if len(set(rungs)) != len(rungs) or len(rungs) < (1 if args.extend else 2):
         raise ValueError(f"--rungs needs two or more distinct players, got {rungs}")
     elo_cfg = dict(cfg.evaluation.elo)
-    if rungs[0] != elo_cfg.get("anchor_player", "random"):
+    if not args.extend and rungs[0] != elo_cfg.get("anchor_player", "random"):
         raise ValueError(f"--rungs must start with the anchor {elo_cfg.get('anchor_player')}")
     for key, value in (("workers", args.workers), ("probe-pairs", args.probe_pairs)):
         if value < 1:
@@ -321,6 +335,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:  # ConfigError included
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.extend:
+        return extend_table(args, options, rungs, elo_cfg, games_file)
     matches = rating_matches(rungs, args.next_neighbours)
     meta = {
         "status": "provisional",
@@ -391,6 +407,81 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"wrote {args.out} ({meta['status']}) and its game counts {results_path(args.out)};"
         f" games in {games_file}"
     )
+    return 0
+
+
+EXTEND_PAIRS = 100  # pairs per match of an extension without --pairs (about +-35 Elo a link)
+
+
+def extend_table(
+    args: argparse.Namespace,
+    options: dict[str, Any],
+    new: Sequence[str],
+    elo_cfg: dict[str, Any],
+    games_file: Path,
+) -> int:
+    """``--extend``: rungs added above the top of a rated table. The table's rungs keep their
+    ratings and its draw and first-move terms hold (evaluation.ladder.rungs.fit_all with the
+    table), so every rating already quoted on its scale stands; only the matches with a new rung
+    are played (each new rung against the one or two below it), and the table is rewritten with
+    the new rows after the old and its game counts with theirs. Resumes as a full rating does."""
+    try:
+        table = read_table(args.out)
+        old_results = read_results(results_path(args.out))
+    except ValueError as e:
+        print(f"error: --extend: {e}", file=sys.stderr)
+        return 2
+    old = [r.player for r in table.rows]
+    if clash := [r for r in new if r in old]:
+        print(f"error: --extend: {clash} already in {args.out}", file=sys.stderr)
+        return 2
+    weights = weights_text(options.get("weights"))
+    if table.meta.get("weights", weights) != weights:
+        print(
+            f"error: --extend: {args.out} was rated with minimax weights"
+            f" {table.meta['weights']}, these are {weights}",
+            file=sys.stderr,
+        )
+        return 2
+    rungs = [*old, *new]
+    matches = [m for m in rating_matches(rungs, args.next_neighbours) if m[0] in new]
+    pairs = args.pairs or EXTEND_PAIRS
+    games = read_games(games_file)
+    print(f"extending {args.out}: {describe_plan(pairs, matches, games, args.workers)}")
+    if args.dry_run:
+        return 0
+    jobs = [(m, i) for i in range(pairs) for m in matches if i not in (games.get(m) or {})]
+    openings = rating_openings(pairs, plies=args.extend_plies, seed=args.seed)
+    if len(openings) < pairs:
+        print(f"error: only {len(openings)} distinct openings for {pairs} pairs per match")
+        return 1
+    play_jobs(
+        jobs,
+        openings,
+        games_file,
+        workers=args.workers,
+        max_plies=args.max_plies,
+        options=options,
+        label=f"extension (to {pairs} pairs per match)",
+    )
+    rows = [r for r in results_of(read_games(games_file)) if (r.a, r.b) in matches]
+    try:
+        ratings = fit_all(rows, elo_cfg, table=table)
+    except ValueError as e:
+        print(f"error: no rating fit: {e}", file=sys.stderr)
+        return 1
+    added = table_from_ratings(ratings, new, {}).rows
+    widest = max(r.upper - r.elo for r in added)
+    note = f"{' '.join(new)} added {_now()} at {git_revision()}, {pairs} pairs a match"
+    note += f", +-{widest:.0f} Elo at most"
+    meta = table.meta | {
+        "rungs": " ".join(rungs),
+        "extended": "; ".join(filter(None, (table.meta.get("extended"), note))),
+    }
+    write_table(dataclasses.replace(table, rows=table.rows + added, meta=meta), args.out)
+    write_results([*old_results, *rows], results_path(args.out))
+    _print_ratings(ratings, new)
+    print(f"wrote {args.out} (extended) and its game counts; games in {games_file}")
     return 0
 
 

@@ -34,6 +34,7 @@ from evaluation.ladder.plan import (
 )
 from evaluation.ladder.rungs import fit_all, ladder_player, rating_openings
 from evaluation.ladder.table import (
+    EXTENDED_TABLE,
     PACKAGE_TABLE,
     LadderTable,
     TableRow,
@@ -112,6 +113,40 @@ def test_rate_ladder_table_matches_a_direct_fit_and_resumes_without_replaying(
     assert again[-1]["pair"] == last["pair"]
     assert rate_ladder.main([*args, "--dry-run", "--pairs", "8"]) == 0
     assert "0 still to play" in capsys.readouterr().out
+
+
+def test_rate_ladder_extends_a_table_keeping_its_rungs_and_terms(tmp_path, capsys) -> None:
+    out = tmp_path / "ladder.csv"
+    base = ["--workers", "1", "--out", str(out), "--pairs", "4"]
+    assert rate_ladder.main(["--rungs", "random,minimax:1,minimax:2", *base]) == 0
+    before, counts = read_table(out), read_results(results_path(out))
+    extend = [*base, "--extend", "--games-file", str(tmp_path / "top.jsonl")]
+    assert rate_ladder.main([*extend, "--rungs", "minimax:3,minimax:4"]) == 0
+    after = read_table(out)
+    assert [r.player for r in after.rows] == ["random", *(f"minimax:{d}" for d in range(1, 5))]
+    assert after.rows[:3] == before.rows  # every rating already quoted stands
+    assert (after.draw_elo, after.first_move_elo) == (before.draw_elo, before.first_move_elo)
+    assert "minimax:3 minimax:4 added" in after.meta["extended"]
+    assert after.meta["rungs"] == "random minimax:1 minimax:2 minimax:3 minimax:4"
+    # Only the new rungs played: each against the one and the one two below it.
+    top = rate_ladder.results_of(rate_ladder.read_games(tmp_path / "top.jsonl"))
+    assert {(r.a, r.b) for r in top} == {
+        ("minimax:3", "minimax:2"),
+        ("minimax:3", "minimax:1"),
+        ("minimax:4", "minimax:3"),
+        ("minimax:4", "minimax:2"),
+    }
+    assert read_results(results_path(out)) == counts + top
+    # The new rows are the fit of their games with the old rungs fixed at the table's ratings.
+    direct = fit_all(top, ELO_CFG, table=before)
+    assert after.rows[4].elo == pytest.approx(direct["minimax:4"].elo, abs=0.006)
+    # A rung already rated, or other minimax weights, is refused naming the table.
+    assert rate_ladder.main([*extend, "--rungs", "minimax:2"]) == 2
+    assert "already in" in capsys.readouterr().err
+    weights = "evaluation.baseline.weights.king=150"
+    assert rate_ladder.main([*extend, "--rungs", "minimax:5", weights]) == 2
+    assert "rated with minimax weights" in capsys.readouterr().err
+    assert read_table(out) == after
 
 
 def test_rate_ladder_refuses_bad_rungs(tmp_path, capsys) -> None:
@@ -333,6 +368,29 @@ def test_the_shipped_table_is_final_within_15_elo_and_refits_from_its_games(conf
     refit = fit_all(rows, cfg["evaluation"]["elo"])
     assert refit.draw_elo == pytest.approx(table.draw_elo, abs=0.01)
     for row in table.rows:
+        assert refit[row.player].elo == pytest.approx(row.elo, abs=0.01)
+        assert refit[row.player].upper == pytest.approx(row.upper, abs=0.01)
+
+
+def test_the_extended_table_keeps_the_shipped_one_and_refits_its_top_rungs(config) -> None:
+    """The table the fast player's generations are rated on: the shipped table's rows unchanged,
+    then rungs above its top up to the learned evaluation's own first file at fixed depths,
+    each exactly what its games give with the shipped rungs held (rate_ladder --extend)."""
+    base, table = read_table(PACKAGE_TABLE), read_table(EXTENDED_TABLE)
+    assert table.rows[: len(base.rows)] == base.rows
+    assert (table.draw_elo, table.first_move_elo) == (base.draw_elo, base.first_move_elo)
+    top = table.rows[len(base.rows) :]
+    assert top and all(ladder_player(r.player).name == r.player for r in top)  # from any cwd
+    elos = [row.elo for row in table.rows]
+    assert elos == sorted(elos)
+    rows = read_results(results_path(EXTENDED_TABLE))
+    assert rows[: len(read_results(results_path(PACKAGE_TABLE)))] == read_results(
+        results_path(PACKAGE_TABLE)
+    )
+    new = [r for r in rows if r.a in {t.player for t in top}]
+    elo_cfg = OmegaConf.to_container(config(), resolve=True)["evaluation"]["elo"]
+    refit = fit_all(new, elo_cfg, table=base)
+    for row in top:
         assert refit[row.player].elo == pytest.approx(row.elo, abs=0.01)
         assert refit[row.player].upper == pytest.approx(row.upper, abs=0.01)
 

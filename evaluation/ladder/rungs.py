@@ -27,6 +27,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from evaluation.ladder.table import LadderTable
@@ -34,6 +35,7 @@ from evaluation.matches.games import play_match, play_pair
 from evaluation.matches.records import MatchResult, PairRecord
 from evaluation.players.base import Player
 from evaluation.players.make import make_player
+from evaluation.players.spec import parse_spec
 from evaluation.stats.elo import PairResult, Ratings
 from evaluation.stats.fit import fit_ratings
 from game.egdb import EndgameDatabase
@@ -237,7 +239,28 @@ def ladder_player(spec: str, **options: Any) -> Player:
                 f"player spec {spec!r}: the random-move probability must lie in (0, 1)"
             )
         return NoisyPlayer(p, make_player(m["inner"], **options), seed=int(options.get("seed", 0)))
-    return make_player(spec, **options)
+    return _named(make_player(_project_path(text), **options), text)
+
+
+# The project's root: a rung's evaluation file (``ab+nn:8:game/data/nneval-v1.safetensors``) is
+# named relative to it, so a table's rung is the same player from any working directory.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _project_path(spec: Any) -> Any:
+    """``spec`` with a relative ab+nn file that is not found from here read from the project."""
+    if not isinstance(spec, str) or not spec.startswith("ab+nn"):
+        return spec
+    path = parse_spec(spec).nneval_path
+    if not path or Path(path).is_absolute() or Path(path).exists():
+        return spec
+    return spec.replace(path, str(PROJECT_ROOT / path), 1)
+
+
+def _named(player: Player, name: Any) -> Player:
+    if isinstance(name, str) and player.name != name and str(PROJECT_ROOT) in player.name:
+        player.name = name
+    return player
 
 
 def rating_openings(count: int, *, plies: int = 4, seed: int = 0, size: int = 8) -> list[Opening]:

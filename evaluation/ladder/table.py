@@ -24,6 +24,10 @@ TABLE_SCHEMA_VERSION = 1  # the CSV's layout; read_table refuses a newer one
 
 
 PACKAGE_TABLE = Path(__file__).resolve().parent / "data" / "ladder_ratings.csv"
+# The same table with rungs added above its top (``rate_ladder --extend``): its rows begin with
+# every row of PACKAGE_TABLE unchanged. The fast player's generations are rated on it.
+EXTENDED_TABLE = PACKAGE_TABLE.with_name("ladder_ratings_extended.csv")
+NAMED_TABLES = {"package": PACKAGE_TABLE, "extended": EXTENDED_TABLE}
 
 
 TABLE_COLUMNS = ("player", "elo", "lower", "upper", "stderr", "games", "points")
@@ -235,9 +239,10 @@ def read_results(path: str | Path) -> list[PairResult]:
 
 def table_path(setting: str | None) -> Path | None:
     """``evaluation.ladder_table``: null (None) = no table, ``package`` = the table shipped in
-    evaluation/ladder/data/, anything else a path to one."""
+    evaluation/ladder/data/, ``extended`` = the same with rungs above it, anything else a path
+    to one."""
     if setting is None or str(setting).strip().lower() in ("", "null", "none"):
         return None
-    if str(setting).strip() == "package":
-        return PACKAGE_TABLE
+    if str(setting).strip() in NAMED_TABLES:
+        return NAMED_TABLES[str(setting).strip()]
     return Path(str(setting)).expanduser()
