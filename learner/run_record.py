@@ -79,6 +79,8 @@ RESUMABLE = (
     "nneval.selfplay.actors",
     "nneval.train.threads",
     "nneval.gate.parallel",
+    "nneval.ladder.pairs",
+    "nneval.ladder.table",
     "logging.*",
     "cluster.*",
 )

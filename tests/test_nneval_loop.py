@@ -24,6 +24,7 @@ from checkerzero.store.positions import (
     false_positive_rate,
     position_hashes,
 )
+from evaluation.ladder.table import LadderTable, TableRow, write_table
 from game import _core, nneval
 from game.egdb.build import cached_database
 from game.openings import load_openings
@@ -35,6 +36,7 @@ from learner.nneval.lineage import Lineage
 from learner.nneval.loop import open_generation, selfplay_phase
 from learner.nneval.model import QUANTISED_TOLERANCE_CM, NNEvalModel
 
+RUNGS6 = {"random": 0.0, "minimax:1": 300.0, "minimax:2": 600.0}  # a test table's rungs (6x6)
 TINY_BITS = 16  # an 8 KiB filter: plenty for a few thousand positions
 
 
@@ -211,8 +213,9 @@ def test_a_killed_loop_resumes_its_generation_with_no_position_lost_or_twice(
     assert len(np.unique(position_hashes(everything))) == total  # none twice
 
 
-def _loop_cfg(config, tmp: Path, lineage: str, flip: bool):
+def _loop_cfg(config, tmp: Path, lineage: str, flip: bool, *extra: str):
     return config(
+        *extra,
         f"run_dir={tmp}/run-{lineage}",
         "preset=nneval",
         "game=small",
@@ -258,7 +261,12 @@ def _loop_cfg(config, tmp: Path, lineage: str, flip: bool):
 def test_the_loop_stores_trains_gates_and_promotes_a_generation(config, tmp_path: Path) -> None:
     from learner.start import run
 
-    summary = run(_loop_cfg(config, tmp_path, "lineage", flip=False))
+    table = tmp_path / "table.csv"  # a small board's ladder: these rungs, these ratings
+    rows = [TableRow(p, elo, elo - 20, elo + 20, 10, 100, 50) for p, elo in RUNGS6.items()]
+    write_table(LadderTable(tuple(rows), 100.0, None, 0.95, {"status": "test"}), table)
+    rated = (f"nneval.ladder.table={table}", "nneval.ladder.pairs=2")
+    cfg = _loop_cfg(config, tmp_path, "lineage", False, *rated)
+    summary = run(cfg)
     (rec,) = summary["generations"]
     assert rec["positions"] >= 3000 and rec["promoted"] and rec["gate"]["decision"] == "accept"
     # checked from openings outside the training data too: a pair from each, and it wins there
@@ -279,6 +287,25 @@ def test_the_loop_stores_trains_gates_and_promotes_a_generation(config, tmp_path
     names = ("nneval_loss.csv", "nneval_loss.png", "nneval_elo.csv", "nneval_elo.png")
     for name in (*names, "nneval_elo_positions.png"):
         assert (run_dir / name).is_file(), name
+    # rated on the ladder: two pairs against each of the two rungs nearest its estimate (the
+    # top rung's), fitted with the rungs fixed; the curve beside the others
+    ladder = rec["ladder"]
+    assert set(ladder["rungs"]) == {"minimax:1", "minimax:2"} and ladder["games"] == 8
+    assert ladder["lower"] < ladder["elo"] < ladder["upper"] and ladder["settings"] == "depth 2"
+    assert (
+        sum(sum(v[k] for k in ("wins", "draws", "losses")) for v in ladder["rungs"].values()) == 8
+    )
+    for folder in (run_dir, lineage.folder):
+        csv = (folder / "nneval_ladder.csv").read_text().splitlines()
+        assert (
+            len(csv) == 2 and csv[1].startswith("0,") and (folder / "nneval_ladder.png").is_file()
+        )
+    # A generation recorded without a rating is rated when the loop resumes, and nothing else.
+    path = lineage.record_path(0)
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"ladder": None}))
+    assert run(cfg)["generations"] == []
+    again = lineage.records()[0]
+    assert again["ladder"]["games"] == 8 and again["candidate_sha256"] == rec["candidate_sha256"]
     # The same data with its labels' signs flipped trains an evaluation that loses the gate.
     summary = run(_loop_cfg(config, tmp_path, "flipped", flip=True))
     (flipped,) = summary["generations"]

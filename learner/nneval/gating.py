@@ -24,6 +24,7 @@ import numpy as np
 import ray
 
 from checkerzero.store.positions import FLAG_WHITE_TO_MOVE, POSITION_DTYPE
+from evaluation.ladder.rungs import pair_results
 from evaluation.matches.games import play_pair, schedule
 from evaluation.matches.gate import feed_pair, gate_pair_limit, sprt_from_config
 from evaluation.matches.records import PairRecord, pairs_pdn_games
@@ -38,7 +39,8 @@ logger = logging.getLogger(__name__)
 PROGRESS_S = 60.0  # seconds between the gate's progress lines
 
 
-def _player(data: bytes, folder: str, name: str, g: Mapping[str, Any]) -> MinimaxPlayer:
+def gate_player(data: bytes, folder: str, name: str, g: Mapping[str, Any]) -> MinimaxPlayer:
+    """An ab+nn player of the evaluation in `data` at the gate settings `g`, named `name`."""
     path = Path(folder) / f"{name}.safetensors"
     path.write_bytes(data)
     depth, time_ms = int(g["depth"]), int(g["time_ms"])
@@ -62,8 +64,8 @@ def _pair_task(
     size: int,
 ) -> PairRecord:
     with tempfile.TemporaryDirectory() as folder:
-        a = _player(candidate, folder, "candidate", g)
-        b = _player(best, folder, "best", g)
+        a = gate_player(candidate, folder, "candidate", g)
+        b = gate_player(best, folder, "best", g)
         return play_pair(a, b, opening, index, max_plies=int(g["max_plies"]), size=size)
 
 
@@ -199,11 +201,8 @@ def check_generation(
     g["max_plies"] = int(check["max_plies"])
     cand_ref, best_ref = ray.put(candidate), ray.put(best)
     refs = [_pair_task.remote(cand_ref, best_ref, o, i, g, size) for i, o in enumerate(openings)]
-    wdl = [0, 0, 0]
-    for pair in ray.get(refs):
-        for points in pair.a_game_points():
-            wdl[{1.0: 0, 0.5: 1, 0.0: 2}[points]] += 1
-    w, d, losses = wdl
+    rows = pair_results(ray.get(refs), "candidate", "best")  # one row per first mover
+    w, d, losses = (sum(getattr(r, k) for r in rows) for k in ("wins", "draws", "losses"))
     elo = match_elo(w, d, losses) if w + d + losses else None
     out = {
         "games": float(w + d + losses),

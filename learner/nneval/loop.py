@@ -9,15 +9,17 @@ Each generation ``g``:
 2. training: a quantisation-aware model on the last ``train.window`` generations' shards
    (``learner.nneval.fit``), warm-started from the best, quantised and written as a checked
    evaluation file whose metadata names the run, generation and parent;
-3. gate: the candidate against the best (``learner.nneval.gating``); promoted on accept;
+3. gate: the candidate against the best (``learner.nneval.gating``); promoted on accept; then
+   the check from unseen openings and a rating on the rated ladder (``learner.nneval.rating``);
 4. record: ``<lineage_dir>/gen-<g>.{json,safetensors}`` (``learner.nneval.lineage``), the
    loss and Elo curves (CSV and PNG in the run folder, W&B).
 
 Resume: a generation without a record is resumed: its shards on disk are kept, its Redis
 backlog drained, a shard written but not yet trimmed counted once (``shards.recover``); a
 generation whose shards are gone (another machine) is played again from its recorded seed and
-parent. This process is the `learner.run.Run` of the MCTS loop with another training body: the
-same Redis, Ray, preflight and signal handling.
+parent; a recorded generation without a ladder rating (rated before there was one, or with
+``ladder.pairs`` 0) is rated first. This process is the `learner.run.Run` of the MCTS loop with
+another training body: the same Redis, Ray, preflight and signal handling.
 """
 
 from __future__ import annotations
@@ -37,11 +39,13 @@ from omegaconf import DictConfig, OmegaConf
 from actors.ab_pool import ABActorPool
 from checkerzero.metrics import MetricsLogger
 from checkerzero.store.positions import PositionStream
+from evaluation.ladder.table import NAMED_TABLES, LadderTable, read_table, table_path
 from game import nneval
 from learner.nneval.fit import FitSettings, fit
 from learner.nneval.gating import check_generation, gate_generation, unseen_openings
 from learner.nneval.lineage import Lineage, sha256, weights_digest
 from learner.nneval.model import NNEvalModel
+from learner.nneval.rating import ladder_estimate, rate_on_ladder
 from learner.nneval.shards import (
     bytes_per_position,
     claim_folder,
@@ -63,6 +67,8 @@ ELO_CSV = "nneval_elo.csv"  # one row per generation: positions, gate, chained E
 ELO_PNG = "nneval_elo.png"  # the best's chained Elo against generation ...
 ELO_POSITIONS_PNG = "nneval_elo_positions.png"  # ... and against millions of positions
 LOSS_PNG = "nneval_loss.png"
+LADDER_CSV = "nneval_ladder.csv"  # one row per rated generation: its rating on the ladder's scale
+LADDER_PNG = "nneval_ladder.png"  # ... against millions of positions, the rungs beside it
 POLL_S = 0.2  # how often the self-play phase checks the store and the pool
 
 
@@ -215,6 +221,7 @@ class NNEvalRun(Run):
         self._new_pool = lambda: ABActorPool(cfg, url, password, client)
         summary: dict[str, Any] = {"generations": []}
         try:
+            self._rate_unrated(lineage, size)
             first = lineage.next_generation()
             for g in range(first, int(nc.generations)):
                 if self._stop.is_set():
@@ -228,6 +235,37 @@ class NNEvalRun(Run):
         finally:
             metrics.close()
         return summary
+
+    def _ladder_table(self, size: int) -> LadderTable | None:
+        """The rated table generations are rated on; None when ``ladder.pairs`` is 0 or the
+        board has no table (the shipped ones rate 8x8 players)."""
+        ladder = self.cfg.nneval.ladder
+        path = table_path(ladder.table)
+        if int(ladder.pairs) <= 0 or path is None or (path in NAMED_TABLES.values() and size != 8):
+            return None
+        return read_table(path)
+
+    def _rate(self, candidate: bytes, lineage: Lineage, g: int, size: int) -> dict[str, Any] | None:
+        table = self._ladder_table(size)
+        if table is None:
+            return None
+        nc = self.cfg.nneval
+        estimate = ladder_estimate(lineage.records()[:g], table)
+        return rate_on_ladder(
+            candidate, nc.gate, int(nc.ladder.pairs), table, self.cfg.evaluation.elo, estimate, size
+        )
+
+    def _rate_unrated(self, lineage: Lineage, size: int) -> None:
+        """Recorded generations without a ladder rating get one (their records rewritten)."""
+        for rec in lineage.records():
+            if rec.get("ladder") or self._stop.is_set() or self._ladder_table(size) is None:
+                continue
+            g = int(rec["generation"])
+            candidate = lineage.candidate_path(g).read_bytes()
+            logger.info("generation %d has no ladder rating: rating it", g)
+            rec["ladder"] = self._rate(candidate, lineage, g, size)
+            lineage.write(g, rec, candidate)
+        self._write_ladder_curve(lineage)
 
     def _rebuild_filter(self, stream: PositionStream, lineage: Lineage) -> None:
         """A store without the filter (a fresh Redis) learns the positions already on disk."""
@@ -351,6 +389,7 @@ class NNEvalRun(Run):
                 seed=generation_seed(cfg, g),
             )
             check = check_generation(candidate, parent_path.read_bytes(), openings, nc.check, size)
+        ladder = self._rate(candidate, lineage, g, size)
         best_elo = lineage.best_elo_before(g) + (stats["elo"] if promoted else 0.0)
         total = lineage.positions_before(g) + positions
         record = {
@@ -375,16 +414,18 @@ class NNEvalRun(Run):
             | stats,
             "promoted": promoted,
             "check": check,
+            "ladder": ladder,
             "best_elo": best_elo,
             "settings": {
                 k: OmegaConf.to_container(nc[k], resolve=True)
-                for k in ("selfplay", "train", "gate", "check")
+                for k in ("selfplay", "train", "gate", "check", "ladder")
             }
             | {"positions": int(nc.positions)},
             "run": self.run_dir.name,
         }
         lineage.write(g, record, candidate)
         self._log_elo(record, metrics)
+        self._write_ladder_curve(lineage)
         logger.info(
             "generation %d: %s (Elo %+.0f [%+.0f, %+.0f]); best now %+.0f",
             g,
@@ -429,8 +470,10 @@ class NNEvalRun(Run):
                 f"{gate['elo']:.1f},{gate['elo_lower']:.1f},{gate['elo_upper']:.1f},"
                 f"{int(rec['promoted'])}\n"
             )
+        ladder = {"eval/ladder_elo": rec["ladder"]["elo"]} if rec.get("ladder") else {}
         metrics.log(
-            {
+            ladder
+            | {
                 "eval/elo": rec["best_elo"],
                 "eval/generation": float(rec["generation"]),
                 "eval/positions_millions": rec["positions_total"] / 1e6,
@@ -439,6 +482,55 @@ class NNEvalRun(Run):
         )
         _plot(path, self.run_dir / ELO_PNG, "best_elo", None, "generation")
         _plot(path, self.run_dir / ELO_POSITIONS_PNG, "best_elo", None, "positions_millions")
+
+    def _write_ladder_curve(self, lineage: Lineage) -> None:
+        """``nneval_ladder.csv`` and ``.png`` in the run folder and the lineage folder, from
+        every rated record: each candidate's rating on the ladder's scale, with its interval,
+        against millions of positions stored (promoted candidates filled)."""
+        rated = [r for r in lineage.records() if r.get("ladder")]
+        if not rated:
+            return
+        lines = ["generation,positions_millions,ladder_elo,lower,upper,promoted,settings"]
+        lines += [
+            f"{r['generation']},{r['positions_total'] / 1e6:.4f},{r['ladder']['elo']:.1f},"
+            f"{r['ladder']['lower']:.1f},{r['ladder']['upper']:.1f},{int(r['promoted'])},"
+            f"{r['ladder'].get('settings', '')}"
+            for r in rated
+        ]
+        for folder in (self.run_dir, lineage.folder):
+            (folder / LADDER_CSV).write_text("\n".join(lines) + "\n")
+            _plot_ladder(rated, folder / LADDER_PNG)
+
+
+def _plot_ladder(records: list[dict[str, Any]], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for promoted, marker in ((True, "o"), (False, "x")):
+        rs = [r for r in records if bool(r["promoted"]) == promoted]
+        if not rs:
+            continue
+        x = [r["positions_total"] / 1e6 for r in rs]
+        y = [r["ladder"]["elo"] for r in rs]
+        err = [
+            [r["ladder"]["elo"] - r["ladder"]["lower"] for r in rs],
+            [r["ladder"]["upper"] - r["ladder"]["elo"] for r in rs],
+        ]
+        label = "promoted" if promoted else "not promoted"
+        ax.errorbar(x, y, yerr=err, fmt=marker, capsize=3, label=label)
+    rungs = {k: v["rating"] for r in records for k, v in r["ladder"]["rungs"].items()}
+    for name, elo in rungs.items():
+        ax.axhline(elo, color="grey", lw=0.6, ls="--")
+        ax.annotate(name.split(":game/")[0], (0, elo), fontsize=6, color="grey", va="bottom")
+    ax.set_xlabel("millions of positions stored")
+    ax.set_ylabel("rating on the ladder's scale")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png)
+    plt.close(fig)
 
 
 def _plot(csv_path: Path, png: Path, y1: str, y2: str | None, xlabel: str) -> None:
