@@ -115,6 +115,7 @@ ALSO_NULL = frozenset(
         "cluster.address",
         "cluster.object_store_memory_mb",
         "evaluation.ladder_table",
+        "nneval.ladder.table",
         "replay.password_env",
     }
 )
