@@ -24,6 +24,8 @@ another training body: the same Redis, Ray, preflight and signal handling.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import logging
 import threading
@@ -484,22 +486,37 @@ class NNEvalRun(Run):
         _plot(path, self.run_dir / ELO_POSITIONS_PNG, "best_elo", None, "positions_millions")
 
     def _write_ladder_curve(self, lineage: Lineage) -> None:
-        """``nneval_ladder.csv`` and ``.png`` in the run folder and the lineage folder, from
-        every rated record: each candidate's rating on the ladder's scale, with its interval,
-        against millions of positions stored (promoted candidates filled)."""
-        rated = [r for r in lineage.records() if r.get("ladder")]
-        if not rated:
-            return
-        lines = ["generation,positions_millions,ladder_elo,lower,upper,promoted,settings"]
-        lines += [
-            f"{r['generation']},{r['positions_total'] / 1e6:.4f},{r['ladder']['elo']:.1f},"
-            f"{r['ladder']['lower']:.1f},{r['ladder']['upper']:.1f},{int(r['promoted'])},"
-            f"{r['ladder'].get('settings', '')}"
-            for r in rated
-        ]
-        for folder in (self.run_dir, lineage.folder):
-            (folder / LADDER_CSV).write_text("\n".join(lines) + "\n")
-            _plot_ladder(rated, folder / LADDER_PNG)
+        write_ladder_curve(lineage.records(), (self.run_dir, lineage.folder))
+
+
+def write_ladder_curve(records: list[dict[str, Any]], folders: Any) -> None:
+    """``nneval_ladder.csv`` and ``.png`` in each of ``folders``, from every rated record: each
+    candidate's rating on the ladder's scale, with its interval, against millions of positions
+    stored (promoted candidates filled)."""
+    rated = [r for r in records if r.get("ladder")]
+    if not rated:
+        return
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(
+        ["generation", "positions_millions", "ladder_elo", "lower", "upper", "promoted", "settings"]
+    )
+    for r in rated:
+        lad = r["ladder"]
+        writer.writerow(
+            [
+                r["generation"],
+                f"{r['positions_total'] / 1e6:.4f}",
+                f"{lad['elo']:.1f}",
+                f"{lad['lower']:.1f}",
+                f"{lad['upper']:.1f}",
+                int(r["promoted"]),
+                lad.get("settings", ""),
+            ]
+        )
+    for folder in folders:
+        (Path(folder) / LADDER_CSV).write_text(out.getvalue())
+        _plot_ladder(rated, Path(folder) / LADDER_PNG)
 
 
 def _plot_ladder(records: list[dict[str, Any]], png: Path) -> None:
@@ -524,7 +541,8 @@ def _plot_ladder(records: list[dict[str, Any]], png: Path) -> None:
     rungs = {k: v["rating"] for r in records for k, v in r["ladder"]["rungs"].items()}
     for name, elo in rungs.items():
         ax.axhline(elo, color="grey", lw=0.6, ls="--")
-        ax.annotate(name.split(":game/")[0], (0, elo), fontsize=6, color="grey", va="bottom")
+        label = name.split(":game/")[0]  # the rung's spec without its file's folder
+        ax.annotate(label, (0.01, elo), xycoords=("axes fraction", "data"), fontsize=7, va="bottom")
     ax.set_xlabel("millions of positions stored")
     ax.set_ylabel("rating on the ladder's scale")
     ax.legend(fontsize=7)

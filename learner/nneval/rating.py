@@ -45,10 +45,10 @@ def _rung_pair_task(
 
 
 def settings_text(gate: Mapping[str, Any]) -> str:
-    """How the candidate played: ``depth 3`` or ``200 ms a move, time management``."""
+    """How the candidate played: ``depth 3`` or ``200 ms a move with time management``."""
     if int(gate["depth"]):
         return f"depth {int(gate['depth'])}"
-    managed = ", time management" if gate["time_management"] else ""
+    managed = " with time management" if gate["time_management"] else ""
     return f"{int(gate['time_ms'])} ms a move{managed}"
 
 
