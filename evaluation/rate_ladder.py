@@ -323,6 +323,39 @@ def _settings(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], dict
     return options, rungs, elo_cfg
 
 
+def missing_jobs(
+    matches: Sequence[Match], games: Mapping[Match, Mapping[int, Any]], goal: int
+) -> list[tuple[Match, int]]:
+    """The (match, pair index) of the first ``goal`` pairs of each match not yet played."""
+    return [(m, i) for i in range(goal) for m in matches if i not in (games.get(m) or {})]
+
+
+def play_round(
+    jobs: Sequence[tuple[Match, int]],
+    goal: int,
+    args: argparse.Namespace,
+    options: dict[str, Any],
+    games_file: Path,
+    label: str,
+) -> bool:
+    """Plays ``jobs`` from the first ``goal`` rating openings; False (said why) when the board
+    has fewer distinct openings."""
+    openings = rating_openings(goal, plies=args.extend_plies, seed=args.seed)
+    if len(openings) < goal:
+        print(f"error: only {len(openings)} distinct openings for {goal} pairs per match")
+        return False
+    play_jobs(
+        jobs,
+        openings,
+        games_file,
+        workers=args.workers,
+        max_plies=args.max_plies,
+        options=options,
+        label=label,
+    )
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # Over 80 lines: the command's rounds (plan, play, refit) read top to bottom; each step is
     # a function of its own.
@@ -372,25 +405,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         have = max((len(games.get(m) or {}) for m in matches), default=0)
         goal = need if args.pairs is not None else min(need, max(args.probe_pairs, 2 * have))
-        jobs = [(m, i) for i in range(goal) for m in matches if i not in (games.get(m) or {})]
+        jobs = missing_jobs(matches, games, goal)
         if ratings is not None and not jobs:
             break
         if not jobs:  # every planned pair is played but the fit is not identified
             print("error: the games do not identify every rating; play more (--pairs)")
             return 1
-        openings = rating_openings(goal, plies=args.extend_plies, seed=args.seed)
-        if len(openings) < goal:
-            print(f"error: only {len(openings)} distinct openings for {goal} pairs per match")
+        label = f"round {round_number} (to {goal} pairs per match)"
+        if not play_round(jobs, goal, args, options, games_file, label):
             return 1
-        play_jobs(
-            jobs,
-            openings,
-            games_file,
-            workers=args.workers,
-            max_plies=args.max_plies,
-            options=options,
-            label=f"round {round_number} (to {goal} pairs per match)",
-        )
         games = read_games(games_file)
         ratings = fit_games(games, rungs, elo_cfg)
         if ratings is not None:
@@ -450,20 +473,10 @@ def extend_table(
     print(f"extending {args.out}: {describe_plan(pairs, matches, games, args.workers)}")
     if args.dry_run:
         return 0
-    jobs = [(m, i) for i in range(pairs) for m in matches if i not in (games.get(m) or {})]
-    openings = rating_openings(pairs, plies=args.extend_plies, seed=args.seed)
-    if len(openings) < pairs:
-        print(f"error: only {len(openings)} distinct openings for {pairs} pairs per match")
+    jobs = missing_jobs(matches, games, pairs)
+    label = f"extension (to {pairs} pairs per match)"
+    if not play_round(jobs, pairs, args, options, games_file, label):
         return 1
-    play_jobs(
-        jobs,
-        openings,
-        games_file,
-        workers=args.workers,
-        max_plies=args.max_plies,
-        options=options,
-        label=f"extension (to {pairs} pairs per match)",
-    )
     rows = [r for r in results_of(read_games(games_file)) if (r.a, r.b) in matches]
     try:
         ratings = fit_all(rows, elo_cfg, table=table)
