@@ -269,6 +269,7 @@ def test_the_loop_stores_trains_gates_and_promotes_a_generation(config, tmp_path
     summary = run(cfg)
     (rec,) = summary["generations"]
     assert rec["positions"] >= 3000 and rec["promoted"] and rec["gate"]["decision"] == "accept"
+    assert 0 < rec["selfplay_s"] < rec["wall_s"]  # self-play, then training, gate and rating
     # checked from openings outside the training data too: a pair from each, and it wins there
     assert rec["check"]["games"] == 12 and rec["check"]["elo"] > 0
     # the gate's games, for reading: as many as the SPRT read, the players by their roles
@@ -310,6 +311,7 @@ def test_the_loop_stores_trains_gates_and_promotes_a_generation(config, tmp_path
     summary = run(_loop_cfg(config, tmp_path, "flipped", flip=True))
     (flipped,) = summary["generations"]
     assert flipped["positions"] == rec["positions"]  # the stored shards, reused
+    assert flipped["selfplay_s"] == rec["selfplay_s"]  # with the time they took to play
     assert not flipped["promoted"] and flipped["gate"]["elo"] < 0
     assert json.loads((tmp_path / "flipped" / "gen-000.json").read_text())["promoted"] is False
 
@@ -333,6 +335,14 @@ def test_a_lost_generation_is_played_again_identically_and_lineages_do_not_mix(
     shards.claim_folder(tmp_path / "gen-002", source)  # the same lineage: accepted
     with pytest.raises(shards.ShardError, match=r"gen-002/source.json: positions of another"):
         shards.claim_folder(tmp_path / "gen-002", source | {"parent_sha256": "b" * 64})
+    # A generation played over two sittings reports the self-play of both.
+    assert shards.selfplay_seconds(tmp_path / "gen-002") == 0.0
+    assert shards.add_selfplay_seconds(tmp_path / "gen-002", 1800.0) == 1800.0
+    assert shards.add_selfplay_seconds(tmp_path / "gen-002", 2160.0) == 3960.0
+    assert shards.selfplay_seconds(tmp_path / "gen-002") == 3960.0
+    (tmp_path / "gen-002" / shards.SELFPLAY_FILE).write_text("{")
+    with pytest.raises(shards.ShardError, match=r"gen-002/selfplay.json: unreadable"):
+        shards.selfplay_seconds(tmp_path / "gen-002")
 
 
 def test_selfplay_progress_line_names_positions_rate_duplicates_and_eta(caplog, monkeypatch):

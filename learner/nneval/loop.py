@@ -49,6 +49,7 @@ from learner.nneval.lineage import Lineage, sha256, weights_digest
 from learner.nneval.model import NNEvalModel
 from learner.nneval.rating import ladder_estimate, rate_on_ladder
 from learner.nneval.shards import (
+    add_selfplay_seconds,
     bytes_per_position,
     claim_folder,
     count_rows,
@@ -56,6 +57,7 @@ from learner.nneval.shards import (
     generation_dir,
     iter_rows,
     recover,
+    selfplay_seconds,
     shard_files,
 )
 from learner.run import Run
@@ -281,8 +283,9 @@ class NNEvalRun(Run):
         if n:
             logger.info("deduplication filter rebuilt from %d positions on disk", n)
 
-    def _data(self, g: int, lineage: Lineage, stream: PositionStream) -> tuple[Path, int]:
-        """Generation ``g``'s shards, played now if missing or short (resume, another disk)."""
+    def _data(self, g: int, lineage: Lineage, stream: PositionStream) -> tuple[Path, int, float]:
+        """Generation ``g``'s shards, played now if missing or short (resume, another disk), and
+        the seconds of self-play this sitting spent on them."""
         nc = self.cfg.nneval
         parent = lineage.best_before(g)
         parent_bytes = parent.read_bytes()
@@ -301,7 +304,7 @@ class NNEvalRun(Run):
         target = generation_target(self.cfg, lineage, g)
         have = count_rows(shard_files(folder))
         if have >= target:
-            return folder, have
+            return folder, have, 0.0
         version = g  # the evaluation version actors fetch for this generation
         stream.publish_eval(version, parent_bytes)
         # Actors seed their games from (run seed, generation, game number): the generation's
@@ -322,14 +325,18 @@ class NNEvalRun(Run):
             )
         finally:
             pool.stop(30.0)
+        played_s = time.monotonic() - started
+        total_s = add_selfplay_seconds(folder, played_s)
         logger.info(
-            "generation %d: %d positions on disk in %.0f s (%.1f bytes each)",
+            "generation %d: %d positions on disk in %.0f s of self-play (%.0f s this sitting; "
+            "%.1f bytes each)",
             g,
             n,
-            time.monotonic() - started,
+            total_s,
+            played_s,
             bytes_per_position(shard_files(folder)),
         )
-        return folder, n
+        return folder, n, played_s
 
     def _generation(
         self,
@@ -341,7 +348,7 @@ class NNEvalRun(Run):
     ) -> dict[str, Any] | None:
         cfg, nc = self.cfg, self.cfg.nneval
         started = time.monotonic()
-        folder, positions = self._data(g, lineage, stream)
+        folder, positions, played_s = self._data(g, lineage, stream)
         if self._stop.is_set() or positions < int(nc.positions):
             return None
         window = [
@@ -403,7 +410,9 @@ class NNEvalRun(Run):
             "positions": positions,
             "positions_total": total,
             "bytes_per_position": round(bytes_per_position(shard_files(folder)), 2),
-            "wall_s": round(time.monotonic() - started, 1),
+            # Self-play over every sitting, and this sitting's training, gate and rating.
+            "selfplay_s": selfplay_seconds(folder),
+            "wall_s": round(selfplay_seconds(folder) + time.monotonic() - started - played_s, 1),
             "val_loss": history[-1]["val_loss"],
             "gate": {
                 "decision": decision.decision,

@@ -4,7 +4,8 @@
 ``end - 1`` (each a game's new positions) in the columns of ``POSITION_DTYPE``, compressed with
 zstd: 8.3 bytes a position measured on a shard of 1,500 8x8 games, against 24 in Redis
 (``bytes_per_position`` measures a folder). ``gen-<g>/source.json`` names the evaluation file
-that played them and the seed, so a folder of another lineage is refused instead of mixed in.
+that played them and the seed, so a folder of another lineage is refused instead of mixed in;
+``gen-<g>/selfplay.json`` adds up the seconds of self-play of every sitting that played them.
 Later runs and generations read the folders again; a cluster can read them with Ray Data
 (``ray.data.read_parquet``).
 
@@ -35,6 +36,7 @@ from checkerzero.store.positions import POSITION_DTYPE, PositionStream, decode_i
 logger = logging.getLogger(__name__)
 
 SOURCE_FILE = "source.json"
+SELFPLAY_FILE = "selfplay.json"
 _PART = re.compile(r"part-(\d{10})-(\d{10})\.parquet$")
 SCHEMA = pa.schema(
     [(name, pa.from_numpy_dtype(POSITION_DTYPE[name])) for name in POSITION_DTYPE.names]
@@ -69,6 +71,34 @@ def claim_folder(folder: Path, source: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(source, indent=1, sort_keys=True) + "\n")
     tmp.replace(path)
+
+
+def _selfplay(folder: Path | str) -> dict[str, Any]:
+    path = Path(folder) / SELFPLAY_FILE
+    if not path.is_file():
+        return {"seconds": 0.0, "sittings": 0}
+    try:
+        have = json.loads(path.read_text())
+        return {"seconds": float(have["seconds"]), "sittings": int(have["sittings"])}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ShardError(f"{path}: unreadable ({e})") from None
+
+
+def selfplay_seconds(folder: Path | str) -> float:
+    """The seconds of self-play the folder's positions took, over every sitting (0 if none)."""
+    return _selfplay(folder)["seconds"]
+
+
+def add_selfplay_seconds(folder: Path, seconds: float) -> float:
+    """Adds one sitting's self-play to the folder's total (so a generation played over several
+    sittings, or regenerated on another machine, reports all of its time); returns the total."""
+    have = _selfplay(folder)
+    total = {"seconds": round(have["seconds"] + seconds, 1), "sittings": have["sittings"] + 1}
+    path = folder / SELFPLAY_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(total) + "\n")
+    tmp.replace(path)
+    return total["seconds"]
 
 
 def shard_files(folder: Path | str) -> list[Path]:
