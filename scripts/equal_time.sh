@@ -33,6 +33,8 @@
 #   v2           the shipped evaluation (nneval-v2, the best generation)  50 min
 #                against the first one (nneval-v1, the yardstick), both ab+nn:t200,tm
 #   v2-t1000     the same at 1000 ms a move                              4 h
+#   eval         the evaluation file EVAL=FILE against nneval-v1, both      50 min
+#                ab+nn:t200,tm (files eval-<FILE's stem>.*)
 #   tt64         a 64 MB transposition table instead of 16 MB (,tt=64)  50 min
 #   tm           time management itself (,tm) against 200 ms unmanaged 50 min
 #                (not equal time: unmanaged, an iteration starts only with half the time
@@ -71,6 +73,7 @@ probcut|$base,probcut|$base
 book-ab|$base,book|$base
 v2|$base|$base:$yardstick
 v2-t1000|ab+nn:t1000,tm|ab+nn:t1000,tm:$yardstick
+eval|$base:${EVAL:-}|$base:$yardstick
 tt64|$base,tt=64|$base
 tm|$base|ab+nn:t200"
 
@@ -81,8 +84,13 @@ for name in "$@"; do
     grep -q "^$name|" <<<"$table" || { echo "no match named $name ($(cut -d'|' -f1 <<<"$table" | tr '\n' ' '))" >&2; exit 2; }
 done
 
-for name in "$@"; do
-    IFS='|' read -r _ a b < <(grep "^$name|" <<<"$table")
+for match in "$@"; do
+    IFS='|' read -r _ a b < <(grep "^$match|" <<<"$table")
+    name=$match
+    if [[ $match == eval ]]; then
+        [[ -f ${EVAL:-} ]] || { echo "eval needs EVAL=<an evaluation file>, got '${EVAL:-}'" >&2; exit 2; }
+        name=eval-$(basename "${EVAL%.*}")
+    fi
     if [[ -f $out/$name.json ]]; then
         echo "== $name: already measured ($out/$name.json), skipped"
         continue
