@@ -513,6 +513,7 @@ SCHEMA: dict[str, Rule] = {
     "nneval.train.dense1": Int(1, 64),  # the core's kMaxDense
     "nneval.train.dense2": Int(1, 64),
     "nneval.train.epochs": Int(1, 1000),
+    "nneval.train.steps": Int(0, 10_000_000),
     "nneval.train.batch": Int(1, 1 << 20),
     "nneval.train.lr": Num(0, 10, open_lo=True),
     "nneval.train.lambda_start": Num(0, 1),

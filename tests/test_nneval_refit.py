@@ -1,4 +1,5 @@
-"""`python -m learner.nneval.refit`: another evaluation from stored shards, and what it refuses."""
+"""`python -m learner.nneval.refit` and `relabel`: another evaluation from stored shards, the
+shards labelled again by a network, and what each refuses."""
 
 from __future__ import annotations
 
@@ -10,11 +11,17 @@ import pytest
 import torch
 
 from actors.ab_selfplay import ABSettings, play_ab_game
+from checkerzero.network.checkpoint import save_checkpoint
+from checkerzero.network.model import CheckersNet, ModelConfig
+from checkerzero.store.positions import FLAG_EXACT
 from game import nneval
 from game.openings import load_openings
 from learner.nneval import shards
+from learner.nneval.fit import FitSettings, fit
 from learner.nneval.model import NNEvalModel
 from learner.nneval.refit import main
+from learner.nneval.relabel import Teacher, blend_scores
+from learner.nneval.relabel import main as relabel
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +100,83 @@ def test_refit_refuses_a_folder_without_shards_and_a_foreign_parent(data, tmp_pa
     junk.write_bytes(b"not an evaluation")
     assert main(["--data", str(folder), "--size", "6", "--out", str(out), "--parent", str(junk)])
     assert "junk.nn" in capsys.readouterr().err and not out.exists()
+
+
+def test_steps_train_that_many_steps_across_epochs_whatever_the_data(data) -> None:
+    folder, _ = data
+    paths = shards.shard_files(folder)
+    rows = shards.count_rows(paths)
+    batch = 256
+    per_epoch = -(-int(rows * 0.98) // batch)
+    want = 2 * per_epoch + 3  # into a third pass
+    s = FitSettings(hidden=32, dense1=8, dense2=8, batch=batch, steps=want, epochs=1)
+    _, history = fit(paths, s, 6)
+    assert history[-1]["step"] == want and len(history) == 3
+    assert history[-1]["lambda"] == pytest.approx(s.lambda_end, abs=0.02)
+    _, by_epochs = fit(paths, FitSettings(hidden=32, dense1=8, dense2=8, batch=batch, epochs=2), 6)
+    assert len(by_epochs) == 2 and by_epochs[-1]["step"] >= 2 * (per_epoch - 1)
+
+
+def test_blend_scores_mixes_expected_scores_and_keeps_exact_values() -> None:
+    score = np.array([0, 0, 0, 400, 30000], np.int16)
+    teacher = np.array([1.0, 0.0, 0.5, 0.5, 0.0])
+    exact = np.array([False, False, False, False, True])
+    new = blend_scores(score, teacher, exact, 0.5, 200)
+    # 0.5 * 1.0 + 0.5 * 0.5 = 0.75: 200 * ln 3; the teacher's 0 with weight 1 clips; exact stays
+    assert new[0] == round(200 * np.log(3)) and new[1] == -new[0] and new[2] == 0
+    assert 0 < new[3] < 400 and new[4] == 30000
+    assert blend_scores(score[:2], teacher[:2], exact[:2], 1.0, 200)[1] == round(
+        200 * np.log(1e-4 / (1 - 1e-4))
+    )
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory) -> Path:
+    torch.manual_seed(2)
+    path = tmp_path_factory.mktemp("teacher") / "tiny6.safetensors"
+    config = ModelConfig(board_size=6, blocks=1, channels=8, policy_channels=4, value_channels=2)
+    save_checkpoint(path, CheckersNet(config), step=0, version=1)
+    return path
+
+
+def test_relabel_writes_the_same_rows_with_the_teachers_blend(data, teacher, tmp_path, capsys):
+    folder, _ = data
+    out = tmp_path / "relabelled"
+    argv = ["--data", str(folder), "--out", str(out), "--teacher", str(teacher), "--size", "6"]
+    assert relabel([*argv, "--weight", "0.6"]) == 0
+    assert f"into {out}" in capsys.readouterr().out
+    (src,) = shards.shard_files(folder)
+    (dest,) = shards.shard_files(out)
+    assert dest.name == src.name
+    old = np.concatenate(list(shards.iter_rows([src])))
+    new = np.concatenate(list(shards.iter_rows([dest])))
+    for column in ("black", "white", "kings", "flags", "result", "game", "ply"):
+        assert np.array_equal(old[column], new[column]), column
+    exact = (old["flags"] & FLAG_EXACT) != 0
+    want = blend_scores(old["score"], Teacher(teacher, 6)(old), exact, 0.6, 200)
+    assert np.array_equal(new["score"], want) and not np.array_equal(new["score"], old["score"])
+    assert np.array_equal(new["score"][exact], old["score"][exact])
+    source = json.loads((out / "source.json").read_text())
+    assert source["relabel"]["weight"] == 0.6 and len(source["relabel"]["teacher_sha256"]) == 64
+    # Shards already written are kept; another weight into the same folder is refused.
+    assert relabel([*argv, "--weight", "0.6"]) == 0 and "0 shards" not in capsys.readouterr().err
+    assert relabel([*argv, "--weight", "0.9"]) == 2
+    assert "relabelled with" in capsys.readouterr().err
+    # The copy trains like any generation's folder.
+    nn = tmp_path / "t.nn"
+    assert main(["--data", str(out), "--size", "6", "--hidden", "32", "--out", str(nn)]) == 0
+
+
+def test_relabel_refuses_bad_input_in_one_line(data, teacher, tmp_path, capsys) -> None:
+    folder, _ = data
+    base = ["--out", str(tmp_path / "o"), "--size", "6"]
+    assert relabel(["--data", str(tmp_path), *base, "--teacher", str(teacher)]) == 2
+    assert "no Parquet shards" in capsys.readouterr().err
+    assert relabel(["--data", str(folder), *base, "--teacher", str(teacher), "--weight", "0"]) == 2
+    assert "--weight must be in (0, 1]" in capsys.readouterr().err
+    junk = tmp_path / "junk.safetensors"
+    junk.write_bytes(b"junk")
+    assert relabel(["--data", str(folder), *base, "--teacher", str(junk)]) == 2
+    assert "junk.safetensors" in capsys.readouterr().err
+    assert relabel(["--data", str(folder), "--out", str(folder), "--teacher", str(teacher)]) == 2
+    assert "another folder" in capsys.readouterr().err

@@ -13,12 +13,15 @@ of the results, which the search cannot see past its horizon).
 Held out by game: a game's positions are all held out or none (a seeded hash of generation and
 game number), so the held-out loss measures positions of games the model never saw. The model
 trains quantisation-aware (``learner.nneval.model``), warm-started from the parent file when its
-shapes match. Memory: a shuffle buffer of ``shuffle_rows`` positions and up to
-``max_val_rows`` held-out ones, whatever the data's size.
+shapes match. It trains ``epochs`` passes over the positions, or ``steps`` optimiser steps
+whatever their number (the lr and lambda schedules run over either). Memory: a shuffle buffer
+of ``shuffle_rows`` positions and up to ``max_val_rows`` held-out ones, whatever the data's
+size.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Iterator, Sequence
@@ -48,6 +51,7 @@ class FitSettings:
     dense1: int = 16
     dense2: int = 16
     epochs: int = 2
+    steps: int = 0  # > 0: this many optimiser steps whatever the data's size (epochs ignored)
     batch: int = 4096
     lr: float = 2e-3
     lambda_start: float = 1.0
@@ -146,16 +150,21 @@ def fit(
     else:
         model = NNEvalModel(size, s.hidden, s.dense1, s.dense2)
     total = count_rows(paths)
-    steps_total = max(1, math.ceil(s.epochs * total * (1 - s.validation) / s.batch))
+    per_epoch = max(1, math.ceil(total * (1 - s.validation) / s.batch))
+    steps_total = s.steps if s.steps > 0 else s.epochs * per_epoch  # the schedules' length
     opt = torch.optim.Adam(model.parameters(), lr=s.lr)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: 0.1 ** min(1.0, t / steps_total))
     loss_fn = nn.BCEWithLogitsLoss()
     val_rows = _validation_rows(paths, s, rng)
     step, history = 0, []
-    for epoch in range(s.epochs):
+    for epoch in itertools.count():
+        if epoch >= s.epochs if s.steps <= 0 else step >= steps_total:
+            break
         model.train()
         total_loss, count = 0.0, 0
         for rows in _shuffled(paths, s, rng, train=True):
+            if s.steps > 0 and step >= steps_total:
+                break
             lam = s.lambda_start + (s.lambda_end - s.lambda_start) * min(1.0, step / steps_total)
             us, them = features(rows, size)
             loss = loss_fn(model(us, them), targets(rows, lam, s.output_scale, s.flip_labels))
@@ -179,6 +188,8 @@ def fit(
             row["val_loss_constant"],
             row["lambda"],
         )
+        if s.steps > 0 and not count:
+            break  # no training rows at all: steps would never be reached
     return model, history
 
 

@@ -34,6 +34,7 @@ HELP = {
     "dense1": "first dense layer's width (up to 64)",
     "dense2": "second dense layer's width (up to 64)",
     "epochs": "passes over the positions",
+    "steps": "> 0: this many optimiser steps instead of epochs",
     "batch": "positions per optimiser step",
     "lr": "Adam learning rate, decayed to a tenth over the training",
     "lambda_start": "share of the search score in the target at the first step",
@@ -76,6 +77,8 @@ def _check(args: argparse.Namespace) -> str | None:
     for name in ("lambda_start", "lambda_end", "validation"):
         if not 0.0 <= getattr(args, name) <= 1.0:
             return f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}"
+    if args.steps < 0:
+        return f"--steps must be >= 0 (0: --epochs passes), got {args.steps}"
     for name in ("epochs", "batch", "hidden", "dense1", "dense2", "output_scale"):
         if getattr(args, name) < 1:
             return f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}"
