@@ -34,8 +34,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
+from checkerzero.network.inference import load_for_play
 from checkerzero.store.positions import FLAG_EXACT, FLAG_WHITE_TO_MOVE, POSITION_DTYPE
-from game import _core
+from game import _core, encoding
 from learner.nneval.shards import SOURCE_FILE, ShardError, iter_rows, shard_files, write_shard
 
 logger = logging.getLogger(__name__)
@@ -68,10 +69,6 @@ class Teacher:
     """The network's expected score (win + draw / 2, the mover's) of stored rows."""
 
     def __init__(self, checkpoint: Path, size: int) -> None:
-        from checkerzero.network.inference import load_for_play
-        from game import encoding
-
-        self._encoding = encoding
         self._inference, _ = load_for_play(checkpoint, size, device="cpu", threads=1)
         self.size = size
 
@@ -79,8 +76,8 @@ class Teacher:
         out = np.empty(len(rows), np.float64)
         for lo in range(0, len(rows), BATCH):
             packed = _packed(rows[lo : lo + BATCH], self.size)
-            planes = self._encoding.encode(packed, self.size)
-            masks = self._encoding.legal_masks(packed, self.size)
+            planes = encoding.encode(packed, self.size)
+            masks = encoding.legal_masks(packed, self.size)
             _, wdl = self._inference.evaluate(planes, masks)
             wdl = np.asarray(wdl, np.float64)
             out[lo : lo + BATCH] = wdl[:, 0] + 0.5 * wdl[:, 1]
