@@ -33,11 +33,13 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
+import torch
 
 from checkerzero.network.inference import load_for_play
 from checkerzero.store.positions import FLAG_EXACT, FLAG_WHITE_TO_MOVE, POSITION_DTYPE
-from game import _core, encoding
+from game import _core
 from learner.nneval.shards import SOURCE_FILE, ShardError, iter_rows, shard_files, write_shard
+from learner.nneval.train import teacher_values
 
 logger = logging.getLogger(__name__)
 
@@ -66,22 +68,18 @@ def _packed(rows: np.ndarray, size: int) -> np.ndarray:
 
 
 class Teacher:
-    """The network's expected score (win + draw / 2, the mover's) of stored rows."""
+    """The network's expected score (win + draw / 2, the mover's) of stored rows: the value
+    ``learner.nneval.train.teacher_values`` gives, on a 0..1 scale."""
 
     def __init__(self, checkpoint: Path, size: int) -> None:
-        self._inference, _ = load_for_play(checkpoint, size, device="cpu", threads=1)
-        self.size = size
+        load_for_play(checkpoint, size, device="cpu", threads=1)  # refused here, naming it
+        self.checkpoint, self.size = checkpoint, size
 
     def __call__(self, rows: np.ndarray) -> np.ndarray:
-        out = np.empty(len(rows), np.float64)
-        for lo in range(0, len(rows), BATCH):
-            packed = _packed(rows[lo : lo + BATCH], self.size)
-            planes = encoding.encode(packed, self.size)
-            masks = encoding.legal_masks(packed, self.size)
-            _, wdl = self._inference.evaluate(planes, masks)
-            wdl = np.asarray(wdl, np.float64)
-            out[lo : lo + BATCH] = wdl[:, 0] + 0.5 * wdl[:, 1]
-        return out
+        values = teacher_values(
+            self.checkpoint, _packed(rows, self.size), size=self.size, batch=BATCH
+        )
+        return (1.0 + values.astype(np.float64)) / 2.0
 
 
 _TEACHER: Teacher | None = None
@@ -90,6 +88,7 @@ _TEACHER: Teacher | None = None
 def _init(checkpoint: str, size: int) -> None:
     global _TEACHER
     logging.basicConfig(level=logging.WARNING)
+    torch.set_num_threads(1)  # one core a worker
     _TEACHER = Teacher(Path(checkpoint), size)
 
 
