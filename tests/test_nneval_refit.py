@@ -14,13 +14,14 @@ from actors.ab_selfplay import ABSettings, play_ab_game
 from checkerzero.network.checkpoint import save_checkpoint
 from checkerzero.network.model import CheckersNet, ModelConfig
 from checkerzero.store.positions import FLAG_EXACT
-from game import nneval
+from checkerzero.store.positions import FLAG_WHITE_TO_MOVE as FLAG_WHITE
+from game import _core, nneval
 from game.openings import load_openings
 from learner.nneval import shards
 from learner.nneval.fit import FitSettings, fit
 from learner.nneval.model import NNEvalModel
 from learner.nneval.refit import main
-from learner.nneval.relabel import Teacher, blend_scores
+from learner.nneval.relabel import SearchJudge, Teacher, blend_scores
 from learner.nneval.relabel import main as relabel
 
 
@@ -180,3 +181,58 @@ def test_relabel_refuses_bad_input_in_one_line(data, teacher, tmp_path, capsys) 
     assert "junk.safetensors" in capsys.readouterr().err
     assert relabel(["--data", str(folder), "--out", str(folder), "--teacher", str(teacher)]) == 2
     assert "another folder" in capsys.readouterr().err
+
+
+def test_relabel_by_a_deeper_search_gives_its_scores(data, tmp_path, capsys) -> None:
+    folder, parent = data
+    out = tmp_path / "deeper"
+    argv = ["--data", str(folder), "--out", str(out), "--size", "6", "--evaluation", str(parent)]
+    assert relabel([*argv, "--search-depth", "5", "--weight", "1"]) == 0
+    (src,) = shards.shard_files(folder)
+    old = np.concatenate(list(shards.iter_rows([src])))
+    new = np.concatenate(list(shards.iter_rows(shards.shard_files(out))))
+    exact = (old["flags"] & FLAG_EXACT) != 0
+    assert np.array_equal(new["score"][exact], old["score"][exact])
+    # Each label is that of a depth-5 search by the file; the first row's table starts empty, so
+    # its label is a fresh search's score exactly (to the rounding of the expected-score round
+    # trip), and the rows' signs are the searches'.
+    judged = SearchJudge(parent, 5, 6, 200).scores(old)
+    row = old[0]
+    first = _core.Game.from_bitboards(
+        6, int(row["black"]), int(row["white"]), int(row["kings"]), bool(row["flags"] & FLAG_WHITE)
+    )
+    fresh = _core.alphabeta_search(first, 5, 0, None, 16, None, nneval.load(parent).core())
+    assert judged[0] == max(-nneval.SCORE_LIMIT, min(nneval.SCORE_LIMIT, fresh.score))
+    small = ~exact & (np.abs(judged) < 1000)
+    assert small.sum() > 100
+    assert np.abs(new["score"][small] - judged[small]).max() <= 1
+    assert np.array_equal(np.sign(new["score"][~exact]), np.sign(judged[~exact]))
+    # The depth-5 search is a different judge from the depth-3 one that played the games.
+    assert not np.array_equal(new["score"][~exact], old["score"][~exact])
+    record = json.loads((out / "source.json").read_text())["relabel"]
+    assert record["judge"] == "search" and record["depth"] == 5 and record["weight"] == 1.0
+    assert record["evaluation"] == parent.name and len(record["evaluation_sha256"]) == 64
+    # Another depth into the same folder is refused; the copy trains like any generation's.
+    assert relabel([*argv, "--search-depth", "6", "--weight", "1"]) == 2
+    assert "relabelled with" in capsys.readouterr().err
+    assert (
+        main(["--data", str(out), "--size", "6", "--hidden", "32", "--out", str(tmp_path / "d.nn")])
+        == 0
+    )
+
+
+def test_relabel_by_search_refuses_a_bad_depth_or_evaluation(data, teacher, tmp_path, capsys):
+    folder, _ = data
+    base = ["--data", str(folder), "--out", str(tmp_path / "o"), "--size", "6"]
+    assert relabel([*base, "--search-depth", "0"]) == 2
+    assert "--search-depth must be in 1..32" in capsys.readouterr().err
+    junk = tmp_path / "junk.nn"
+    junk.write_bytes(b"\x00" * 64)
+    assert relabel([*base, "--search-depth", "3", "--evaluation", str(junk)]) == 2
+    assert "junk.nn" in capsys.readouterr().err
+    # The shipped file is of the 8x8 board: refused for 6x6 positions, naming it.
+    assert relabel([*base, "--search-depth", "3"]) == 2
+    err = capsys.readouterr().err
+    assert nneval.DEFAULT_PATH.name in err and "6x" in err
+    with pytest.raises(SystemExit):  # one judge only
+        relabel([*base, "--search-depth", "3", "--teacher", str(teacher)])

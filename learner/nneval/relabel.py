@@ -1,22 +1,28 @@
 """`python -m learner.nneval.relabel`: stored positions labelled again by a stronger judge.
 
     python -m learner.nneval.relabel --data nneval-positions/gen-001 \\
+        --out nneval-relabelled/gen-001-d7 --search-depth 7 --weight 1
+    python -m learner.nneval.relabel --data nneval-positions/gen-001 \\
         --out nneval-relabelled/gen-001 --teacher game/data/long-320min.safetensors --weight 0.7
 
 A generation's positions carry the score of the depth-5 search that played them, and training
 longer on those labels made the evaluation worse (docs/results.md, "Training choices"). This
-writes a copy of a shard folder in which every position's score is blended with the MCTS
-network's value of it, the teacher the first learned evaluation was fitted to:
+writes a copy of a shard folder in which every position's score is blended with a judge's:
 
-    sigmoid(new / scale) = weight * teacher + (1 - weight) * sigmoid(score / scale)
+    sigmoid(new / scale) = weight * judge + (1 - weight) * sigmoid(score / scale)
 
-with ``teacher`` the network's expected score for the side to move (win + draw / 2) and
-``scale`` the evaluation's centi-men per logit (200). Positions the endgame database labelled
+with ``judge`` the mover's expected score and ``scale`` the evaluation's centi-men per logit
+(200). The judge is either a deeper alpha-beta search with a learned evaluation
+(``--search-depth D``, ``--evaluation FILE``, the shipped file by default; its score in
+centi-men, as sigmoid(score / scale)), or the MCTS network (``--teacher``, the teacher the first
+learned evaluation was fitted to; its win + draw / 2). Positions the endgame database labelled
 keep their exact value. The copy has the same shards, columns and row order, so
 ``python -m learner.nneval.refit --data`` reads it like any generation; its ``source.json`` is the
 original's with the teacher, its sha256 and the weight added. Shards already written are kept,
 so an interrupted run goes on where it stopped. The network sees each position without the
 moves before it (its two history planes repeat the position, as for a position set up by hand).
+The search keeps its transposition table from one position of a shard to the next (the rows of a
+game follow each other), so a shard's labels depend on its rows alone, not on the workers.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -37,7 +44,7 @@ import torch
 
 from checkerzero.network.inference import load_for_play
 from checkerzero.store.positions import FLAG_EXACT, FLAG_WHITE_TO_MOVE, POSITION_DTYPE
-from game import _core
+from game import _core, nneval
 from learner.nneval.shards import SOURCE_FILE, ShardError, iter_rows, shard_files, write_shard
 from learner.nneval.train import teacher_values
 
@@ -46,6 +53,7 @@ logger = logging.getLogger(__name__)
 BATCH = 512  # positions per forward pass
 P_CLIP = 1e-4  # blended expected scores are kept in [P_CLIP, 1 - P_CLIP] before the logit
 SCORE_MAX = 32_000  # int16 column
+JUDGE_TT_MB = 16  # the search judge's transposition table
 
 
 def blend_scores(
@@ -59,12 +67,17 @@ def blend_scores(
     return np.where(exact, score, new).astype(np.int16)
 
 
+def _games(rows: np.ndarray, size: int) -> list[_core.Game]:
+    return [
+        _core.Game.from_bitboards(size, int(b), int(w), int(k), bool(f & FLAG_WHITE_TO_MOVE))
+        for b, w, k, f in zip(
+            rows["black"], rows["white"], rows["kings"], rows["flags"], strict=True
+        )
+    ]
+
+
 def _packed(rows: np.ndarray, size: int) -> np.ndarray:
-    out = []
-    for b, w, k, f in zip(rows["black"], rows["white"], rows["kings"], rows["flags"], strict=True):
-        game = _core.Game.from_bitboards(size, int(b), int(w), int(k), bool(f & FLAG_WHITE_TO_MOVE))
-        out.append(game.pack_history())
-    return np.stack(out).astype(np.uint32)
+    return np.stack([game.pack_history() for game in _games(rows, size)]).astype(np.uint32)
 
 
 class Teacher:
@@ -82,25 +95,65 @@ class Teacher:
         return (1.0 + values.astype(np.float64)) / 2.0
 
 
-_TEACHER: Teacher | None = None
+class SearchJudge:
+    """The mover's expected score of stored rows by an alpha-beta search of ``depth`` plies with
+    the learned evaluation ``evaluation``: sigmoid(score / scale), the score (centi-men) capped
+    as self-play caps it. One table serves the rows in order."""
+
+    def __init__(self, evaluation: Path, depth: int, size: int, scale: int) -> None:
+        self.weights = nneval.load(evaluation).core()  # refused here, naming it
+        if self.weights.size != size:
+            raise ValueError(
+                f"{evaluation}: an evaluation of the {self.weights.size}x board, not {size}x"
+            )
+        self.depth, self.size, self.scale = depth, size, scale
+        self.searcher = _core.AlphaBetaSearcher(JUDGE_TT_MB)
+        self.switches = _core.SearchSwitches(tt_keep=True)
+
+    def scores(self, rows: np.ndarray) -> np.ndarray:
+        """The searches' scores (centi-men, the mover's), capped at the evaluation's limit."""
+        out = np.zeros(len(rows), np.int64)
+        for i, game in enumerate(_games(rows, self.size)):
+            found = _core.alphabeta_search(
+                game, self.depth, 0, None, JUDGE_TT_MB, None, self.weights, 0, 0,
+                self.switches, self.searcher,
+            )  # fmt: skip
+            out[i] = max(-nneval.SCORE_LIMIT, min(nneval.SCORE_LIMIT, int(found.score)))
+        return out
+
+    def __call__(self, rows: np.ndarray) -> np.ndarray:
+        return 1.0 / (1.0 + np.exp(-self.scores(rows).astype(np.float64) / self.scale))
 
 
-def _init(checkpoint: str, size: int) -> None:
-    global _TEACHER
+Judge = Teacher | SearchJudge
+
+
+def make_judge(spec: dict[str, Any], size: int, scale: int) -> Judge:
+    """The judge a ``source.json`` relabel record (or the command line) names."""
+    if spec["judge"] == "search":
+        return SearchJudge(Path(spec["path"]), int(spec["depth"]), size, scale)
+    return Teacher(Path(spec["path"]), size)
+
+
+_JUDGE: Judge | None = None
+
+
+def _init(spec: dict[str, Any], size: int, scale: int) -> None:
+    global _JUDGE
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(1)  # one core a worker
-    _TEACHER = Teacher(Path(checkpoint), size)
+    _JUDGE = make_judge(spec, size, scale)
 
 
 def relabel_shard(src: Path, dest: Path, weight: float, scale: int) -> int:
     """Writes ``src``'s shard relabelled into folder ``dest``; returns its positions."""
-    assert _TEACHER is not None
+    assert _JUDGE is not None
     parts = list(iter_rows([src]))
     rows = np.concatenate(parts) if parts else np.zeros(0, POSITION_DTYPE)
     out = rows.copy()
     if len(rows):
         exact = (rows["flags"] & FLAG_EXACT) != 0
-        out["score"] = blend_scores(rows["score"], _TEACHER(rows), exact, weight, scale)
+        out["score"] = blend_scores(rows["score"], _JUDGE(rows), exact, weight, scale)
     first, end = (int(x) for x in src.stem.split("-")[1:3])
     store_id = (pq.read_schema(src).metadata or {}).get(b"store_id", b"").decode()
     write_shard(dest, out, first, end, store_id)
@@ -118,17 +171,44 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--data", type=Path, required=True, help="a generation's shard folder")
     p.add_argument("--out", type=Path, required=True, help="folder for the relabelled copy")
-    p.add_argument(
+    judge = p.add_mutually_exclusive_group()
+    judge.add_argument(
         "--teacher",
         type=Path,
         default=Path(__file__).resolve().parents[2] / "game" / "data" / "long-320min.safetensors",
-        help="MCTS network checkpoint that judges each position",
+        help="MCTS network checkpoint that judges each position (the default judge)",
     )
-    p.add_argument("--weight", type=float, default=0.7, help="the teacher's share (0..1]")
+    judge.add_argument(
+        "--search-depth",
+        type=int,
+        help="judge by an alpha-beta search of this many plies with --evaluation instead",
+    )
+    p.add_argument(
+        "--evaluation",
+        type=Path,
+        default=nneval.DEFAULT_PATH,
+        help="the learned evaluation of the search judge (the shipped file)",
+    )
+    p.add_argument("--weight", type=float, default=0.7, help="the judge's share (0..1]")
     p.add_argument("--scale", type=int, default=200, help="centi-men per logit of the scores")
     p.add_argument("--size", type=int, choices=(6, 8), default=8)
     p.add_argument("--workers", type=int, default=1, help="processes (one core each)")
     return p
+
+
+def _judge_record(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What judges (for the workers) and how it is recorded in the copy's ``source.json``."""
+    if args.search_depth is not None:
+        path = args.evaluation
+        spec = {"judge": "search", "path": str(path), "depth": args.search_depth}
+        record = {"judge": "search", "depth": args.search_depth, "evaluation": path.name}
+        record["evaluation_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    else:
+        path = args.teacher
+        spec = {"judge": "network", "path": str(path)}
+        record = {"judge": "network", "teacher": path.name}
+        record["teacher_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return spec, record | {"weight": args.weight, "scale": args.scale}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -140,6 +220,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.workers < 1 or args.scale < 1:
         print("--workers and --scale must be >= 1", file=sys.stderr)
         return 2
+    if args.search_depth is not None and not 1 <= args.search_depth <= 32:
+        print(f"--search-depth must be in 1..32, got {args.search_depth}", file=sys.stderr)
+        return 2
     shards = shard_files(args.data)
     if not shards:
         print(f"{args.data}: no Parquet shards (part-*.parquet) there", file=sys.stderr)
@@ -147,19 +230,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out.resolve() == args.data.resolve():
         print(f"--out must be another folder than --data ({args.data})", file=sys.stderr)
         return 2
+    judge_path = args.teacher if args.search_depth is None else args.evaluation
     try:
-        Teacher(args.teacher, args.size)  # a bad checkpoint is named before any work
+        spec, relabel = _judge_record(args)
+        make_judge(spec, args.size, args.scale)  # a bad file is named before any work
     except (ValueError, OSError) as e:
-        print(e if str(args.teacher) in str(e) else f"{args.teacher}: {e}", file=sys.stderr)
+        print(e if str(judge_path) in str(e) else f"{judge_path}: {e}", file=sys.stderr)
         return 2
     src_source = args.data / SOURCE_FILE
     source = json.loads(src_source.read_text()) if src_source.is_file() else {}
-    relabel = {
-        "teacher": args.teacher.name,
-        "teacher_sha256": hashlib.sha256(args.teacher.read_bytes()).hexdigest(),
-        "weight": args.weight,
-        "scale": args.scale,
-    }
     dest_source = args.out / SOURCE_FILE
     if dest_source.is_file():
         have = json.loads(dest_source.read_text()).get("relabel")
@@ -178,14 +257,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "%d shards to relabel (%d already done) with %s, weight %.2f, %d workers",
         len(jobs),
         len(done),
-        args.teacher.name,
+        f"a depth-{args.search_depth} search of {judge_path.name}"
+        if args.search_depth is not None
+        else judge_path.name,
         args.weight,
         args.workers,
     )
     start, total = time.perf_counter(), 0
     ctx = multiprocessing.get_context("spawn")
     try:
-        with ctx.Pool(args.workers, _init, (str(args.teacher), args.size)) as pool:
+        with ctx.Pool(args.workers, _init, (spec, args.size, args.scale)) as pool:
             for i, (src, n) in enumerate(pool.imap_unordered(_job, jobs), 1):
                 total += n
                 rate = total / max(time.perf_counter() - start, 1e-9)
