@@ -18,9 +18,10 @@ centi-men, as sigmoid(score / scale)), or the MCTS network (``--teacher``, the t
 learned evaluation was fitted to; its win + draw / 2). Positions the endgame database labelled
 keep their exact value. The copy has the same shards, columns and row order, so
 ``python -m learner.nneval.refit --data`` reads it like any generation; its ``source.json`` is the
-original's with the teacher, its sha256 and the weight added. Shards already written are kept,
-so an interrupted run goes on where it stopped. The network sees each position without the
-moves before it (its two history planes repeat the position, as for a position set up by hand).
+original's with the judge (its kind, file, sha256 and depth), the weight and the scale added.
+Shards already written are kept, so an interrupted run goes on where it stopped. The network
+sees each position without the moves before it (its two history planes repeat the position, as
+for a position set up by hand).
 The search keeps its transposition table from one position of a shard to the next (the rows of a
 game follow each other), so a shard's labels depend on its rows alone, not on the workers.
 """
@@ -56,12 +57,17 @@ SCORE_MAX = 32_000  # int16 column
 JUDGE_TT_MB = 16  # the search judge's transposition table
 
 
+def expected_score(score: np.ndarray, scale: int) -> np.ndarray:
+    """The mover's expected score (0..1) of scores in centi-men: sigmoid(score / scale)."""
+    return 1.0 / (1.0 + np.exp(-score.astype(np.float64) / scale))
+
+
 def blend_scores(
     score: np.ndarray, teacher: np.ndarray, exact: np.ndarray, weight: float, scale: int
 ) -> np.ndarray:
     """The new int16 scores: ``teacher`` (the mover's expected score, 0..1) blended with the
     search ``score`` (centi-men) in expected-score space; ``exact`` rows keep their score."""
-    search = 1.0 / (1.0 + np.exp(-score.astype(np.float64) / scale))
+    search = expected_score(score, scale)
     p = np.clip(weight * teacher.astype(np.float64) + (1.0 - weight) * search, P_CLIP, 1 - P_CLIP)
     new = np.clip(np.rint(scale * np.log(p / (1.0 - p))), -SCORE_MAX, SCORE_MAX)
     return np.where(exact, score, new).astype(np.int16)
@@ -122,14 +128,14 @@ class SearchJudge:
         return out
 
     def __call__(self, rows: np.ndarray) -> np.ndarray:
-        return 1.0 / (1.0 + np.exp(-self.scores(rows).astype(np.float64) / self.scale))
+        return expected_score(self.scores(rows), self.scale)
 
 
 Judge = Teacher | SearchJudge
 
 
 def make_judge(spec: dict[str, Any], size: int, scale: int) -> Judge:
-    """The judge a ``source.json`` relabel record (or the command line) names."""
+    """The judge ``spec`` names (``_judge_record``'s first half: kind, path, depth)."""
     if spec["judge"] == "search":
         return SearchJudge(Path(spec["path"]), int(spec["depth"]), size, scale)
     return Teacher(Path(spec["path"]), size)
@@ -198,16 +204,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def _judge_record(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     """What judges (for the workers) and how it is recorded in the copy's ``source.json``."""
-    if args.search_depth is not None:
-        path = args.evaluation
-        spec = {"judge": "search", "path": str(path), "depth": args.search_depth}
-        record = {"judge": "search", "depth": args.search_depth, "evaluation": path.name}
-        record["evaluation_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
-    else:
-        path = args.teacher
-        spec = {"judge": "network", "path": str(path)}
-        record = {"judge": "network", "teacher": path.name}
-        record["teacher_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    search = args.search_depth is not None
+    path, key = (args.evaluation, "evaluation") if search else (args.teacher, "teacher")
+    spec: dict[str, Any] = {"judge": "search" if search else "network", "path": str(path)}
+    record = {"judge": spec["judge"], key: path.name}
+    record[f"{key}_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    if search:
+        spec["depth"] = record["depth"] = args.search_depth
     return spec, record | {"weight": args.weight, "scale": args.scale}
 
 
