@@ -20,7 +20,14 @@ l2_w         int8   (dense2, dense1)
 l2_b         int32  (dense2,)
 out_w        int16  (dense2,)            output weights, 1.0 = 64
 out_b        int32  (1,)                 output bias, 1.0 = 127*64
+pol_w        int8   (4*squares, 2*hidden)  optional move-ordering head: a row per action
+pol_b        int32  (4*squares,)         its bias (logits on a scale the file chooses)
 ===========  =====  ===================  ============================================
+
+The move-ordering head (``pol_w`` and ``pol_b``, both or neither) scores each action of the mover
+(square * 4 + direction in the mover's frame, as the MCTS network's policy) from the same
+clipped accumulators the first dense layer reads; the ``policy`` search switch orders quiet moves
+by it. It never changes a score.
 
 Metadata: ``format`` = ``checkerzero-nneval``, ``version`` = ``1``, ``board_size`` (6 or 8),
 ``output_scale`` (centi-men per unit of logit, 1..2000), and free-text provenance keys. A file is
@@ -68,6 +75,8 @@ TENSORS: dict[str, np.dtype] = {
     "out_w": np.dtype("<i2"),
     "out_b": np.dtype("<i4"),
 }
+# The optional move-ordering head: both tensors or neither.
+POLICY_TENSORS: dict[str, np.dtype] = {"pol_w": np.dtype("i1"), "pol_b": np.dtype("<i4")}
 _HEADER_LEN = struct.Struct("<Q")
 _MAX_DIMS = 4  # the file's tensors are vectors and matrices
 _MAX_DIM = MAX_FILE_BYTES  # no dimension of an int8 tensor exceeds the file's size
@@ -91,6 +100,10 @@ class NNEvalNet:
     def hidden(self) -> int:
         return int(self.tensors["ft_b"].shape[0])
 
+    @property
+    def has_policy(self) -> bool:
+        return "pol_w" in self.tensors
+
     def core(self) -> _core.NNEvalWeights:
         """The core's checked weights (ValueError naming the fault)."""
         t = self.tensors
@@ -105,6 +118,14 @@ class NNEvalNet:
             np.ascontiguousarray(t["l2_b"], np.int32),
             np.ascontiguousarray(t["out_w"], np.int16),
             int(t["out_b"][0]),
+            *(
+                (
+                    np.ascontiguousarray(t["pol_w"], np.int8),
+                    np.ascontiguousarray(t["pol_b"], np.int32),
+                )
+                if self.has_policy
+                else ()
+            ),
         )
 
 
@@ -119,6 +140,8 @@ def expected_shapes(size: int, hidden: int, dense1: int, dense2: int) -> dict[st
         "l2_b": (dense2,),
         "out_w": (dense2,),
         "out_b": (1,),
+        "pol_w": (FEATURE_KINDS * squares, 2 * hidden),
+        "pol_b": (FEATURE_KINDS * squares,),
     }
 
 
@@ -132,7 +155,8 @@ def save(net: NNEvalNet, path: Path | str) -> Path:
         board_size=str(net.size),
         output_scale=str(net.output_scale),
     )
-    tensors = {k: np.ascontiguousarray(net.tensors[k], TENSORS[k]) for k in TENSORS}
+    kinds = {**TENSORS, **(POLICY_TENSORS if net.has_policy else {})}
+    tensors = {k: np.ascontiguousarray(net.tensors[k], kinds[k]) for k in kinds}
     data = st_save(tensors, metadata=meta)
     if len(data) > MAX_FILE_BYTES:
         raise NNEvalFileError(
@@ -190,18 +214,24 @@ def loads(data: bytes, where: str) -> NNEvalNet:
     if size not in (6, 8):
         raise NNEvalFileError(f"{where}: board_size {size}, expected 6 or 8")
     scale = _int_field(meta, "output_scale", where)
+    kinds = {**TENSORS, **{k: v for k, v in POLICY_TENSORS.items() if k in tensors}}
     missing = sorted(set(TENSORS) - set(tensors))
-    extra = sorted(set(tensors) - set(TENSORS))
+    extra = sorted(set(tensors) - set(kinds))
     if missing or extra:
         raise NNEvalFileError(f"{where}: missing tensors {missing}, unexpected tensors {extra}")
-    for name, dtype in TENSORS.items():
+    if len(set(POLICY_TENSORS) & set(tensors)) == 1:
+        raise NNEvalFileError(
+            f"{where}: the move-ordering head needs both pol_w and pol_b, "
+            f"the file has only {sorted(set(POLICY_TENSORS) & set(tensors))[0]}"
+        )
+    for name, dtype in kinds.items():
         if tensors[name].dtype != dtype:
             raise NNEvalFileError(f"{where}: {name} is {tensors[name].dtype}, expected {dtype}")
     hidden = tensors["ft_b"].shape[0] if tensors["ft_b"].ndim == 1 else -1
     dense1 = tensors["l1_b"].shape[0] if tensors["l1_b"].ndim == 1 else -1
     dense2 = tensors["l2_b"].shape[0] if tensors["l2_b"].ndim == 1 else -1
     for name, shape in expected_shapes(size, hidden, dense1, dense2).items():
-        if tuple(tensors[name].shape) != shape:
+        if name in tensors and tuple(tensors[name].shape) != shape:
             raise NNEvalFileError(
                 f"{where}: {name} has shape {tuple(tensors[name].shape)}, expected {shape}"
             )
@@ -310,6 +340,35 @@ def reference_evaluate(
     den = ACTIVATION_ONE << WEIGHT_SHIFT
     score = abs(num) // den * (1 if num >= 0 else -1)  # truncation towards zero, as in C++
     return max(-SCORE_LIMIT, min(SCORE_LIMIT, score))
+
+
+def reference_policy(
+    net: NNEvalNet, black: int, white: int, kings: int, white_to_move: bool
+) -> np.ndarray:
+    """The core's move-ordering logits of one board (int64, one per action), with NumPy."""
+    acc = reference_accumulators(net, black, white, kings)
+    us = 1 if white_to_move else 0
+    x = np.clip(np.concatenate([acc[us], acc[1 - us]]), 0, ACTIVATION_ONE)
+    return net.tensors["pol_w"].astype(np.int64) @ x + net.tensors["pol_b"].astype(np.int64)
+
+
+def with_policy(
+    net: NNEvalNet, weight: np.ndarray, bias: np.ndarray, metadata: Mapping[str, str] | None = None
+) -> NNEvalNet:
+    """``net`` with a move-ordering head from float weights over inputs in [0, 1] (``weight``
+    (actions, 2*hidden), ``bias`` (actions,)): scaled so the largest weight is 127 (only the
+    logits' order counts), rounded, the bias in the same units."""
+    weight, bias = np.asarray(weight, np.float64), np.asarray(bias, np.float64)
+    if not (np.isfinite(weight).all() and np.isfinite(bias).all()):
+        raise ValueError("move-ordering head: non-finite float weights")
+    scale = 127.0 / max(float(np.abs(weight).max()), 1e-12)
+    pol_w = np.clip(np.rint(weight * scale), -127, 127).astype("i1")
+    limit = 1 << 24
+    pol_b = np.clip(np.rint(bias * scale * ACTIVATION_ONE), -limit, limit).astype("<i4")
+    tensors = {**net.tensors, "pol_w": pol_w, "pol_b": pol_b}
+    out = NNEvalNet(net.size, net.output_scale, tensors, {**net.metadata, **(metadata or {})})
+    out.core()  # checked by the core
+    return out
 
 
 def quantise(

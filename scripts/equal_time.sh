@@ -24,8 +24,9 @@
 #   t1000        the strongest player against the baseline at 1000 ms  4 h
 #   qs           the alpha-beta's threat quiescence (,qs)               50 min
 #   asp          aspiration windows (,asp)                              50 min
-#   margin       reverse-futility pruning (,margin)                     50 min
-#   lmr          cautious late-move reductions (,lmr)                   50 min
+#   margin       reverse-futility pruning: the defaults against ,margin=0  50 min
+#   lmr          cautious late-move reductions: ab+nn:t200,tm,margin=0     50 min
+#                (lmr on by default) against the same with lmr=0 (as first measured)
 #   ttkeep       the transposition table kept between moves (,ttkeep)   50 min
 #   probcut      ProbCut (,probcut)                                     50 min
 #   book-ab      the fast player's own opening book (,book; built first   50 min
@@ -36,11 +37,16 @@
 #   eval         the evaluation file EVAL=FILE against nneval-v1, both      50 min
 #                ab+nn:t200,tm (files eval-<FILE's stem>.*)
 #   tt64         a 64 MB transposition table instead of 16 MB (,tt=64)  50 min
+#   policy       move ordering by the evaluation's move-ordering head     50 min
+#                (,policy with game/data/nneval-v2-policy.safetensors: nneval-v2 and a head
+#                distilled from the MCTS network by python -m learner.nneval.policy)
 #   tm           time management itself (,tm) against 200 ms unmanaged 50 min
 #                (not equal time: unmanaged, an iteration starts only with half the time
 #                left, so that player spends about 60% of it)
-# The alpha-beta's search switches (qs ... tt64) become defaults only where their match wins
-# (docs/api.md, "Search switches"). OUT names another folder for the files (runs/equal-time).
+# The alpha-beta's search switches (qs ... policy) become defaults only where their match wins
+# (docs/api.md, "Search switches"); each is measured on top of the defaults of its day (lmr, then
+# margin, on since each won its match; ttkeep was measured before either). OUT names another
+# folder for the files (runs/equal-time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 games=${1:-312}
@@ -50,9 +56,10 @@ net=game/data/long-320min.safetensors
 egdb_dir=${EGDB_DIR:-egdb}
 egdb_pieces=${EGDB_PIECES:-6}
 out=${OUT:-runs/equal-time}
-base=ab+nn:t200,tm  # the strongest player, each switch on against it
+base=ab+nn:t200,tm  # the strongest player (its default switches on), each switch on against it
 yardstick=game/data/nneval-v1.safetensors  # the first learned evaluation, kept to measure later ones
 book=game/data/nneval-v2.book.json  # the book of the shipped evaluation (book-ab)
+policy=game/data/nneval-v2-policy.safetensors  # nneval-v2 with a move-ordering head (policy)
 mkdir -p "$out"
 
 # name | player A (the component on) | player B (the same player without it)
@@ -66,8 +73,8 @@ tm-network|$net:t200,tm=1|$net:t200
 t1000|ab+nn:t1000,tm|minimax:t1000
 qs|$base,qs|$base
 asp|$base,asp|$base
-margin|$base,margin|$base
-lmr|$base,lmr|$base
+margin|$base|$base,margin=0
+lmr|$base,margin=0|$base,margin=0,lmr=0
 ttkeep|$base,ttkeep|$base
 probcut|$base,probcut|$base
 book-ab|$base,book|$base
@@ -75,6 +82,7 @@ v2|$base|$base:$yardstick
 v2-t1000|ab+nn:t1000,tm|ab+nn:t1000,tm:$yardstick
 eval|$base:${EVAL:-}|$base:$yardstick
 tt64|$base,tt=64|$base
+policy|$base,policy:$policy|$base
 tm|$base|ab+nn:t200"
 
 if (( $# == 0 )); then

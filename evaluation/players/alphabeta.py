@@ -18,7 +18,7 @@ from typing import Any
 from evaluation.players.ab_clock import GAME_MOVES, SPREAD_MOVES, bank_after, move_time
 from evaluation.players.book import Book, book_path, load_book
 from evaluation.players.endgame import DEFAULT_PROGRESS_DEPTH, root_move
-from evaluation.players.spec import MAX_DEPTH, SWITCH_OPTIONS
+from evaluation.players.spec import DEFAULT_SWITCHES, MAX_DEPTH, SWITCH_OPTIONS
 from game import _core
 from game.egdb import EndgameDatabase
 from game.egdb.build import cached_database
@@ -145,9 +145,26 @@ class MinimaxPlayer:
         self.overshoot_ms = 0.0  # the most a move of this game spent beyond its hard limit
         self._spread = GAME_MOVES if game_ms else SPREAD_MOVES
         self.nodes_per_ms = nodes_per_ms
-        self.switches = switches or _core.SearchSwitches()
-        on = [k for k, field_ in SWITCH_OPTIONS.items() if getattr(self.switches, field_)]
-        self.name += "".join(f",{k}" for k in on) + (f",tt={tt_mb}" if name_table else "")
+        kind_defaults = DEFAULT_SWITCHES["ab+nn" if nneval is not None else "minimax"]
+        if switches is None:
+            switches = _core.SearchSwitches(**{SWITCH_OPTIONS[k]: True for k in kind_defaults})
+        self.switches = switches
+        if self.switches.policy and not (self._nneval_core and self._nneval_core.has_policy):
+            raise ValueError(
+                "the policy switch orders moves by the learned evaluation's move-ordering head: "
+                + (
+                    f"{self.nneval} has none (python -m learner.nneval.policy adds one)"
+                    if self.nneval
+                    else "use an ab+nn player whose evaluation file has one"
+                )
+            )
+        # The name says what differs from the kind's defaults: switches on, and defaults off.
+        on = {k for k, field_ in SWITCH_OPTIONS.items() if getattr(self.switches, field_)}
+        self.name += "".join(
+            f",{k}" if k in on else f",{k}=0"
+            for k in SWITCH_OPTIONS
+            if (k in on) != (k in kind_defaults)
+        ) + (f",tt={tt_mb}" if name_table else "")
         self._searcher = None
         if self.switches.tt_keep:  # its own table: another player's entries must not be read
             self._searcher = _core.AlphaBetaSearcher(tt_mb)

@@ -20,10 +20,14 @@ one into a :class:`PlayerSpec` (or raises ValueError naming the spec and what is
     gives it that much more for the whole game (an increment clock). ``,tm`` goes with every
     timed alpha-beta form below (``ab+nn:t200,tm``).
 ``...,qs`` / ``,asp`` / ``,margin`` / ``,lmr`` / ``,ttkeep`` / ``,probcut`` / ``,tt=MB``
-    search switches of any alpha-beta form, off by default (``game._core.SearchSwitches``):
+    search switches of any alpha-beta form (``game._core.SearchSwitches``):
     threat quiescence, aspiration windows, reverse-futility (evaluation-margin) pruning, cautious
     late-move reductions, a transposition table kept between moves, ProbCut, and the table's
-    size in MB (``ab+nn:t200,tm,asp,tt=64``).
+    size in MB (``ab+nn:t200,tm,asp,tt=64``). ``,policy`` (``ab+nn`` only, with an evaluation
+    file that has a move-ordering head) orders quiet moves by that head. ``ab+nn`` has the
+    switches of :data:`DEFAULT_SWITCHES` on (late-move reductions and evaluation-margin pruning:
+    each won its equal-time match); ``,lmr=0`` / ``,margin=0`` turns one off. ``minimax`` has
+    none on.
 ``ab+nn:...,book``
     the opening book of the learned evaluation, beside its file (``<stem>.book.json``, built by
     ``python -m evaluation.book build --evaluation FILE``): a position in it is played without
@@ -75,7 +79,14 @@ SWITCH_OPTIONS: Mapping[str, str] = MappingProxyType(
         "lmr": "lmr",
         "ttkeep": "tt_keep",
         "probcut": "probcut",
+        "policy": "policy",
     }
+)
+# The switches each alpha-beta kind has on unless a spec turns them off (``,lmr=0``): those whose
+# equal-time match against the same player without them won (docs/results.md, "The search
+# switches at equal time"). minimax, the hand-written baseline and the ladder's anchor, has none.
+DEFAULT_SWITCHES: Mapping[str, frozenset[str]] = MappingProxyType(
+    {"ab+nn": frozenset({"lmr", "margin"}), "minimax": frozenset()}
 )
 # Bounds of the numeric alpha-beta options: the table in MB (as conf's
 # evaluation.baseline.search.tt_mb), the game's time in ms (a day).
@@ -94,7 +105,8 @@ FORMS = (
     "'minimax:D' (depth), 'minimax:tMS[,tm[,game=MS]]' (milliseconds per move, ',tm': managed "
     "over the game), 'minimax+db:D' (with the endgame database), 'ab+nn:D' / "
     "'ab+nn:tMS[,tm][,book][:PATH]' (learned evaluation), search switches "
-    "',qs,asp,margin,lmr,ttkeep,probcut,tt=MB' after the depth or time, 'random[:SEED]', "
+    "',qs,asp,margin,lmr,ttkeep,probcut,policy,tt=MB' (',lmr=0': off) after the depth or time, "
+    "'random[:SEED]', "
     "'uniform-mcts[:OPTIONS]' or a checkpoint 'PATH.safetensors[:OPTIONS]'"
 )
 
@@ -159,7 +171,7 @@ class PlayerSpec:
     time_ms: int = 0
     manage_time: bool = False  # ",tm"
     game_ms: int = 0  # ",game=MS": time for the whole game on top of the moves' (with ,tm)
-    switches: frozenset[str] = frozenset()  # SWITCH_OPTIONS keys given (",asp", ",lmr", ...)
+    switches: frozenset[str] = frozenset()  # SWITCH_OPTIONS keys on (",asp", ",lmr", ...)
     tt_mb: int | None = None  # ",tt=MB": the transposition table's size, None for the default
     database: bool = False  # "+db": the endgame database below the root and at it
     nneval_path: str | None = None  # ab+nn: a weights file other than the shipped one
@@ -202,7 +214,8 @@ def _alphabeta(text: str, m: re.Match[str]) -> PlayerSpec:
         raise ValueError(f"player spec {text!r}: the depth must be at most {MAX_DEPTH}")
     if m["path"] is not None and m["kind"] != "ab+nn":
         raise ValueError(f"malformed player spec {text!r}; use {FORMS}")
-    manage_time, game_ms, tt_mb, switches, book = False, 0, None, set(), False
+    manage_time, game_ms, tt_mb, book = False, 0, None, False
+    switches = set(DEFAULT_SWITCHES[m["kind"]])
     for option in filter(None, m["opts"].split(",")):
         key, _, value = option.partition("=")
         if key == "tm" and not value and time_ms:
@@ -213,8 +226,10 @@ def _alphabeta(text: str, m: re.Match[str]) -> PlayerSpec:
                     f"player spec {text!r}: a book belongs to a learned evaluation; use ab+nn"
                 )
             book = True
-        elif key in SWITCH_OPTIONS and not value:
+        elif key in SWITCH_OPTIONS and value in ("", "1"):
             switches.add(key)
+        elif key in SWITCH_OPTIONS and value == "0":
+            switches.discard(key)
         elif key in MAX_OPTION_VALUE and value and 0 < int(value) <= MAX_OPTION_VALUE[key]:
             if key == "tt":
                 tt_mb = int(value)

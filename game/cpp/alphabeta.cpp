@@ -38,6 +38,12 @@ constexpr int kLmrReduction = 1;
 constexpr int kProbCutMinDepth = 6;
 constexpr int kProbCutReduction = 4;
 constexpr int kProbCutMargin = 80;
+// Policy ordering: nodes this many plies from the horizon or more (nearer ones are many and
+// cheap to search: the history scores order them).
+constexpr int kPolicyMinDepth = 3;
+// Logits are clamped to +-kPolicyKeyRange and shifted up by it, so a policy key lies in
+// [0, 2 * kPolicyKeyRange], below the killers'.
+constexpr int kPolicyKeyRange = 1 << 25;
 // Two killer moves per ply (the classic choice: more rarely helps).
 constexpr int kKillersPerPly = 2;
 // History scores are halved when one passes this, so old cutoffs fade and nothing overflows.
@@ -45,7 +51,7 @@ constexpr int kHistoryLimit = 1 << 24;
 // Larger than any score, so that -kInfinity..kInfinity is a full window.
 constexpr int kInfinity = kMateScore + 1;
 constexpr uint8_t kNoMove = 0xFF;
-// Two slots per bucket: one kept for the deepest result, one always replaced (the newest).
+// Two slots per bucket (TTBucket): one kept for the deepest result, one always replaced.
 constexpr size_t kBucketSlots = 2;
 constexpr size_t kBytesPerMegabyte = size_t(1) << 20;
 // Learned scores cached by position, 8 bytes a slot: a hit skips both the accumulator updates and
@@ -66,7 +72,8 @@ constexpr int kOrderCapture = 1 << 29;
 constexpr int kOrderPerCaptured = 1 << 10;  // more pieces taken first, then kings taken
 constexpr int kOrderPerKingCaptured = 1 << 8;
 constexpr int kOrderCrowning = 1 << 28;
-constexpr int kOrderKiller = 1 << 27;  // above any history score (kHistoryLimit)
+constexpr int kOrderKiller = 1 << 27;  // above any history score (kHistoryLimit) or policy key
+static_assert(2 * kPolicyKeyRange < kOrderKiller - kKillersPerPly);
 
 constexpr Bitboard square_mask(int sq) { return sq < 0 ? 0 : bit(sq); }
 
@@ -191,6 +198,14 @@ uint64_t move_hash_delta(const Board& b, const Move& m) {
   return zobrist_hash(d);
 }
 
+// The direction of a step (a quiet move): the one that shifts its square onto its target.
+template <int S>
+int step_direction(const Move& m) {
+  int d = 0;
+  while (d < kDirections - 1 && !(Geometry<S>::shift(bit(m.from), d) & bit(m.to))) ++d;
+  return d;
+}
+
 int score_to_tt(int score, int ply) {
   if (score >= kMateThreshold) return score + ply;
   if (score <= -kMateThreshold) return score - ply;
@@ -233,7 +248,7 @@ namespace {
 template <int S>
 class Searcher {
  public:
-  Searcher(std::vector<TTEntry>& tt, uint8_t generation, SearchScratch& scratch, const EvalWeights& w,
+  Searcher(std::vector<TTBucket>& tt, uint8_t generation, SearchScratch& scratch, const EvalWeights& w,
            const Game& game, const SearchLimits& limits, const egdb::Database* db, const nn::Weights* nn)
       : tt_(tt),
         generation_(generation),
@@ -381,8 +396,10 @@ class Searcher {
     return false;
   }
 
+  TTEntry* bucket_of(uint64_t key) { return tt_[key % tt_.size()].slot; }
+
   TTEntry* probe(uint64_t key) {
-    TTEntry* bucket = &tt_[(key % (tt_.size() / kBucketSlots)) * kBucketSlots];
+    TTEntry* bucket = bucket_of(key);
     for (size_t i = 0; i < kBucketSlots; ++i)
       if ((bucket[i].generation == generation_ || sw_.tt_keep) && bucket[i].bound != kBoundNone &&
           bucket[i].key == key)
@@ -391,7 +408,7 @@ class Searcher {
   }
 
   void store(uint64_t key, int score, int depth, Bound bound, int move, int ply) {
-    TTEntry* bucket = &tt_[(key % (tt_.size() / kBucketSlots)) * kBucketSlots];
+    TTEntry* bucket = bucket_of(key);
     // Slot 0 keeps the deepest result of this search (replace by depth), slot 1 the newest.
     TTEntry* slot = &bucket[1];
     const bool slot0_stale = bucket[0].generation != generation_ || bucket[0].bound == kBoundNone;
@@ -421,6 +438,9 @@ class Searcher {
   }
 
   int search(const Board& b, uint64_t hash, int no_progress, int depth, int alpha, int beta, int ply) {
+    // A node above the horizon will probe the table: its bucket is fetched while the moves are
+    // generated (about half the search's time was spent waiting for table entries).
+    if (depth > 0) __builtin_prefetch(bucket_of(hash));
     s_.pv_len[ply] = ply;
     if (clock_.due(++nodes_)) check_clock();
     if (stop_) return 0;
@@ -479,8 +499,19 @@ class Searcher {
       if (const TTEntry* e = probe(hash); e && e->move < moves.size) tt_move = e->move;
     }
 
+    // Policy ordering (switch): the head's logits of this node's moves (all steps here).
+    const bool by_policy = sw_.policy_order && !capture && depth >= kPolicyMinDepth;
+    std::array<int32_t, kMaxMoves> logits;
+    if (by_policy) {
+      ready_accumulators(ply);
+      std::array<int, kMaxMoves> actions;
+      for (int i = 0; i < moves.size; ++i)
+        actions[i] = action_of(S, b.side, moves[i].from, step_direction<S>(moves[i]));
+      nn::policy(*nn_, s_.accs[ply], b.side, actions.data(), moves.size, logits.data());
+    }
     std::array<int, kMaxMoves> order;
-    for (int i = 0; i < moves.size; ++i) order[i] = order_key(b, moves[i], i == tt_move, ply);
+    for (int i = 0; i < moves.size; ++i)
+      order[i] = order_key(b, moves[i], i == tt_move, ply, by_policy ? &logits[i] : nullptr);
     std::array<uint8_t, kMaxMoves> idx;
     for (int i = 0; i < moves.size; ++i) idx[i] = uint8_t(i);
 
@@ -550,18 +581,25 @@ class Searcher {
     const uint64_t key = s_.keys[root_index_ + ply] ^ nn_->fingerprint;
     uint64_t& slot = s_.evals[key & (kEvalCacheSlots - 1)];
     if ((slot ^ key) >> kEvalScoreBits == 0) return int16_t(uint16_t(slot));
-    int p = ply;
-    while (!s_.acc_ready[p]) --p;
-    for (; p < ply; ++p) {
-      nn::update(*nn_, s_.accs[p], s_.boards[p], s_.boards[p + 1], s_.accs[p + 1]);
-      s_.acc_ready[p + 1] = true;
-    }
+    ready_accumulators(ply);
     const int score = nn::evaluate(*nn_, s_.accs[ply], b.side);
     slot = (key >> kEvalScoreBits << kEvalScoreBits) | uint16_t(score);
     return score;
   }
 
-  int order_key(const Board& b, const Move& m, bool tt_move, int ply) const {
+  // Brings the accumulators of the node at `ply` up to date, move by move from the deepest ply
+  // whose are.
+  void ready_accumulators(int ply) const {
+    int p = ply;
+    while (p > 0 && !s_.acc_ready[p]) --p;  // the root's are always ready
+    for (; p < ply; ++p) {
+      nn::update(*nn_, s_.accs[p], s_.boards[p], s_.boards[p + 1], s_.accs[p + 1]);
+      s_.acc_ready[p + 1] = true;
+    }
+  }
+
+  // `logit`: the move-ordering head's for m, which then orders quiet moves in place of history.
+  int order_key(const Board& b, const Move& m, bool tt_move, int ply, const int32_t* logit) const {
     if (tt_move) return kOrderTTMove;
     if (m.is_capture())
       return kOrderCapture + kOrderPerCaptured * m.jumps +
@@ -569,6 +607,7 @@ class Searcher {
     if (crowns<S>(b, m)) return kOrderCrowning;
     for (int k = 0; k < kKillersPerPly; ++k)
       if (s_.killers[ply][k] == m) return kOrderKiller - k;
+    if (logit) return kPolicyKeyRange + std::clamp(*logit, -kPolicyKeyRange, kPolicyKeyRange);
     return s_.history[index(b.side)][m.from][m.to];
   }
 
@@ -586,7 +625,7 @@ class Searcher {
           for (int& v : from) v /= 2;
   }
 
-  std::vector<TTEntry>& tt_;
+  std::vector<TTBucket>& tt_;
   const uint8_t generation_;
   SearchScratch& s_;
   const EvalWeights& w_;
@@ -612,9 +651,7 @@ class Searcher {
 
 AlphaBeta::AlphaBeta(size_t tt_megabytes) : scratch_(std::make_unique<SearchScratch>()) {
   if (tt_megabytes == 0) throw std::invalid_argument("the transposition table needs at least 1 MB");
-  size_t entries = tt_megabytes * kBytesPerMegabyte / sizeof(TTEntry);
-  entries -= entries % kBucketSlots;
-  tt_.assign(entries, TTEntry{});
+  tt_.assign(tt_megabytes * kBytesPerMegabyte / sizeof(TTBucket), TTBucket{});
 }
 
 AlphaBeta::~AlphaBeta() = default;
@@ -637,13 +674,17 @@ SearchResult AlphaBeta::search(const Game& game, const SearchLimits& limits, con
   // A new generation makes every older entry read as empty; wrap-around clears the table so a
   // 256-searches-old entry can never pass for a current one.
   if (++generation_ == 0) {
-    std::fill(tt_.begin(), tt_.end(), TTEntry{});
+    std::fill(tt_.begin(), tt_.end(), TTBucket{});
     generation_ = 1;
   }
   if (db && db->size() != game.size()) throw std::invalid_argument("endgame database of another board size");
   if (nn && nn->size != game.size())
     throw std::invalid_argument("learned evaluation for boards of side " + std::to_string(nn->size) +
                                 ", the game is on side " + std::to_string(game.size()));
+  if (limits.switches.policy_order && (!nn || nn->policy_outputs == 0))
+    throw std::invalid_argument(
+        "policy ordering needs a learned evaluation with a move-ordering head (pol_w, pol_b); " +
+        std::string(nn ? "this one has none" : "the search has no learned evaluation"));
   if (game.size() == 8) return Searcher<8>(tt_, generation_, *scratch_, weights, game, limits, db, nn).run();
   return Searcher<6>(tt_, generation_, *scratch_, weights, game, limits, db, nn).run();
 }

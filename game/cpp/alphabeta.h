@@ -75,6 +75,10 @@ struct SearchSwitches {
   // ProbCut (multi-probability cut): a quiet non-PV node deep enough whose shallow search (a
   // fixed number of plies less) beats beta by a margin is taken to hold at full depth.
   bool probcut = false;
+  // Move ordering by the learned evaluation's move-ordering head (a file that has one): at nodes
+  // kPolicyMinDepth plies or more from the horizon, quiet moves after the table's move, crowning
+  // steps and killers go in the order of its logits instead of the history scores.
+  bool policy_order = false;
 };
 
 struct SearchLimits {
@@ -130,6 +134,13 @@ struct TTEntry {
 };
 static_assert(sizeof(TTEntry) == 16, "keep transposition-table slots at 16 bytes");
 
+// Two slots a bucket (one kept for the deepest result, one always replaced), aligned so that a
+// bucket never straddles two cache lines: a probe costs one memory access, not two.
+struct alignas(32) TTBucket {
+  TTEntry slot[2];
+};
+static_assert(sizeof(TTBucket) == 32, "keep a bucket inside half a cache line");
+
 // A searcher owns its transposition table (fixed size, allocated once) and scratch tables, so a
 // player that searches move after move allocates nothing per move. Each search() starts from a
 // logically empty table (entries of earlier searches are ignored), which makes a fixed-depth
@@ -149,10 +160,10 @@ class AlphaBeta {
   // the hand-written one; `weights` is then unused.
   SearchResult search(const Game& game, const SearchLimits& limits, const EvalWeights& weights,
                       const egdb::Database* db = nullptr, const nn::Weights* nn = nullptr);
-  size_t tt_entries() const { return tt_.size(); }
+  size_t tt_entries() const { return tt_.size() * 2; }
 
  private:
-  std::vector<TTEntry> tt_;
+  std::vector<TTBucket> tt_;
   std::unique_ptr<SearchScratch> scratch_;  // per-ply move lists, PV, killers, history
   uint8_t generation_ = 0;
 };

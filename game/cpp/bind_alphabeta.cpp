@@ -83,7 +83,7 @@ void bind_nneval(nb::module_& m) {
           [](nn::Weights* self, int size, int output_scale, const Array<int16_t>& ft_w,
              const Array<int16_t>& ft_b, const Array<int8_t>& l1_w, const Array<int32_t>& l1_b,
              const Array<int8_t>& l2_w, const Array<int32_t>& l2_b, const Array<int16_t>& out_w,
-             int32_t out_b) {
+             int32_t out_b, std::optional<Array<int8_t>> pol_w, std::optional<Array<int32_t>> pol_b) {
             nn::Weights w;
             w.size = size;
             w.squares = size * size / 2;
@@ -100,6 +100,17 @@ void bind_nneval(nb::module_& m) {
             w.hidden = int(w.ft_b.size());
             w.dense1 = int(w.l1_b.size());
             w.dense2 = int(w.l2_b.size());
+            if (pol_w.has_value() != pol_b.has_value())
+              throw nb::value_error("learned evaluation: the move-ordering head needs both pol_w and pol_b");
+            if (pol_w) {
+              if (pol_w->ndim() != 2 || pol_w->shape(1) != 2 * ft_b.shape(0))
+                throw nb::value_error(("learned evaluation: pol_w must have shape (actions, " +
+                                       std::to_string(2 * ft_b.shape(0)) + ")")
+                                          .c_str());
+              w.pol_w = flat<int8_t, int16_t>("pol_w", *pol_w, 2);
+              w.pol_b = flat<int32_t, int32_t>("pol_b", *pol_b, 1);
+              w.policy_outputs = int(pol_w->shape(0));
+            }
             if (ft_w.shape(0) != size_t(w.inputs) || l1_w.shape(1) != 2 * ft_b.shape(0) ||
                 l2_w.shape(1) != l1_b.shape(0))
               throw nb::value_error(
@@ -116,12 +127,15 @@ void bind_nneval(nb::module_& m) {
             new (self) nn::Weights(std::move(w));
           },
           "size"_a, "output_scale"_a, "ft_w"_a, "ft_b"_a, "l1_w"_a, "l1_b"_a, "l2_w"_a, "l2_b"_a, "out_w"_a,
-          "out_b"_a)
+          "out_b"_a, "pol_w"_a = nb::none(), "pol_b"_a = nb::none())
       .def_ro("size", &nn::Weights::size)
       .def_ro("hidden", &nn::Weights::hidden)
       .def_ro("dense1", &nn::Weights::dense1)
       .def_ro("dense2", &nn::Weights::dense2)
       .def_ro("output_scale", &nn::Weights::output_scale)
+      .def_prop_ro(
+          "has_policy", [](const nn::Weights& w) { return w.policy_outputs > 0; },
+          "True when the weights carry a move-ordering head (the `policy` search switch needs one).")
       .def_prop_rw(
           "simd", [](const nn::Weights& w) { return w.kernels == nn::Kernels::Avx2; },
           [](nn::Weights& w, bool on) {
@@ -164,6 +178,24 @@ void bind_nneval(nb::module_& m) {
         return accumulator_array(w, a);
       },
       "weights"_a, "game"_a, "First-layer accumulators (2, hidden) of the board, Black's view first.");
+
+  m.def(
+      "nneval_policy",
+      [check_size](const nn::Weights& w, const Game& g) {
+        check_size(w, g);
+        if (w.policy_outputs == 0) throw nb::value_error("learned evaluation: no move-ordering head");
+        nn::Accumulator a;
+        nn::refresh(w, g.board(), a);
+        std::vector<int> actions(size_t(w.policy_outputs));
+        for (int i = 0; i < w.policy_outputs; ++i) actions[size_t(i)] = i;
+        auto* out = new int32_t[size_t(w.policy_outputs)];
+        nn::policy(w, a, g.board().side, actions.data(), w.policy_outputs, out);
+        nb::capsule owner(out, [](void* p) noexcept { delete[] static_cast<int32_t*>(p); });
+        return nb::ndarray<nb::numpy, int32_t, nb::ndim<1>>(out, {size_t(w.policy_outputs)}, owner);
+      },
+      "weights"_a, "game"_a,
+      "The move-ordering head's logits of the game's board, one per action (square * 4 + direction in\n"
+      "the mover's frame, as the MCTS network's policy), from scratch.");
 
   nb::class_<nn::Tracker>(m, "NNEvalTracker",
                           "Accumulators along a line of play, updated move by move as the search does.")
@@ -265,22 +297,23 @@ void cz::bind::bind_alphabeta(nb::module_& m) {
       .def(
           "__init__",
           [](SearchSwitches* s, bool quiescence, bool aspiration, bool pruning, bool lmr, bool tt_keep,
-             bool probcut) {
-            new (s) SearchSwitches{quiescence, aspiration, pruning, lmr, tt_keep, probcut};
+             bool probcut, bool policy) {
+            new (s) SearchSwitches{quiescence, aspiration, pruning, lmr, tt_keep, probcut, policy};
           },
           "quiescence"_a = false, "aspiration"_a = false, "pruning"_a = false, "lmr"_a = false,
-          "tt_keep"_a = false, "probcut"_a = false)
+          "tt_keep"_a = false, "probcut"_a = false, "policy"_a = false)
       .def_rw("quiescence", &SearchSwitches::threat_quiescence)
       .def_rw("aspiration", &SearchSwitches::aspiration)
       .def_rw("pruning", &SearchSwitches::margin_pruning)
       .def_rw("lmr", &SearchSwitches::lmr)
       .def_rw("tt_keep", &SearchSwitches::tt_keep)
       .def_rw("probcut", &SearchSwitches::probcut)
+      .def_rw("policy", &SearchSwitches::policy_order)
       .def("__repr__", [](const SearchSwitches& s) {
         auto b = [](bool v) { return std::string(v ? "True" : "False"); };
         return "SearchSwitches(quiescence=" + b(s.threat_quiescence) + ", aspiration=" + b(s.aspiration) +
                ", pruning=" + b(s.margin_pruning) + ", lmr=" + b(s.lmr) + ", tt_keep=" + b(s.tt_keep) +
-               ", probcut=" + b(s.probcut) + ")";
+               ", probcut=" + b(s.probcut) + ", policy=" + b(s.policy_order) + ")";
       });
 
   nb::class_<OwnedSearcher>(m, "AlphaBetaSearcher",

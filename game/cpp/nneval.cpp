@@ -103,6 +103,16 @@ void check_weights(const Weights& w) {
   check_bias("l1_b", w.l1_b);
   check_bias("l2_b", w.l2_b);
   check_bias("out_b", std::vector<int32_t>{w.out_b});
+  if (w.policy_outputs != 0) {
+    if (w.policy_outputs != w.squares * 4)
+      throw std::invalid_argument("learned evaluation: the move-ordering head has " +
+                                  std::to_string(w.policy_outputs) + " outputs, expected " +
+                                  std::to_string(w.squares * 4) + " (4 per square)");
+    check_length("pol_w", w.pol_w.size(), size_t(w.policy_outputs) * 2 * w.hidden);
+    check_length("pol_b", w.pol_b.size(), size_t(w.policy_outputs));
+    check_int8("pol_w", w.pol_w);
+    check_bias("pol_b", w.pol_b);
+  }
 }
 
 namespace {
@@ -152,6 +162,7 @@ void prepare(Weights& w) {
   }
   w.out_w8.assign(size_t(round_up(w.dense2_rows, kWordLanes)), 0);
   std::copy(w.out_w.begin(), w.out_w.end(), w.out_w8.begin());
+  w.pol_w8.assign(w.pol_w.begin(), w.pol_w.end());
   w.kernels = avx2_unusable(w).empty() ? Kernels::Avx2 : Kernels::Scalar;
 }
 
@@ -240,6 +251,13 @@ int evaluate(const Weights& w, const Accumulator& a, Color side) {
   return w.kernels == Kernels::Avx2 ? detail::evaluate_avx2(w, a, side) : detail::evaluate_scalar(w, a, side);
 }
 
+void policy(const Weights& w, const Accumulator& a, Color side, const int* actions, int n, int32_t* out) {
+  if (w.kernels == Kernels::Avx2)
+    detail::policy_avx2(w, a, side, actions, n, out);
+  else
+    detail::policy_scalar(w, a, side, actions, n, out);
+}
+
 void detail::update_scalar(const Weights& w, const Accumulator& parent, const Changes& c,
                            Accumulator& child) {
   for (int view = 0; view < 2; ++view) {
@@ -250,12 +268,34 @@ void detail::update_scalar(const Weights& w, const Accumulator& parent, const Ch
   }
 }
 
+namespace {
+
+// The dense layers' input: the mover's accumulator then the other side's, clipped to [0, 127].
+void clipped_inputs(const Weights& w, const Accumulator& a, Color side, int16_t* x) {
+  const int H = w.hidden, us = index(side);
+  for (int j = 0; j < H; ++j) x[j] = clipped(a.v[us][j]);
+  for (int j = 0; j < H; ++j) x[H + j] = clipped(a.v[us ^ 1][j]);
+}
+
+}  // namespace
+
+void detail::policy_scalar(const Weights& w, const Accumulator& a, Color side, const int* actions, int n,
+                           int32_t* out) {
+  const int inputs = 2 * w.hidden;
+  alignas(64) int16_t x[2 * kMaxHidden];
+  clipped_inputs(w, a, side, x);
+  for (int k = 0; k < n; ++k) {
+    const int16_t* row = &w.pol_w[size_t(actions[k]) * inputs];
+    int32_t s = w.pol_b[actions[k]];
+    for (int i = 0; i < inputs; ++i) s += int32_t(x[i]) * int32_t(row[i]);
+    out[k] = s;
+  }
+}
+
 int detail::evaluate_scalar(const Weights& w, const Accumulator& a, Color side) {
   const int H = w.hidden;
   alignas(64) int16_t x[2 * kMaxHidden];
-  const int us = index(side);
-  for (int j = 0; j < H; ++j) x[j] = clipped(a.v[us][j]);
-  for (int j = 0; j < H; ++j) x[H + j] = clipped(a.v[us ^ 1][j]);
+  clipped_inputs(w, a, side, x);
   alignas(64) int16_t h1[kMaxDense];
   for (int o = 0; o < w.dense1; ++o) {
     const int16_t* row = &w.l1_w[size_t(o) * 2 * H];

@@ -84,6 +84,15 @@ struct Weights {
   std::vector<int8_t> l2_w8;                                // [dense2_rows][dense2_inputs]
   std::vector<int32_t> l2_b8;                               // [dense2_rows]
   std::vector<int16_t> out_w8;                              // [dense2_rows padded to kWordLanes]
+  // The optional move-ordering head (absent: policy_outputs 0): one int8 row per action of the
+  // mover (a square and a direction in the mover's frame, game.h's action_of, as the MCTS
+  // network's policy) over the same clipped accumulators the first dense layer reads, and an
+  // int32 bias per action; its sums are logits on a scale of the file's choosing (only their
+  // order counts). Scores never depend on it, so the fingerprint leaves it out.
+  int policy_outputs = 0;       // squares * 4 when present
+  std::vector<int16_t> pol_w;   // [policy_outputs][2 * hidden], int8 values
+  std::vector<int32_t> pol_b;   // [policy_outputs]
+  std::vector<int8_t> pol_w8;   // the AVX2 kernels' copy (set by prepare())
 };
 
 // Throws std::invalid_argument naming the first fault: a size or width out of range, an array of
@@ -122,6 +131,10 @@ void update(const Weights& w, const Accumulator& parent, const Board& parent_boa
 int evaluate(const Weights& w, const Accumulator& a, Color side);
 // refresh() then evaluate().
 int evaluate_board(const Weights& w, const Board& b);
+// The move-ordering head's logits of `n` actions (each below w.policy_outputs) of the board whose
+// accumulators are `a`, `side` to move: out[i] for actions[i] (w must have the head). Only the
+// rows asked for are computed: a node pays for its own moves, not for every action.
+void policy(const Weights& w, const Accumulator& a, Color side, const int* actions, int n, int32_t* out);
 
 // A stack of accumulators along a line of play, updated as moves are made and taken back: what
 // the search does with its per-ply accumulators, exposed so tests can compare it with refresh().
@@ -154,6 +167,8 @@ void update_scalar(const Weights& w, const Accumulator& parent, const Changes& c
 bool cpu_has_avx2();
 int evaluate_avx2(const Weights& w, const Accumulator& a, Color side);
 void update_avx2(const Weights& w, const Accumulator& parent, const Changes& c, Accumulator& child);
+void policy_scalar(const Weights& w, const Accumulator& a, Color side, const int* actions, int n, int32_t* out);
+void policy_avx2(const Weights& w, const Accumulator& a, Color side, const int* actions, int n, int32_t* out);
 }  // namespace detail
 
 }  // namespace cz::nn

@@ -84,6 +84,26 @@ CZ_TARGET_AVX2 inline void to_bytes(const int32_t* h, int rows, int n, uint8_t* 
   }
 }
 
+// The dense layers' input as bytes: the mover's accumulator then the other side's, clipped to
+// [0, 127]. packus clips below at 0 and interleaves the 128-bit halves of its two inputs; the
+// permute puts them back in order. kH is the accumulator width when known when compiled, else 0.
+template <int kH>
+CZ_TARGET_AVX2 inline void clipped_bytes(const Weights& w, const Accumulator& a, Color side, uint8_t* x) {
+  const int H = kH > 0 ? kH : w.hidden;
+  const int us = index(side);
+  const __m256i top = _mm256_set1_epi16(kActivationOne);
+  for (int half = 0; half < 2; ++half) {
+    const int16_t* acc = a.v[half == 0 ? us : us ^ 1].data();
+    for (int j = 0; j < H; j += kByteLanes) {
+      const __m256i lo = _mm256_min_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(acc + j)), top);
+      const __m256i hi =
+          _mm256_min_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(acc + j + kWordLanes)), top);
+      const __m256i bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(lo, hi), 0xD8);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(x + half * H + j), bytes);
+    }
+  }
+}
+
 template <int kChunks>
 CZ_TARGET_AVX2 inline void layer1(const uint8_t* x, const Weights& w, int32_t* out) {
   dense<kChunks>(x, w.l1_w8.data(), w.l1_b8.data(), w.dense1_rows, 2 * w.hidden, out);
@@ -106,21 +126,8 @@ CZ_TARGET_AVX2 inline int evaluate_shape(const Weights& w, const Accumulator& a,
   const int H = kH > 0 ? kH : w.hidden;
   const int rows1 = kRows1 > 0 ? kRows1 : w.dense1_rows, rows2 = kRows2 > 0 ? kRows2 : w.dense2_rows;
   const int inputs2 = kRows1 > 0 ? (kRows1 + kByteLanes - 1) / kByteLanes * kByteLanes : w.dense2_inputs;
-  const int us = index(side);
-  // Clipped accumulators as bytes: the mover's then the other side's. packus clips below at 0
-  // and interleaves the 128-bit halves of its two inputs; the permute puts them back in order.
   alignas(32) uint8_t x[2 * kMaxHidden];
-  const __m256i top = _mm256_set1_epi16(kActivationOne);
-  for (int half = 0; half < 2; ++half) {
-    const int16_t* acc = a.v[half == 0 ? us : us ^ 1].data();
-    for (int j = 0; j < H; j += kByteLanes) {
-      const __m256i lo = _mm256_min_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(acc + j)), top);
-      const __m256i hi =
-          _mm256_min_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(acc + j + kWordLanes)), top);
-      const __m256i bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(lo, hi), 0xD8);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(x + half * H + j), bytes);
-    }
-  }
+  clipped_bytes<kH>(w, a, side, x);
   alignas(32) int32_t h1[kMaxDense];
   if (kH > 0) {
     dense<kH / kWordLanes, kRows1>(x, w.l1_w8.data(), w.l1_b8.data(), rows1, 2 * H, h1);
@@ -168,7 +175,49 @@ CZ_TARGET_AVX2 inline int evaluate_shape(const Weights& w, const Accumulator& a,
   return int(std::clamp<int64_t>(score, -kScoreLimit, kScoreLimit));
 }
 
+// The move-ordering head's sums (no shift, no clip) of the rows `actions` names, kRowBlock at a
+// time (a short last block repeats its first row and drops the extra sums).
+template <int kChunks>
+CZ_TARGET_AVX2 inline void policy_rows(const uint8_t* x, const Weights& w, const int* actions, int n,
+                                       int32_t* out) {
+  const int inputs = 2 * w.hidden;
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int chunks = kChunks > 0 ? kChunks : inputs / kByteLanes;
+  for (int k = 0; k < n; k += kRowBlock) {
+    const int8_t* rows[kRowBlock];
+    int32_t bias[kRowBlock];
+    for (int r = 0; r < kRowBlock; ++r) {
+      const int action = actions[k + r < n ? k + r : k];
+      rows[r] = w.pol_w8.data() + size_t(action) * inputs;
+      bias[r] = w.pol_b[action];
+    }
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    for (int c = 0; c < chunks; ++c) {
+      const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(x) + c);
+      s0 = _mm256_add_epi32(s0, products(xv, rows[0], c, ones));
+      s1 = _mm256_add_epi32(s1, products(xv, rows[1], c, ones));
+      s2 = _mm256_add_epi32(s2, products(xv, rows[2], c, ones));
+      s3 = _mm256_add_epi32(s3, products(xv, rows[3], c, ones));
+    }
+    alignas(16) int32_t sums[kRowBlock];
+    _mm_store_si128(reinterpret_cast<__m128i*>(sums),
+                    _mm_add_epi32(sum4(s0, s1, s2, s3), _mm_loadu_si128(reinterpret_cast<const __m128i*>(bias))));
+    for (int r = 0; r < kRowBlock && k + r < n; ++r) out[k + r] = sums[r];
+  }
+}
+
 }  // namespace
+
+CZ_TARGET_AVX2 void policy_avx2(const Weights& w, const Accumulator& a, Color side, const int* actions, int n,
+                                int32_t* out) {
+  alignas(32) uint8_t x[2 * kMaxHidden];
+  if (w.hidden == 64) {
+    clipped_bytes<64>(w, a, side, x);
+    return policy_rows<4>(x, w, actions, n, out);
+  }
+  clipped_bytes<0>(w, a, side, x);
+  policy_rows<0>(x, w, actions, n, out);
+}
 
 CZ_TARGET_AVX2 int evaluate_avx2(const Weights& w, const Accumulator& a, Color side) {
   // The shipped network's shape gets its own unrolled copy; every other shape the general one.
@@ -256,6 +305,9 @@ int evaluate_avx2(const Weights& w, const Accumulator& a, Color side) {
 }
 void update_avx2(const Weights& w, const Accumulator& parent, const Changes& c, Accumulator& child) {
   update_scalar(w, parent, c, child);
+}
+void policy_avx2(const Weights& w, const Accumulator& a, Color side, const int* actions, int n, int32_t* out) {
+  policy_scalar(w, a, side, actions, n, out);
 }
 
 #endif
