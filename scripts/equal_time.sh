@@ -40,6 +40,8 @@
 #   policy       move ordering by the evaluation's move-ordering head     50 min
 #                (,policy with game/data/nneval-v2-policy.safetensors: nneval-v2 and a head
 #                distilled from the MCTS network by python -m learner.nneval.policy)
+#   defaults     the default switches (lmr, margin) against none, both with 50 min
+#                nneval-v1: today's search against the first player's, same evaluation
 #   tm           time management itself (,tm) against 200 ms unmanaged 50 min
 #                (not equal time: unmanaged, an iteration starts only with half the time
 #                left, so that player spends about 60% of it)
@@ -83,6 +85,7 @@ v2-t1000|ab+nn:t1000,tm|ab+nn:t1000,tm:$yardstick
 eval|$base:${EVAL:-}|$base:$yardstick
 tt64|$base,tt=64|$base
 policy|$base,policy:$policy|$base
+defaults|$base:$yardstick|$base,lmr=0,margin=0:$yardstick
 tm|$base|ab+nn:t200"
 
 if (( $# == 0 )); then
