@@ -141,7 +141,7 @@ def test_each_switch_changes_the_search(name: str) -> None:
 def test_specs_name_the_switches() -> None:
     player = make_player("ab+nn:t200,tm,qs,asp,margin,lmr,ttkeep,probcut,tt=64")
     assert isinstance(player, MinimaxPlayer)
-    # lmr and margin are on by default in ab+nn players: the name says what differs from them.
+    # lmr and margin are on by default in timed ab+nn players: the name says what differs.
     assert player.name == "ab+nn:t200,tm,qs,asp,ttkeep,probcut,tt=64"
     sw = player.switches
     assert (sw.quiescence, sw.aspiration, sw.pruning, sw.lmr, sw.tt_keep, sw.probcut) == (True,) * 6
@@ -167,25 +167,30 @@ def test_specs_name_the_switches() -> None:
             make_player(bad)
 
 
-def test_the_winning_switches_are_on_by_default_in_ab_nn_players_only() -> None:
+def test_the_winning_switches_are_on_by_default_in_timed_ab_nn_players_only() -> None:
     """Late-move reductions and margin pruning won their equal-time matches (docs/results.md);
-    ,lmr=0 and ,margin=0 turn them off, and the hand-written baseline keeps every switch off."""
+    ,lmr=0 and ,margin=0 turn them off. A fixed-depth player (a ladder rung) searches its depth in
+    full, and the hand-written baseline keeps every switch off."""
     default = make_player("ab+nn:t200,tm")
     assert default.switches.lmr and default.switches.pruning and default.name == "ab+nn:t200,tm"
     off = make_player("ab+nn:t200,tm,lmr=0,margin=0")
     assert not off.switches.lmr and not off.switches.pruning
     assert off.name == "ab+nn:t200,tm,margin=0,lmr=0"
+    rung = make_player("ab+nn:8")
+    assert not rung.switches.lmr and not rung.switches.pruning and rung.name == "ab+nn:8"
     assert make_player("ab+nn:6,lmr=1").switches.lmr
-    assert not make_player("minimax:6").switches.lmr
+    assert make_player("ab+nn:6,lmr").name == "ab+nn:6,lmr"
+    assert not make_player("minimax:t200").switches.lmr
     assert make_player("minimax:6,lmr").name == "minimax:6,lmr"
     # A player built without a spec (the generation gate's) gets its kind's defaults too.
-    assert MinimaxPlayer(depth=4, nneval="").switches.lmr
-    assert not MinimaxPlayer(depth=4).switches.lmr
-    # The default changes the search: fewer nodes to the same depth than without it.
+    assert MinimaxPlayer(time_ms=200, nneval="").switches.lmr
+    assert not MinimaxPlayer(depth=4, nneval="").switches.lmr
+    assert not MinimaxPlayer(time_ms=200).switches.lmr
+    # The switch changes the search: fewer nodes to the same depth than without it.
     pos = Position()
     for _ in range(8):
         pos.play(pos.legal_moves()[0])
-    with_lmr, without = make_player("ab+nn:9,margin=0"), make_player("ab+nn:9,lmr=0,margin=0")
+    with_lmr, without = make_player("ab+nn:9,lmr"), make_player("ab+nn:9")
     with_lmr.choose(pos)
     without.choose(pos)
     assert with_lmr.last is not None and without.last is not None

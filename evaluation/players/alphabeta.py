@@ -145,7 +145,9 @@ class MinimaxPlayer:
         self.overshoot_ms = 0.0  # the most a move of this game spent beyond its hard limit
         self._spread = GAME_MOVES if game_ms else SPREAD_MOVES
         self.nodes_per_ms = nodes_per_ms
+        # The kind's default switches, for a timed player only (evaluation.players.spec).
         kind_defaults = DEFAULT_SWITCHES["ab+nn" if nneval is not None else "minimax"]
+        kind_defaults = kind_defaults if time_ms else frozenset()
         if switches is None:
             switches = _core.SearchSwitches(**{SWITCH_OPTIONS[k]: True for k in kind_defaults})
         self.switches = switches

@@ -24,10 +24,10 @@ one into a :class:`PlayerSpec` (or raises ValueError naming the spec and what is
     threat quiescence, aspiration windows, reverse-futility (evaluation-margin) pruning, cautious
     late-move reductions, a transposition table kept between moves, ProbCut, and the table's
     size in MB (``ab+nn:t200,tm,asp,tt=64``). ``,policy`` (``ab+nn`` only, with an evaluation
-    file that has a move-ordering head) orders quiet moves by that head. ``ab+nn`` has the
-    switches of :data:`DEFAULT_SWITCHES` on (late-move reductions and evaluation-margin pruning:
-    each won its equal-time match); ``,lmr=0`` / ``,margin=0`` turns one off. ``minimax`` has
-    none on.
+    file that has a move-ordering head) orders quiet moves by that head. A timed ``ab+nn``
+    player has the switches of :data:`DEFAULT_SWITCHES` on (late-move reductions and
+    evaluation-margin pruning: each won its equal-time match); ``,lmr=0`` / ``,margin=0`` turns
+    one off. A fixed-depth player and ``minimax`` have none on.
 ``ab+nn:...,book``
     the opening book of the learned evaluation, beside its file (``<stem>.book.json``, built by
     ``python -m evaluation.book build --evaluation FILE``): a position in it is played without
@@ -82,9 +82,12 @@ SWITCH_OPTIONS: Mapping[str, str] = MappingProxyType(
         "policy": "policy",
     }
 )
-# The switches each alpha-beta kind has on unless a spec turns them off (``,lmr=0``): those whose
-# equal-time match against the same player without them won (docs/results.md, "The search
-# switches at equal time"). minimax, the hand-written baseline and the ladder's anchor, has none.
+# The switches a timed alpha-beta player of each kind has on unless a spec turns them off
+# (``,lmr=0``): those whose equal-time match against the same player without them won
+# (docs/results.md, "The search switches at equal time"). They trade exactness for speed, which
+# pays only where time is the budget: a fixed-depth player (a ladder rung, a depth screen)
+# searches its depth in full unless its spec turns them on. minimax, the hand-written baseline
+# and the ladder's anchor, has none.
 DEFAULT_SWITCHES: Mapping[str, frozenset[str]] = MappingProxyType(
     {"ab+nn": frozenset({"lmr", "margin"}), "minimax": frozenset()}
 )
@@ -215,7 +218,7 @@ def _alphabeta(text: str, m: re.Match[str]) -> PlayerSpec:
     if m["path"] is not None and m["kind"] != "ab+nn":
         raise ValueError(f"malformed player spec {text!r}; use {FORMS}")
     manage_time, game_ms, tt_mb, book = False, 0, None, False
-    switches = set(DEFAULT_SWITCHES[m["kind"]])
+    switches = set(DEFAULT_SWITCHES[m["kind"]] if time_ms else ())
     for option in filter(None, m["opts"].split(",")):
         key, _, value = option.partition("=")
         if key == "tm" and not value and time_ms:
