@@ -12,18 +12,17 @@ import torch
 from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
-from actors.ab_selfplay import ABSettings, play_ab_game
 from checkerzero.network.checkpoint import save_checkpoint
 from checkerzero.network.model import CheckersNet, ModelConfig
 from evaluation.players.make import make_player
 from game import _core, nneval
-from game.openings import load_openings
 from game.position import Position
 from learner.nneval import shards
 from learner.nneval.policy import clipped_inputs, integer_logits
 from learner.nneval.policy import main as distil
 from learner.nneval.relabel import _games
 from tests.test_nneval import random_net, random_positions, with_kernels
+from tests.test_nneval_refit import generation_shards
 
 SHOT_FEN = "B:W21,22,24,28,32:B1,7,10,13,14"  # tests/test_alphabeta.py: 14-17 wins a man
 
@@ -137,19 +136,11 @@ def data(tmp_path_factory) -> tuple[Path, Path, Path]:
     torch.manual_seed(5)
     net = random_net(9, size=6, hidden=32)
     parent = nneval.save(net, folder / "parent.nn")
-    deck = load_openings("deck", 6)
-    settings = ABSettings(depth=3, size=6, max_plies=100)
-    rows = np.concatenate(
-        [
-            play_ab_game(net.core(), deck, settings, seed=1, generation=0, game_id=i)
-            for i in range(60)
-        ]
-    )
-    shards.write_shard(folder / "gen-000", rows, 0, 60, "test-store")
+    shard_folder = generation_shards(folder, net, 60)
     network = folder / "tiny6.safetensors"
     config = ModelConfig(board_size=6, blocks=1, channels=8, policy_channels=4, value_channels=2)
     save_checkpoint(network, CheckersNet(config), step=0, version=1)
-    return folder / "gen-000", parent, network
+    return shard_folder, parent, network
 
 
 def test_distillation_writes_a_head_the_core_computes_alike(data, tmp_path, capsys) -> None:

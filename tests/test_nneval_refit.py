@@ -25,6 +25,20 @@ from learner.nneval.relabel import SearchJudge, Teacher, blend_scores
 from learner.nneval.relabel import main as relabel
 
 
+def generation_shards(folder: Path, net: nneval.NNEvalNet, games: int) -> Path:
+    """``folder``/gen-000: a 6x6 generation's shard of ``games`` games of ``net`` at depth 3."""
+    deck = load_openings("deck", 6)
+    settings = ABSettings(depth=3, size=6, max_plies=100)
+    rows = np.concatenate(
+        [
+            play_ab_game(net.core(), deck, settings, seed=1, generation=0, game_id=i)
+            for i in range(games)
+        ]
+    )
+    shards.write_shard(folder / "gen-000", rows, 0, games, "test-store")
+    return folder / "gen-000"
+
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> tuple[Path, Path]:
     """A 6x6 generation's shards (80 games of a random evaluation at depth 3) and that file."""
@@ -33,16 +47,7 @@ def data(tmp_path_factory) -> tuple[Path, Path]:
     model = NNEvalModel(6, 32, 8, 8)
     net = nneval.quantise(model.float_weights(), size=6, output_scale=200)
     parent = nneval.save(net, folder / "parent.nn")
-    deck = load_openings("deck", 6)
-    settings = ABSettings(depth=3, size=6, max_plies=100)
-    rows = np.concatenate(
-        [
-            play_ab_game(net.core(), deck, settings, seed=1, generation=0, game_id=i)
-            for i in range(80)
-        ]
-    )
-    shards.write_shard(folder / "gen-000", rows, 0, 80, "test-store")
-    return folder / "gen-000", parent
+    return generation_shards(folder, net, 80), parent
 
 
 def test_refit_writes_a_checked_evaluation_with_its_settings(data, tmp_path: Path, capsys) -> None:
