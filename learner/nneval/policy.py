@@ -3,7 +3,7 @@ from the MCTS network's policy.
 
     python -m learner.nneval.policy --evaluation game/data/nneval-v2.safetensors \\
         --network game/data/long-320min.safetensors --data nneval-positions/gen-001 \\
-        --positions 200000 --out game/data/nneval-v2-policy.safetensors
+        --threads 2 --out game/data/nneval-v2-policy.safetensors
 
 The alpha-beta search orders quiet moves by history scores. With the ``policy`` switch
 (``ab+nn:t200,tm,policy:FILE``) it orders them, at nodes three or more plies from the horizon,
@@ -175,9 +175,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--evaluation", type=Path, default=nneval.DEFAULT_PATH)
     p.add_argument("--network", type=Path, required=True, help="the MCTS network's checkpoint")
     p.add_argument("--data", type=Path, required=True, help="a generation's shard folder")
-    p.add_argument("--positions", type=int, default=200_000)
-    p.add_argument("--epochs", type=int, default=8)
-    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--positions", type=int, default=1_000_000)
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="the network's CPU threads")
     p.add_argument("--out", type=Path, required=True)
