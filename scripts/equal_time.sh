@@ -42,6 +42,9 @@
 #                distilled from the MCTS network by python -m learner.nneval.policy)
 #   defaults     the default switches (lmr, margin) against none, both with 50 min
 #                nneval-v1: today's search against the first player's, same evaluation
+#   shipped      the shipped player (nneval-v2, today's default switches)   50 min
+#                against the first learned one (nneval-v1, lmr=0, margin=0): the evaluation's
+#                and the search's gains together
 #   tm           time management itself (,tm) against 200 ms unmanaged 50 min
 #                (not equal time: unmanaged, an iteration starts only with half the time
 #                left, so that player spends about 60% of it)
@@ -86,6 +89,7 @@ eval|$base:${EVAL:-}|$base:$yardstick
 tt64|$base,tt=64|$base
 policy|$base,policy:$policy|$base
 defaults|$base:$yardstick|$base,lmr=0,margin=0:$yardstick
+shipped|$base|$base,lmr=0,margin=0:$yardstick
 tm|$base|ab+nn:t200"
 
 if (( $# == 0 )); then
