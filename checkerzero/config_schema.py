@@ -524,6 +524,7 @@ SCHEMA: dict[str, Rule] = {
     "nneval.train.max_val_rows": Int(1, 10**8),
     "nneval.train.warm_start": Flag(),
     "nneval.train.flip_labels": Flag(),
+    "nneval.train.result_from_ply": Int(0, 10_000),
     "nneval.train.threads": THREADS,
     "nneval.gate.time_ms": Int(1, 600_000),  # ten minutes a move is past any match
     "nneval.gate.time_management": Flag(),

@@ -13,12 +13,12 @@ import torch
 from actors.ab_selfplay import ABSettings, play_ab_game
 from checkerzero.network.checkpoint import save_checkpoint
 from checkerzero.network.model import CheckersNet, ModelConfig
-from checkerzero.store.positions import FLAG_EXACT
+from checkerzero.store.positions import FLAG_EXACT, POSITION_DTYPE
 from checkerzero.store.positions import FLAG_WHITE_TO_MOVE as FLAG_WHITE
 from game import _core, nneval
 from game.openings import load_openings
 from learner.nneval import shards
-from learner.nneval.fit import FitSettings, fit
+from learner.nneval.fit import FitSettings, fit, targets
 from learner.nneval.model import NNEvalModel
 from learner.nneval.refit import main
 from learner.nneval.relabel import SearchJudge, Teacher, blend_scores
@@ -37,6 +37,23 @@ def generation_shards(folder: Path, net: nneval.NNEvalNet, games: int) -> Path:
     )
     shards.write_shard(folder / "gen-000", rows, 0, games, "test-store")
     return folder / "gen-000"
+
+
+def test_positions_before_result_from_ply_take_their_search_score_alone() -> None:
+    # Four positions scored +200 centi-men (expected score 0.731 at output_scale 200) in games
+    # the mover lost; the last is the database's exact win.
+    rows = np.zeros(4, POSITION_DTYPE)
+    rows["score"], rows["result"] = 200, -1
+    rows["ply"] = [10, 39, 40, 12]
+    rows["flags"][3], rows["result"][3] = FLAG_EXACT, 1
+    search = 1 / (1 + np.exp(-1.0))
+    blended = 0.5 * search
+    got = targets(rows, 0.5, 200).numpy()
+    np.testing.assert_allclose(got, [blended, blended, blended, 1.0], rtol=1e-6)
+    got = targets(rows, 0.5, 200, result_from_ply=40).numpy()
+    np.testing.assert_allclose(got, [search, search, blended, 1.0], rtol=1e-6)
+    flipped = targets(rows, 0.5, 200, flip=True, result_from_ply=40).numpy()
+    np.testing.assert_allclose(flipped, [1 - search, 1 - search, 1 - blended, 0.0], rtol=1e-6)
 
 
 @pytest.fixture(scope="module")

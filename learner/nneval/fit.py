@@ -8,7 +8,10 @@ with ``score`` the root search's score in centi-men (the evaluation's own scale:
 ``output_scale``) and ``result`` the game's; a position the endgame database labelled takes its
 exact value whatever lambda is. Lambda moves linearly from ``lambda_start`` to ``lambda_end``
 over a generation's training (the NNUE trainers' "WDL lambda": search scores first, then more
-of the results, which the search cannot see past its horizon).
+of the results, which the search cannot see past its horizon). With ``result_from_ply`` > 0, a
+position played before that ply takes its search score alone (lambda 1): self-play makes its
+random moves before ``selfplay.random_until``, so an earlier position's result is partly that of
+a random move made after it.
 
 Held out by game: a game's positions are all held out or none (a seeded hash of generation and
 game number), so the held-out loss measures positions of games the model never saw. The model
@@ -62,6 +65,7 @@ class FitSettings:
     max_val_rows: int = 200_000
     warm_start: bool = True
     flip_labels: bool = False  # tests only: mover's results and scores negated
+    result_from_ply: int = 0  # > 0: positions before this ply take the search score alone
     seed: int = 0
 
     @classmethod
@@ -91,13 +95,16 @@ def features(rows: np.ndarray, size: int) -> tuple[torch.Tensor, torch.Tensor]:
     return mine, theirs
 
 
-def targets(rows: np.ndarray, lam: float, output_scale: int, flip: bool = False) -> torch.Tensor:
+def targets(
+    rows: np.ndarray, lam: float, output_scale: int, flip: bool = False, result_from_ply: int = 0
+) -> torch.Tensor:
     """The blended expected-score targets of the rows (module docstring)."""
     sign = -1.0 if flip else 1.0
     result = (sign * rows["result"].astype(np.float64) + 1.0) / 2.0
     search = 1.0 / (1.0 + np.exp(-sign * rows["score"].astype(np.float64) / output_scale))
     exact = (rows["flags"] & FLAG_EXACT) != 0
-    blend = np.where(exact, result, lam * search + (1.0 - lam) * result)
+    lam_rows = np.where(rows["ply"] < result_from_ply, 1.0, lam)
+    blend = np.where(exact, result, lam_rows * search + (1.0 - lam_rows) * result)
     return torch.from_numpy(blend.astype(np.float32))
 
 
@@ -167,7 +174,10 @@ def fit(
                 break
             lam = s.lambda_start + (s.lambda_end - s.lambda_start) * min(1.0, step / steps_total)
             us, them = features(rows, size)
-            loss = loss_fn(model(us, them), targets(rows, lam, s.output_scale, s.flip_labels))
+            loss = loss_fn(
+                model(us, them),
+                targets(rows, lam, s.output_scale, s.flip_labels, s.result_from_ply),
+            )
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -210,7 +220,7 @@ def validation_loss(
     if rows is None or not len(rows):
         return {"val_loss": float("nan"), "val_loss_constant": float("nan")}
     model.eval()
-    q = targets(rows, lam, s.output_scale, s.flip_labels).double()
+    q = targets(rows, lam, s.output_scale, s.flip_labels, s.result_from_ply).double()
     us, them = features(rows, size)
     loss = float(nn.functional.binary_cross_entropy_with_logits(model(us, them).double(), q))
     p = float(q.mean().clamp(1e-6, 1 - 1e-6))

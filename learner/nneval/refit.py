@@ -44,6 +44,8 @@ HELP = {
     "shuffle_rows": "shuffle buffer (positions in memory)",
     "max_val_rows": "held-out positions kept for the held-out loss",
     "warm_start": "start from the parent's weights when the shapes match (1/0)",
+    "result_from_ply": "> 0: positions before this ply take the search score alone (self-play's "
+    "random moves come before selfplay.random_until)",
     "seed": "seed of the held-out split, the shuffles and fresh weights",
 }
 
