@@ -28,7 +28,8 @@
 #   lmr          cautious late-move reductions: ab+nn:t200,tm,margin=0     50 min
 #                (lmr on by default) against the same with lmr=0 (as first measured)
 #   ttkeep       the transposition table kept between moves (,ttkeep)   50 min
-#   probcut      ProbCut (,probcut)                                     50 min
+#   probcut      ProbCut: the defaults against ,probcut=0 (as first      50 min
+#                measured: ,probcut on top of lmr and margin)
 #   book-ab      the fast player's own opening book (,book; built first   50 min
 #                if missing: about an hour on two cores at depth 16)
 #   v2           the shipped evaluation (nneval-v2, the best generation)  50 min
@@ -40,18 +41,20 @@
 #   policy       move ordering by the evaluation's move-ordering head     50 min
 #                (,policy with game/data/nneval-v2-policy.safetensors: nneval-v2 and a head
 #                distilled from the MCTS network by python -m learner.nneval.policy)
-#   defaults     the default switches (lmr, margin) against none, both with 50 min
-#                nneval-v1: today's search against the first player's, same evaluation
+#   defaults     lmr and margin (the defaults before probcut) against none,  50 min
+#                both with nneval-v1
+#   search       today's default switches (lmr, margin, probcut) against     50 min
+#                none, both with nneval-v1: the search's whole gain, same evaluation
 #   shipped      the shipped player (nneval-v2, today's default switches)   50 min
-#                against the first learned one (nneval-v1, lmr=0, margin=0): the evaluation's
+#                against the first learned one (nneval-v1, no switches): the evaluation's
 #                and the search's gains together
 #   tm           time management itself (,tm) against 200 ms unmanaged 50 min
 #                (not equal time: unmanaged, an iteration starts only with half the time
 #                left, so that player spends about 60% of it)
 # The alpha-beta's search switches (qs ... policy) become defaults only where their match wins
 # (docs/api.md, "Search switches"); each is measured on top of the defaults of its day (lmr, then
-# margin, on since each won its match; ttkeep was measured before either). OUT names another
-# folder for the files (runs/equal-time).
+# margin, then probcut, on since each won its match; ttkeep was measured before any). OUT names
+# another folder for the files (runs/equal-time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 games=${1:-312}
@@ -81,15 +84,16 @@ asp|$base,asp|$base
 margin|$base|$base,margin=0
 lmr|$base,margin=0|$base,margin=0,lmr=0
 ttkeep|$base,ttkeep|$base
-probcut|$base,probcut|$base
+probcut|$base|$base,probcut=0
 book-ab|$base,book|$base
 v2|$base|$base:$yardstick
 v2-t1000|ab+nn:t1000,tm|ab+nn:t1000,tm:$yardstick
 eval|$base:${EVAL:-}|$base:$yardstick
 tt64|$base,tt=64|$base
 policy|$base,policy:$policy|$base
-defaults|$base:$yardstick|$base,lmr=0,margin=0:$yardstick
-shipped|$base|$base,lmr=0,margin=0:$yardstick
+defaults|$base,probcut=0:$yardstick|$base,lmr=0,margin=0,probcut=0:$yardstick
+search|$base:$yardstick|$base,lmr=0,margin=0,probcut=0:$yardstick
+shipped|$base|$base,lmr=0,margin=0,probcut=0:$yardstick
 tm|$base|ab+nn:t200"
 
 if (( $# == 0 )); then

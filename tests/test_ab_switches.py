@@ -141,8 +141,9 @@ def test_each_switch_changes_the_search(name: str) -> None:
 def test_specs_name_the_switches() -> None:
     player = make_player("ab+nn:t200,tm,qs,asp,margin,lmr,ttkeep,probcut,tt=64")
     assert isinstance(player, MinimaxPlayer)
-    # lmr and margin are on by default in timed ab+nn players: the name says what differs.
-    assert player.name == "ab+nn:t200,tm,qs,asp,ttkeep,probcut,tt=64"
+    # lmr, margin and probcut are on by default in timed ab+nn players: the name says what
+    # differs.
+    assert player.name == "ab+nn:t200,tm,qs,asp,ttkeep,tt=64"
     sw = player.switches
     assert (sw.quiescence, sw.aspiration, sw.pruning, sw.lmr, sw.tt_keep, sw.probcut) == (True,) * 6
     assert player.tt_mb == 64 and player._searcher is not None
@@ -168,16 +169,21 @@ def test_specs_name_the_switches() -> None:
 
 
 def test_the_winning_switches_are_on_by_default_in_timed_ab_nn_players_only() -> None:
-    """Late-move reductions and margin pruning won their equal-time matches (docs/results.md);
-    ,lmr=0 and ,margin=0 turn them off. A fixed-depth player (a ladder rung) searches its depth in
-    full, and the hand-written baseline keeps every switch off."""
+    """Late-move reductions, margin pruning and ProbCut won their equal-time matches
+    (docs/results.md); ,lmr=0, ,margin=0 and ,probcut=0 turn them off. A fixed-depth player (a
+    ladder rung) searches its depth in full, and the hand-written baseline keeps every switch
+    off."""
     default = make_player("ab+nn:t200,tm")
-    assert default.switches.lmr and default.switches.pruning and default.name == "ab+nn:t200,tm"
-    off = make_player("ab+nn:t200,tm,lmr=0,margin=0")
-    assert not off.switches.lmr and not off.switches.pruning
-    assert off.name == "ab+nn:t200,tm,margin=0,lmr=0"
+    on = default.switches
+    assert on.lmr and on.pruning and on.probcut and default.name == "ab+nn:t200,tm"
+    assert not (on.quiescence or on.aspiration or on.tt_keep or on.policy)
+    off = make_player("ab+nn:t200,tm,lmr=0,margin=0,probcut=0")
+    assert not off.switches.lmr and not off.switches.pruning and not off.switches.probcut
+    assert off.name == "ab+nn:t200,tm,margin=0,lmr=0,probcut=0"
+    assert make_player("ab+nn:t200,tm,probcut=0").switches.lmr
     rung = make_player("ab+nn:8")
-    assert not rung.switches.lmr and not rung.switches.pruning and rung.name == "ab+nn:8"
+    assert not rung.switches.lmr and not rung.switches.pruning and not rung.switches.probcut
+    assert rung.name == "ab+nn:8"
     assert make_player("ab+nn:6,lmr=1").switches.lmr
     assert make_player("ab+nn:6,lmr").name == "ab+nn:6,lmr"
     assert not make_player("minimax:t200").switches.lmr

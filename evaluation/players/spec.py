@@ -25,9 +25,9 @@ one into a :class:`PlayerSpec` (or raises ValueError naming the spec and what is
     late-move reductions, a transposition table kept between moves, ProbCut, and the table's
     size in MB (``ab+nn:t200,tm,asp,tt=64``). ``,policy`` (``ab+nn`` only, with an evaluation
     file that has a move-ordering head) orders quiet moves by that head. A timed ``ab+nn``
-    player has the switches of :data:`DEFAULT_SWITCHES` on (late-move reductions and
-    evaluation-margin pruning: each won its equal-time match); ``,lmr=0`` / ``,margin=0`` turns
-    one off. A fixed-depth player and ``minimax`` have none on.
+    player has the switches of :data:`DEFAULT_SWITCHES` on (late-move reductions,
+    evaluation-margin pruning and ProbCut: each won its equal-time match); ``,lmr=0`` /
+    ``,margin=0`` / ``,probcut=0`` turns one off. A fixed-depth player and ``minimax`` have none on.
 ``ab+nn:...,book``
     the opening book of the learned evaluation, beside its file (``<stem>.book.json``, built by
     ``python -m evaluation.book build --evaluation FILE``): a position in it is played without
@@ -89,7 +89,7 @@ SWITCH_OPTIONS: Mapping[str, str] = MappingProxyType(
 # searches its depth in full unless its spec turns them on. minimax, the hand-written baseline
 # and the ladder's anchor, has none.
 DEFAULT_SWITCHES: Mapping[str, frozenset[str]] = MappingProxyType(
-    {"ab+nn": frozenset({"lmr", "margin"}), "minimax": frozenset()}
+    {"ab+nn": frozenset({"lmr", "margin", "probcut"}), "minimax": frozenset()}
 )
 # Bounds of the numeric alpha-beta options: the table in MB (as conf's
 # evaluation.baseline.search.tt_mb), the game's time in ms (a day).
