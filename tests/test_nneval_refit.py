@@ -104,6 +104,7 @@ def test_refit_writes_a_checked_evaluation_with_its_settings(data, tmp_path: Pat
         (["--hidden", "48"], "--hidden must be a multiple of 32 up to 256"),
         (["--dense2", "65"], "--dense2 must be at most 64"),
         (["--epochs", "0"], "--epochs must be >= 1"),
+        (["--result-from-ply", "-1"], "--result-from-ply must be >= 0"),
         (["--parent", "nowhere.nn"], "nowhere.nn: no such evaluation file"),
     ],
 )

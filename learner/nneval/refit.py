@@ -81,6 +81,8 @@ def _check(args: argparse.Namespace) -> str | None:
             return f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(args, name)}"
     if args.steps < 0:
         return f"--steps must be >= 0 (0: --epochs passes), got {args.steps}"
+    if args.result_from_ply < 0:
+        return f"--result-from-ply must be >= 0 (0: every position), got {args.result_from_ply}"
     for name in ("epochs", "batch", "hidden", "dense1", "dense2", "output_scale"):
         if getattr(args, name) < 1:
             return f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}"
