@@ -30,6 +30,8 @@
 #   ttkeep       the transposition table kept between moves (,ttkeep)   50 min
 #   probcut      ProbCut: the defaults against ,probcut=0 (as first      50 min
 #                measured: ,probcut on top of lmr and margin)
+#   pcpieces     ProbCut only with 9 pieces or more (,pcpieces=9) against    50 min
+#                ProbCut everywhere (today's default)
 #   book-ab      the fast player's own opening book (,book; built first   50 min
 #                if missing: about an hour on two cores at depth 16)
 #   v2           the shipped evaluation (nneval-v2, the best generation)  50 min
@@ -85,6 +87,7 @@ margin|$base|$base,margin=0
 lmr|$base,margin=0|$base,margin=0,lmr=0
 ttkeep|$base,ttkeep|$base
 probcut|$base|$base,probcut=0
+pcpieces|$base,pcpieces=9|$base
 book-ab|$base,book|$base
 v2|$base|$base:$yardstick
 v2-t1000|ab+nn:t1000,tm|ab+nn:t1000,tm:$yardstick

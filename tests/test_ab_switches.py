@@ -168,6 +168,48 @@ def test_specs_name_the_switches() -> None:
             make_player(bad)
 
 
+def test_probcut_keeps_to_positions_of_at_least_its_piece_floor() -> None:
+    """``,pcpieces=N``: ProbCut only at nodes with N pieces or more. Above the root's piece
+    count it never fires (the search is the one without ProbCut, node for node); at 2 (every
+    position a search goes on from) it is ProbCut everywhere; at the root's count it fires near
+    the root but not below the first captures, a search of its own."""
+    pos = Position()
+    for _ in range(10):
+        pos.play(pos.legal_moves()[0])
+    setup = pos.setup()
+    pieces = (setup.black | setup.white).bit_count()
+    plain = alphabeta(pos, depth=11, switches=_core.SearchSwitches())
+    everywhere = alphabeta(pos, depth=11, switches=_core.SearchSwitches(probcut=True))
+    floored = alphabeta(
+        pos, depth=11, switches=_core.SearchSwitches(probcut=True, probcut_min_pieces=pieces + 1)
+    )
+    at_count, at_two = (
+        alphabeta(pos, depth=11, switches=_core.SearchSwitches(probcut=True, probcut_min_pieces=n))
+        for n in (pieces, 2)
+    )
+    assert everywhere.nodes != plain.nodes
+    assert (floored.nodes, floored.score, str(floored.move)) == (
+        plain.nodes,
+        plain.score,
+        str(plain.move),
+    )
+    assert at_two.nodes == everywhere.nodes
+    assert at_count.nodes not in (plain.nodes, everywhere.nodes)
+    player = make_player("ab+nn:t200,tm,pcpieces=12")
+    assert player.switches.probcut_min_pieces == 12 and player.switches.probcut
+    assert player.name == "ab+nn:t200,tm,pcpieces=12"
+    assert make_player("ab+nn:t200,tm").switches.probcut_min_pieces == 0
+    for bad in ("ab+nn:t200,tm,pcpieces=25", "ab+nn:t200,tm,pcpieces", "ab+nn:t200,pcpieces=-1"):
+        with pytest.raises(ValueError, match="malformed player spec"):
+            make_player(bad)
+    with pytest.raises(ValueError, match="probcut_min_pieces must be >= 0, got -1"):
+        _core.SearchSwitches(probcut=True, probcut_min_pieces=-1)
+    switches = _core.SearchSwitches(probcut=True)
+    with pytest.raises(ValueError, match="probcut_min_pieces must be >= 0, got -3"):
+        switches.probcut_min_pieces = -3
+    assert switches.probcut_min_pieces == 0
+
+
 def test_the_winning_switches_are_on_by_default_in_timed_ab_nn_players_only() -> None:
     """Late-move reductions, margin pruning and ProbCut won their equal-time matches
     (docs/results.md); ,lmr=0, ,margin=0 and ,probcut=0 turn them off. A fixed-depth player (a

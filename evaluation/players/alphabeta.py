@@ -167,6 +167,8 @@ class MinimaxPlayer:
             for k in SWITCH_OPTIONS
             if (k in on) != (k in kind_defaults)
         ) + (f",tt={tt_mb}" if name_table else "")
+        if self.switches.probcut_min_pieces != _core.SearchSwitches().probcut_min_pieces:
+            self.name += f",pcpieces={self.switches.probcut_min_pieces}"
         self._searcher = None
         if self.switches.tt_keep:  # its own table: another player's entries must not be read
             self._searcher = _core.AlphaBetaSearcher(tt_mb)

@@ -38,6 +38,8 @@ def make_player(
         switches = _core.SearchSwitches()
         for option in parsed.switches:
             setattr(switches, SWITCH_OPTIONS[option], True)
+        if parsed.probcut_min_pieces is not None:
+            switches.probcut_min_pieces = parsed.probcut_min_pieces
         try:
             return MinimaxPlayer(
                 parsed.depth,

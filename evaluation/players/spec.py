@@ -23,7 +23,8 @@ one into a :class:`PlayerSpec` (or raises ValueError naming the spec and what is
     search switches of any alpha-beta form (``game._core.SearchSwitches``):
     threat quiescence, aspiration windows, reverse-futility (evaluation-margin) pruning, cautious
     late-move reductions, a transposition table kept between moves, ProbCut, and the table's
-    size in MB (``ab+nn:t200,tm,asp,tt=64``). ``,policy`` (``ab+nn`` only, with an evaluation
+    size in MB (``ab+nn:t200,tm,asp,tt=64``); ``,pcpieces=N`` keeps ProbCut to positions of at
+    least N pieces (0: all, the default). ``,policy`` (``ab+nn`` only, with an evaluation
     file that has a move-ordering head) orders quiet moves by that head. A timed ``ab+nn``
     player has the switches of :data:`DEFAULT_SWITCHES` on (late-move reductions,
     evaluation-margin pruning and ProbCut: each won its equal-time match); ``,lmr=0`` /
@@ -93,7 +94,9 @@ DEFAULT_SWITCHES: Mapping[str, frozenset[str]] = MappingProxyType(
 )
 # Bounds of the numeric alpha-beta options: the table in MB (as conf's
 # evaluation.baseline.search.tt_mb), the game's time in ms (a day).
-MAX_OPTION_VALUE: Mapping[str, int] = MappingProxyType({"tt": 65_536, "game": 86_400_000})
+MAX_OPTION_VALUE: Mapping[str, int] = MappingProxyType(
+    {"tt": 65_536, "game": 86_400_000, "pcpieces": 24}
+)
 _RANDOM = re.compile(r"random(?::(?P<seed>[0-9]+))?")
 _NETWORK = re.compile(
     rf"(?P<source>{re.escape(UNIFORM_SPEC)}|.+?{re.escape(CHECKPOINT_SUFFIX)})(?::(?P<opts>.*))?"
@@ -108,7 +111,8 @@ FORMS = (
     "'minimax:D' (depth), 'minimax:tMS[,tm[,game=MS]]' (milliseconds per move, ',tm': managed "
     "over the game), 'minimax+db:D' (with the endgame database), 'ab+nn:D' / "
     "'ab+nn:tMS[,tm][,book][:PATH]' (learned evaluation), search switches "
-    "',qs,asp,margin,lmr,ttkeep,probcut,policy,tt=MB' (',lmr=0': off) after the depth or time, "
+    "',qs,asp,margin,lmr,ttkeep,probcut,policy,tt=MB,pcpieces=N' (',lmr=0': off) after the "
+    "depth or time, "
     "'random[:SEED]', "
     "'uniform-mcts[:OPTIONS]' or a checkpoint 'PATH.safetensors[:OPTIONS]'"
 )
@@ -176,6 +180,8 @@ class PlayerSpec:
     game_ms: int = 0  # ",game=MS": time for the whole game on top of the moves' (with ,tm)
     switches: frozenset[str] = frozenset()  # SWITCH_OPTIONS keys on (",asp", ",lmr", ...)
     tt_mb: int | None = None  # ",tt=MB": the transposition table's size, None for the default
+    # ",pcpieces=N": ProbCut only with at least N pieces on the board, None for the default
+    probcut_min_pieces: int | None = None
     database: bool = False  # "+db": the endgame database below the root and at it
     nneval_path: str | None = None  # ab+nn: a weights file other than the shipped one
     book: bool = False  # ab+nn ",book": the evaluation's opening book (<stem>.book.json)
@@ -217,7 +223,7 @@ def _alphabeta(text: str, m: re.Match[str]) -> PlayerSpec:
         raise ValueError(f"player spec {text!r}: the depth must be at most {MAX_DEPTH}")
     if m["path"] is not None and m["kind"] != "ab+nn":
         raise ValueError(f"malformed player spec {text!r}; use {FORMS}")
-    manage_time, game_ms, tt_mb, book = False, 0, None, False
+    manage_time, game_ms, tt_mb, book, probcut_min_pieces = False, 0, None, False, None
     switches = set(DEFAULT_SWITCHES[m["kind"]] if time_ms else ())
     for option in filter(None, m["opts"].split(",")):
         key, _, value = option.partition("=")
@@ -233,6 +239,8 @@ def _alphabeta(text: str, m: re.Match[str]) -> PlayerSpec:
             switches.add(key)
         elif key in SWITCH_OPTIONS and value == "0":
             switches.discard(key)
+        elif key == "pcpieces" and value and int(value) <= MAX_OPTION_VALUE[key]:
+            probcut_min_pieces = int(value)
         elif key in MAX_OPTION_VALUE and value and 0 < int(value) <= MAX_OPTION_VALUE[key]:
             if key == "tt":
                 tt_mb = int(value)
@@ -249,6 +257,7 @@ def _alphabeta(text: str, m: re.Match[str]) -> PlayerSpec:
         game_ms=game_ms,
         switches=frozenset(switches),
         tt_mb=tt_mb,
+        probcut_min_pieces=probcut_min_pieces,
         database=bool(m["db"]),
         nneval_path=m["path"],
         book=book,

@@ -491,7 +491,7 @@ class Searcher {
     // The shallow search regenerates this ply's move list (the same moves in the same order).
     if (sw_.probcut && !pv_node && ply > 0 && depth >= kProbCutMinDepth && !capture &&
         beta < kMateThreshold - kMaxSearchPly - kProbCutMargin && beta > -(kMateThreshold - kMaxSearchPly) &&
-        !threatened(b)) {
+        popcount(b.occupied()) >= sw_.probcut_min_pieces && !threatened(b)) {
       const int raised = beta + kProbCutMargin;
       const int shallow = search(b, hash, no_progress, depth - kProbCutReduction, raised - 1, raised, ply);
       if (stop_) return 0;

@@ -75,6 +75,8 @@ struct SearchSwitches {
   // ProbCut (multi-probability cut): a quiet non-PV node deep enough whose shallow search (a
   // fixed number of plies less) beats beta by a margin is taken to hold at full depth.
   bool probcut = false;
+  // ProbCut only at nodes with at least this many pieces on the board (0: at every node).
+  int probcut_min_pieces = 0;
   // Move ordering by the learned evaluation's move-ordering head (a file that has one): at nodes
   // kPolicyMinDepth plies or more from the horizon, quiet moves after the table's move, crowning
   // steps and killers go in the order of its logits instead of the history scores.

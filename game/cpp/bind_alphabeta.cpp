@@ -30,6 +30,13 @@ struct OwnedSearcher {
   int tt_mb;
 };
 
+// SearchSwitches::probcut_min_pieces as given, or ValueError naming it.
+int checked_min_pieces(int pieces) {
+  if (pieces < 0)
+    throw nb::value_error(("probcut_min_pieces must be >= 0, got " + std::to_string(pieces)).c_str());
+  return pieces;
+}
+
 const char* stop_name(cz::SearchStop s) {
   switch (s) {
     case cz::SearchStop::kGameOver: return "game-over";
@@ -297,23 +304,29 @@ void cz::bind::bind_alphabeta(nb::module_& m) {
       .def(
           "__init__",
           [](SearchSwitches* s, bool quiescence, bool aspiration, bool pruning, bool lmr, bool tt_keep,
-             bool probcut, bool policy) {
-            new (s) SearchSwitches{quiescence, aspiration, pruning, lmr, tt_keep, probcut, policy};
+             bool probcut, bool policy, int probcut_min_pieces) {
+            new (s) SearchSwitches{quiescence, aspiration, pruning, lmr, tt_keep, probcut,
+                                   checked_min_pieces(probcut_min_pieces), policy};
           },
           "quiescence"_a = false, "aspiration"_a = false, "pruning"_a = false, "lmr"_a = false,
-          "tt_keep"_a = false, "probcut"_a = false, "policy"_a = false)
+          "tt_keep"_a = false, "probcut"_a = false, "policy"_a = false, "probcut_min_pieces"_a = 0)
       .def_rw("quiescence", &SearchSwitches::threat_quiescence)
       .def_rw("aspiration", &SearchSwitches::aspiration)
       .def_rw("pruning", &SearchSwitches::margin_pruning)
       .def_rw("lmr", &SearchSwitches::lmr)
       .def_rw("tt_keep", &SearchSwitches::tt_keep)
       .def_rw("probcut", &SearchSwitches::probcut)
+      .def_prop_rw(
+          "probcut_min_pieces", [](const SearchSwitches& s) { return s.probcut_min_pieces; },
+          [](SearchSwitches& s, int pieces) { s.probcut_min_pieces = checked_min_pieces(pieces); },
+          "ProbCut only at nodes with at least this many pieces on the board (0: at every node)")
       .def_rw("policy", &SearchSwitches::policy_order)
       .def("__repr__", [](const SearchSwitches& s) {
         auto b = [](bool v) { return std::string(v ? "True" : "False"); };
         return "SearchSwitches(quiescence=" + b(s.threat_quiescence) + ", aspiration=" + b(s.aspiration) +
                ", pruning=" + b(s.margin_pruning) + ", lmr=" + b(s.lmr) + ", tt_keep=" + b(s.tt_keep) +
-               ", probcut=" + b(s.probcut) + ", policy=" + b(s.policy_order) + ")";
+               ", probcut=" + b(s.probcut) + ", probcut_min_pieces=" + std::to_string(s.probcut_min_pieces) +
+               ", policy=" + b(s.policy_order) + ")";
       });
 
   nb::class_<OwnedSearcher>(m, "AlphaBetaSearcher",
