@@ -31,7 +31,7 @@
 #   probcut      ProbCut: the defaults against ,probcut=0 (as first      50 min
 #                measured: ,probcut on top of lmr and margin)
 #   pcpieces     ProbCut only with 9 pieces or more (,pcpieces=9) against    50 min
-#                ProbCut everywhere (today's default)
+#                ProbCut everywhere (the default; measured Elo +4 [-11, +20])
 #   book-ab      the fast player's own opening book (,book; built first   50 min
 #                if missing: about an hour on two cores at depth 16)
 #   v2           the shipped evaluation (nneval-v2, the best generation)  50 min
