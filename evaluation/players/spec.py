@@ -92,10 +92,10 @@ SWITCH_OPTIONS: Mapping[str, str] = MappingProxyType(
 DEFAULT_SWITCHES: Mapping[str, frozenset[str]] = MappingProxyType(
     {"ab+nn": frozenset({"lmr", "margin", "probcut"}), "minimax": frozenset()}
 )
-# Bounds of the numeric alpha-beta options: the table in MB (as conf's
-# evaluation.baseline.search.tt_mb), the game's time in ms (a day).
-MAX_OPTION_VALUE: Mapping[str, int] = MappingProxyType(
-    {"tt": 65_536, "game": 86_400_000, "pcpieces": 24}
+# Bounds (lowest, highest) of the numeric alpha-beta options: the table in MB (as conf's
+# evaluation.baseline.search.tt_mb), the game's time in ms (a day), ProbCut's piece floor.
+OPTION_RANGE: Mapping[str, tuple[int, int]] = MappingProxyType(
+    {"tt": (1, 65_536), "game": (1, 86_400_000), "pcpieces": (0, 24)}
 )
 _RANDOM = re.compile(r"random(?::(?P<seed>[0-9]+))?")
 _NETWORK = re.compile(
@@ -223,7 +223,8 @@ def _alphabeta(text: str, m: re.Match[str]) -> PlayerSpec:
         raise ValueError(f"player spec {text!r}: the depth must be at most {MAX_DEPTH}")
     if m["path"] is not None and m["kind"] != "ab+nn":
         raise ValueError(f"malformed player spec {text!r}; use {FORMS}")
-    manage_time, game_ms, tt_mb, book, probcut_min_pieces = False, 0, None, False, None
+    manage_time, book = False, False
+    numbers: dict[str, int] = {}  # the numeric options given (OPTION_RANGE's keys)
     switches = set(DEFAULT_SWITCHES[m["kind"]] if time_ms else ())
     for option in filter(None, m["opts"].split(",")):
         key, _, value = option.partition("=")
@@ -239,13 +240,12 @@ def _alphabeta(text: str, m: re.Match[str]) -> PlayerSpec:
             switches.add(key)
         elif key in SWITCH_OPTIONS and value == "0":
             switches.discard(key)
-        elif key == "pcpieces" and value and int(value) <= MAX_OPTION_VALUE[key]:
-            probcut_min_pieces = int(value)
-        elif key in MAX_OPTION_VALUE and value and 0 < int(value) <= MAX_OPTION_VALUE[key]:
-            if key == "tt":
-                tt_mb = int(value)
-            else:
-                game_ms = int(value)
+        elif (
+            key in OPTION_RANGE
+            and value
+            and min(OPTION_RANGE[key]) <= int(value) <= max(OPTION_RANGE[key])
+        ):
+            numbers[key] = int(value)
         else:
             raise ValueError(f"malformed player spec {text!r}: option {option!r}; use {FORMS}")
     return PlayerSpec(
@@ -254,10 +254,10 @@ def _alphabeta(text: str, m: re.Match[str]) -> PlayerSpec:
         depth=depth,
         time_ms=time_ms,
         manage_time=manage_time,
-        game_ms=game_ms,
+        game_ms=numbers.get("game", 0),
         switches=frozenset(switches),
-        tt_mb=tt_mb,
-        probcut_min_pieces=probcut_min_pieces,
+        tt_mb=numbers.get("tt"),
+        probcut_min_pieces=numbers.get("pcpieces"),
         database=bool(m["db"]),
         nneval_path=m["path"],
         book=book,
